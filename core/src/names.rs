@@ -1,0 +1,104 @@
+//! Name rules (contract §2): non-empty, no NUL, and no reserved prefix for
+//! the names that share the internal namespace.
+
+use crate::error::{err, Code, ContractError};
+
+/// Names starting with this belong to alkstore itself.
+pub const RESERVED_PREFIX: &str = "__alkstore_";
+
+/// The backing queue of outbox `x` is `__alkstore_outbox:x`.
+pub const OUTBOX_QUEUE_PREFIX: &str = "__alkstore_outbox:";
+
+/// The kinds of names the functions take.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    /// A queue name.
+    Queue,
+    /// An outbox name (its backing queue is derived, see [`outbox_queue`]).
+    Outbox,
+    /// A stream name.
+    Stream,
+    /// A notification channel.
+    Channel,
+    /// A lock (lease) name.
+    Lock,
+    /// A stream consumer.
+    Consumer,
+    /// A worker that claims jobs.
+    Worker,
+    /// A lock owner.
+    Owner,
+}
+
+impl NameKind {
+    /// The word used in error messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            NameKind::Queue => "queue",
+            NameKind::Outbox => "outbox",
+            NameKind::Stream => "stream",
+            NameKind::Channel => "channel",
+            NameKind::Lock => "lock",
+            NameKind::Consumer => "consumer",
+            NameKind::Worker => "worker",
+            NameKind::Owner => "owner",
+        }
+    }
+
+    /// Whether the reserved prefix is forbidden for this kind.
+    pub fn is_namespaced(self) -> bool {
+        matches!(
+            self,
+            NameKind::Queue
+                | NameKind::Outbox
+                | NameKind::Stream
+                | NameKind::Channel
+                | NameKind::Lock
+        )
+    }
+}
+
+/// Checks a directly supplied name of the given kind.
+///
+/// ```
+/// use alkstore_core::{names, Code, NameKind};
+/// assert!(names::validate(NameKind::Queue, "emails").is_ok());
+/// assert_eq!(names::validate(NameKind::Queue, "").unwrap_err().code, Code::InvalidName);
+/// assert_eq!(
+///     names::validate(NameKind::Queue, "__alkstore_outbox:x").unwrap_err().code,
+///     Code::ReservedName
+/// );
+/// // Workers may use any non-empty name.
+/// assert!(names::validate(NameKind::Worker, "__alkstore_w").is_ok());
+/// ```
+pub fn validate(kind: NameKind, name: &str) -> Result<(), ContractError> {
+    if name.is_empty() {
+        return err(
+            Code::InvalidName,
+            format!("{} name must not be empty", kind.label()),
+        );
+    }
+    if name.contains('\0') {
+        return err(
+            Code::InvalidName,
+            format!("{} name must not contain a NUL character", kind.label()),
+        );
+    }
+    if kind.is_namespaced() && name.starts_with(RESERVED_PREFIX) {
+        return err(
+            Code::ReservedName,
+            format!(
+                "{} name {:?} starts with the reserved prefix {:?}",
+                kind.label(),
+                name,
+                RESERVED_PREFIX
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The backing queue of an outbox (call [`validate`] with [`NameKind::Outbox`] first).
+pub fn outbox_queue(outbox: &str) -> String {
+    format!("{OUTBOX_QUEUE_PREFIX}{outbox}")
+}

@@ -1,0 +1,327 @@
+//! Queue and enqueue options (contract §5), parsed from JSON objects.
+//!
+//! Unknown keys, wrong types, out-of-range values and contradictory keys are
+//! all `InvalidOptions`, so a typo never silently does nothing. JSON `null`
+//! as a value is a wrong type, not "default".
+
+use crate::error::{err, Code, ContractError};
+use crate::time;
+use serde_json::{Map, Value};
+
+/// The longest duration any option takes: 100 years, in seconds.
+pub const MAX_DURATION_S: f64 = 3_153_600_000.0;
+
+/// Per-queue options, stored in the database and stamped onto each job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueOpts {
+    /// How long a claim is held before the job may be claimed again.
+    pub visibility_timeout_ms: i64,
+    /// Claims allowed before the job goes to the dead-letter state.
+    pub max_attempts: i32,
+    /// Base of the exponential retry delay.
+    pub backoff_base_ms: i64,
+    /// Cap of the computed retry delay.
+    pub backoff_max_ms: i64,
+}
+
+impl Default for QueueOpts {
+    fn default() -> Self {
+        QueueOpts {
+            visibility_timeout_ms: 60_000,
+            max_attempts: 5,
+            backoff_base_ms: 5_000,
+            backoff_max_ms: 3_600_000,
+        }
+    }
+}
+
+/// The option keys `alk_queue_configure` accepts.
+pub const QUEUE_KEYS: [&str; 4] = [
+    "visibility_timeout_s",
+    "max_attempts",
+    "backoff_base_s",
+    "backoff_max_s",
+];
+
+/// The option keys the enqueue functions accept.
+pub const ENQUEUE_KEYS: [&str; 5] = [
+    "delay_s",
+    "run_at",
+    "priority",
+    "max_attempts",
+    "expires_in_s",
+];
+
+impl QueueOpts {
+    /// The fixed options of every outbox's backing queue (contract §6).
+    pub fn outbox() -> Self {
+        QueueOpts::default()
+    }
+
+    /// Returns these options with the keys of `opts` merged over them.
+    ///
+    /// ```
+    /// use alkstore_core::QueueOpts;
+    /// let opts = serde_json::json!({"max_attempts": 3, "visibility_timeout_s": 0.5});
+    /// let merged = QueueOpts::default().merged(Some(&opts)).unwrap();
+    /// assert_eq!((merged.max_attempts, merged.visibility_timeout_ms), (3, 500));
+    /// assert_eq!(merged.backoff_base_ms, 5_000);
+    /// ```
+    pub fn merged(mut self, opts: Option<&Value>) -> Result<Self, ContractError> {
+        let Some(map) = object(opts, "queue", &QUEUE_KEYS)? else {
+            return Ok(self);
+        };
+        for (key, value) in map {
+            match key.as_str() {
+                "visibility_timeout_s" => self.visibility_timeout_ms = duration(key, value, true)?,
+                "max_attempts" => self.max_attempts = max_attempts(value)?,
+                "backoff_base_s" => self.backoff_base_ms = duration(key, value, false)?,
+                "backoff_max_s" => self.backoff_max_ms = duration(key, value, false)?,
+                _ => unreachable!("object() rejects unknown keys"),
+            }
+        }
+        Ok(self)
+    }
+
+    /// The resolved options as the JSON object `alk_queue_opts` returns.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "visibility_timeout_s": time::ms_to_seconds_json(self.visibility_timeout_ms),
+            "max_attempts": self.max_attempts,
+            "backoff_base_s": time::ms_to_seconds_json(self.backoff_base_ms),
+            "backoff_max_s": time::ms_to_seconds_json(self.backoff_max_ms),
+        })
+    }
+}
+
+/// The retry delay when the caller gives none: `base * 2^(attempts-1)`, capped.
+///
+/// ```
+/// assert_eq!(alkstore_core::opts::backoff_ms(5_000, 3_600_000, 1), 5_000);
+/// assert_eq!(alkstore_core::opts::backoff_ms(5_000, 3_600_000, 3), 20_000);
+/// assert_eq!(alkstore_core::opts::backoff_ms(5_000, 3_600_000, 60), 3_600_000);
+/// ```
+pub fn backoff_ms(base_ms: i64, max_ms: i64, attempts: i64) -> i64 {
+    let exp = (attempts.max(1) - 1).min(62) as u32;
+    base_ms.saturating_mul(1i64 << exp).min(max_ms)
+}
+
+/// Per-job options, resolved at enqueue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EnqueueOpts {
+    /// Run no earlier than now + delay.
+    pub delay_ms: Option<i64>,
+    /// Absolute earliest run time, epoch milliseconds.
+    pub run_at_ms: Option<i64>,
+    /// Higher runs first.
+    pub priority: i32,
+    /// Overrides the queue's `max_attempts` for this job.
+    pub max_attempts: Option<i32>,
+    /// Dead-letter the job with `expired` if it has not started this long after enqueue.
+    pub expires_in_ms: Option<i64>,
+}
+
+impl EnqueueOpts {
+    /// Parses enqueue options; `None` means defaults.
+    ///
+    /// ```
+    /// use alkstore_core::{Code, EnqueueOpts};
+    /// let bad = serde_json::json!({"delay_s": 1, "run_at": 0});
+    /// assert_eq!(EnqueueOpts::parse(Some(&bad)).unwrap_err().code, Code::InvalidOptions);
+    /// ```
+    pub fn parse(opts: Option<&Value>) -> Result<Self, ContractError> {
+        let mut out = EnqueueOpts::default();
+        let Some(map) = object(opts, "enqueue", &ENQUEUE_KEYS)? else {
+            return Ok(out);
+        };
+        for (key, value) in map {
+            match key.as_str() {
+                "delay_s" => out.delay_ms = Some(duration(key, value, false)?),
+                "run_at" => out.run_at_ms = Some(run_at(value)?),
+                "priority" => {
+                    out.priority = int_in(key, value, i32::MIN as i64, i32::MAX as i64)? as i32
+                }
+                "max_attempts" => out.max_attempts = Some(max_attempts(value)?),
+                "expires_in_s" => out.expires_in_ms = Some(duration(key, value, true)?),
+                _ => unreachable!("object() rejects unknown keys"),
+            }
+        }
+        if out.delay_ms.is_some() && out.run_at_ms.is_some() {
+            return err(
+                Code::InvalidOptions,
+                "delay_s and run_at cannot be given together",
+            );
+        }
+        Ok(out)
+    }
+
+    /// The job's `run_at` given the time of enqueue.
+    pub fn run_at(&self, now_ms: i64) -> i64 {
+        self.run_at_ms
+            .unwrap_or(now_ms + self.delay_ms.unwrap_or(0))
+    }
+
+    /// The job's `expires_at` given the time of enqueue.
+    pub fn expires_at(&self, now_ms: i64) -> Option<i64> {
+        self.expires_in_ms.map(|ms| now_ms + ms)
+    }
+}
+
+/// Parses option text as the SQLite functions receive it (`None` = SQL NULL).
+pub fn parse_text(text: Option<&str>) -> Result<Option<Value>, ContractError> {
+    match text {
+        None => Ok(None),
+        Some(t) => serde_json::from_str(t).map(Some).map_err(|e| {
+            ContractError::new(
+                Code::InvalidOptions,
+                format!("options are not valid JSON: {e}"),
+            )
+        }),
+    }
+}
+
+fn object<'a>(
+    opts: Option<&'a Value>,
+    what: &str,
+    keys: &[&str],
+) -> Result<Option<&'a Map<String, Value>>, ContractError> {
+    let map = match opts {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return err(
+                Code::InvalidOptions,
+                format!("{what} options must be a JSON object, got {other}"),
+            )
+        }
+    };
+    if let Some(key) = map.keys().find(|k| !keys.contains(&k.as_str())) {
+        return err(
+            Code::InvalidOptions,
+            format!(
+                "unknown {what} option {key:?} (expected one of: {})",
+                keys.join(", ")
+            ),
+        );
+    }
+    Ok(Some(map))
+}
+
+fn number(key: &str, value: &Value) -> Result<f64, ContractError> {
+    value.as_f64().ok_or_else(|| {
+        ContractError::new(
+            Code::InvalidOptions,
+            format!("{key} must be a number, got {value}"),
+        )
+    })
+}
+
+fn duration(key: &str, value: &Value, positive: bool) -> Result<i64, ContractError> {
+    let s = number(key, value)?;
+    let ms = time::seconds_to_ms(s);
+    if !(0.0..=MAX_DURATION_S).contains(&s) || (positive && ms < 1) {
+        let range = if positive {
+            "at least 0.001"
+        } else {
+            "at least 0"
+        };
+        return err(
+            Code::InvalidOptions,
+            format!("{key} must be {range} and at most {MAX_DURATION_S} seconds, got {value}"),
+        );
+    }
+    Ok(ms)
+}
+
+fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractError> {
+    let n = number(key, value)?;
+    if n.fract() != 0.0 || n < min as f64 || n > max as f64 {
+        return err(
+            Code::InvalidOptions,
+            format!("{key} must be a whole number from {min} to {max}, got {value}"),
+        );
+    }
+    Ok(n as i64)
+}
+
+fn max_attempts(value: &Value) -> Result<i32, ContractError> {
+    Ok(int_in("max_attempts", value, 1, i32::MAX as i64)? as i32)
+}
+
+fn run_at(value: &Value) -> Result<i64, ContractError> {
+    let ms = match value {
+        Value::String(s) => time::parse_rfc3339_ms(s),
+        Value::Number(_) => {
+            let s = value.as_f64().unwrap_or(-1.0);
+            (0.0..=(time::MAX_MS / 1000) as f64)
+                .contains(&s)
+                .then(|| time::seconds_to_ms(s))
+        }
+        _ => None,
+    };
+    ms.ok_or_else(|| {
+        ContractError::new(
+            Code::InvalidOptions,
+            format!("run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got {value}"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn code(v: Value) -> Code {
+        EnqueueOpts::parse(Some(&v)).unwrap_err().code
+    }
+
+    #[test]
+    fn enqueue_opts_reject_bad_values() {
+        for bad in [
+            json!([]),
+            json!("x"),
+            json!({"dely_s": 1}),
+            json!({"delay_s": -1}),
+            json!({"delay_s": "1"}),
+            json!({"delay_s": null}),
+            json!({"priority": 1.5}),
+            json!({"priority": 1e12}),
+            json!({"max_attempts": 0}),
+            json!({"expires_in_s": 0}),
+            json!({"run_at": "yesterday"}),
+            json!({"run_at": -5}),
+            json!({"delay_s": 1, "run_at": 5}),
+        ] {
+            assert_eq!(code(bad), Code::InvalidOptions);
+        }
+    }
+
+    #[test]
+    fn enqueue_opts_resolve() {
+        let o = EnqueueOpts::parse(Some(
+            &json!({"delay_s": 0.25, "priority": -3, "max_attempts": 2.0}),
+        ))
+        .unwrap();
+        assert_eq!(o.run_at(1000), 1250);
+        assert_eq!((o.priority, o.max_attempts), (-3, Some(2)));
+        let o = EnqueueOpts::parse(Some(&json!({"run_at": "1970-01-01T00:00:10.5Z"}))).unwrap();
+        assert_eq!(o.run_at(99), 10_500);
+        let o = EnqueueOpts::parse(Some(&json!({"run_at": 10.25}))).unwrap();
+        assert_eq!(o.run_at(99), 10_250);
+    }
+
+    #[test]
+    fn queue_opts_json_shape() {
+        let q = QueueOpts::default()
+            .merged(Some(&json!({"backoff_base_s": 0.5})))
+            .unwrap();
+        assert_eq!(
+            q.to_json(),
+            json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 0.5, "backoff_max_s": 3600})
+        );
+        assert!(QueueOpts::default()
+            .merged(Some(&json!({"visibility_timeout_s": 0})))
+            .is_err());
+    }
+}

@@ -1,0 +1,120 @@
+-- Queue statements (contract §5). ?-parameters are bound by position by
+-- sqlite_ext/src/queue.rs; each block is one prepared, cached statement.
+
+-- name: schema_version
+SELECT value FROM alk_meta WHERE key = 'schema_version';
+
+-- name: queue_opts
+SELECT visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms
+FROM alk_queues WHERE queue = ?1;
+
+-- name: queue_configure
+INSERT INTO alk_queues (queue, visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (queue) DO UPDATE SET
+  visibility_timeout_ms = excluded.visibility_timeout_ms,
+  max_attempts = excluded.max_attempts,
+  backoff_base_ms = excluded.backoff_base_ms,
+  backoff_max_ms = excluded.backoff_max_ms;
+
+-- name: enqueue
+INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
+  visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
+VALUES (?1, 'pending', ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+RETURNING id;
+
+-- Candidates in claim order: runnable pending jobs and running jobs whose
+-- claim expired, each side read through its partial index.
+-- name: claim_candidates
+SELECT id, state, attempts, max_attempts, expires_at FROM (
+  SELECT * FROM (
+    SELECT id, state, attempts, max_attempts, expires_at, priority, run_at
+    FROM alk_jobs
+    WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2
+    ORDER BY priority DESC, run_at, id LIMIT ?3)
+  UNION ALL
+  SELECT * FROM (
+    SELECT id, state, attempts, max_attempts, expires_at, priority, run_at
+    FROM alk_jobs
+    WHERE queue = ?1 AND state = 'running' AND claim_expires_at <= ?2
+    ORDER BY priority DESC, run_at, id LIMIT ?3))
+ORDER BY priority DESC, run_at, id LIMIT ?3;
+
+-- name: claim_one
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_by = ?2,
+    claim_expires_at = ?3 + visibility_timeout_ms
+WHERE id = ?1
+RETURNING id, queue, payload, attempts, max_attempts, claim_expires_at;
+
+-- name: dead_letter
+UPDATE alk_jobs
+SET state = 'dead', last_error = ?2, claimed_by = NULL, claim_expires_at = NULL
+WHERE id = ?1;
+
+-- name: ack
+DELETE FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
+RETURNING id;
+
+-- name: held_job
+SELECT attempts, max_attempts, backoff_base_ms, backoff_max_ms, visibility_timeout_ms
+FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
+
+-- name: retry_pending
+UPDATE alk_jobs
+SET state = 'pending', run_at = ?2, last_error = ?3, claimed_by = NULL, claim_expires_at = NULL
+WHERE id = ?1;
+
+-- name: fail
+UPDATE alk_jobs
+SET state = 'dead', last_error = ?3, claimed_by = NULL, claim_expires_at = NULL
+WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
+RETURNING id;
+
+-- name: heartbeat
+UPDATE alk_jobs
+SET claim_expires_at = ?3 + coalesce(?4, visibility_timeout_ms)
+WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
+RETURNING id;
+
+-- name: cancel
+DELETE FROM alk_jobs WHERE id = ?1 AND state IN ('pending', 'running')
+RETURNING id;
+
+-- name: get_job
+SELECT id, queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms,
+       backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by, claim_expires_at,
+       expires_at, last_error
+FROM alk_jobs WHERE id = ?1;
+
+-- Requeue also clears the expiry: putting a dead job back is an explicit
+-- decision to run it.
+-- name: requeue_dead
+UPDATE alk_jobs
+SET state = 'pending', attempts = 0, run_at = ?2, expires_at = NULL
+WHERE id = ?1 AND state = 'dead'
+RETURNING id;
+
+-- name: queue_stats
+SELECT
+  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2),
+  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at > ?2),
+  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'running'),
+  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'dead'),
+  (SELECT min(run_at) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2);
+
+-- Sweep: ?1 is a queue or NULL for every queue.
+-- name: sweep_expired
+UPDATE alk_jobs
+SET state = 'dead', last_error = 'expired'
+WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?2
+  AND (?1 IS NULL OR queue = ?1)
+RETURNING id;
+
+-- name: sweep_final_claims
+UPDATE alk_jobs
+SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
+    claimed_by = NULL, claim_expires_at = NULL
+WHERE state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
+  AND (?1 IS NULL OR queue = ?1)
+RETURNING id;

@@ -1,0 +1,211 @@
+//! Reading SQL arguments into checked Rust values, with the contract's
+//! error for each kind of bad input. Nothing is written before every
+//! argument of a call has passed through here.
+
+use crate::ffi::{Arg, Kind};
+use alkstore_core::{err, names, Code, ContractError, NameKind};
+use serde_json::Value;
+use sqlite_loadable::ext::sqlite3_value;
+use std::borrow::Cow;
+
+/// The largest `max_jobs` / `max_events` a call may ask for.
+pub const MAX_BATCH: i64 = 1000;
+
+type Result<T> = std::result::Result<T, ContractError>;
+
+/// The arguments of one call.
+pub struct Args<'a> {
+    argv: &'a [*mut sqlite3_value],
+}
+
+impl<'a> Args<'a> {
+    /// Wraps SQLite's argument array.
+    pub fn new(argv: &'a [*mut sqlite3_value]) -> Self {
+        Args { argv }
+    }
+
+    /// Argument `i`, or `None` when a trailing optional argument was left out.
+    pub fn get(&self, i: usize) -> Option<Arg> {
+        self.argv.get(i).map(|v| Arg(*v))
+    }
+
+    fn arg(&self, i: usize) -> Arg {
+        self.get(i).expect("arity is fixed at registration")
+    }
+
+    /// Argument `i` as a UTF-8 string, or `None` for NULL / not text.
+    fn text(&self, i: usize) -> Option<std::result::Result<&'a str, std::str::Utf8Error>> {
+        let a = self.arg(i);
+        (a.kind() == Kind::Text).then(|| std::str::from_utf8(a.text_bytes()))
+    }
+
+    /// A name of the given kind (contract §2).
+    pub fn name(&self, i: usize, kind: NameKind) -> Result<&'a str> {
+        let label = kind.label();
+        let name = match self.text(i) {
+            Some(Ok(s)) => s,
+            Some(Err(_)) => {
+                return err(
+                    Code::InvalidName,
+                    format!("{label} name is not valid UTF-8"),
+                )
+            }
+            None if self.arg(i).kind() == Kind::Null => {
+                return err(Code::InvalidName, format!("{label} name must not be NULL"))
+            }
+            None => return err(Code::InvalidName, format!("{label} name must be text")),
+        };
+        names::validate(kind, name)?;
+        Ok(name)
+    }
+
+    /// A job id: an integer.
+    pub fn job_id(&self, i: usize) -> Result<i64> {
+        match self.arg(i).kind() {
+            Kind::Integer => Ok(self.arg(i).i64()),
+            Kind::Null => err(Code::InvalidArgument, "job_id must not be NULL"),
+            _ => err(Code::InvalidArgument, "job_id must be an integer"),
+        }
+    }
+
+    /// A JSON payload as text: JSON text, or an SQL number taken as a JSON number.
+    pub fn payload(&self, i: usize, what: &str) -> Result<Cow<'a, str>> {
+        let a = self.arg(i);
+        match a.kind() {
+            Kind::Text => {
+                let text = std::str::from_utf8(a.text_bytes()).map_err(|_| {
+                    ContractError::new(Code::InvalidPayload, format!("{what} is not valid UTF-8"))
+                })?;
+                check_json(text, what)?;
+                Ok(Cow::Borrowed(text))
+            }
+            Kind::Integer => Ok(Cow::Owned(a.i64().to_string())),
+            Kind::Real if a.f64().is_finite() => Ok(Cow::Owned(Value::from(a.f64()).to_string())),
+            Kind::Real => err(
+                Code::InvalidPayload,
+                format!("{what} is not a finite number"),
+            ),
+            Kind::Null => err(
+                Code::InvalidPayload,
+                format!("{what} must not be NULL (the JSON text 'null' is a valid payload)"),
+            ),
+            Kind::Blob => err(
+                Code::InvalidPayload,
+                format!("{what} must be JSON text, not a blob"),
+            ),
+        }
+    }
+
+    /// An options object: NULL means defaults.
+    pub fn opts(&self, i: usize) -> Result<Option<Value>> {
+        match self.text(i) {
+            Some(Ok(s)) => alkstore_core::opts::parse_text(Some(s)),
+            Some(Err(_)) => err(Code::InvalidOptions, "options are not valid UTF-8"),
+            None if self.arg(i).kind() == Kind::Null => Ok(None),
+            None => err(
+                Code::InvalidOptions,
+                "options must be a JSON object as text, or NULL",
+            ),
+        }
+    }
+
+    /// A non-negative number of seconds in milliseconds; NULL or left out is `None`.
+    pub fn opt_seconds(&self, i: usize, what: &str, positive: bool) -> Result<Option<i64>> {
+        let Some(a) = self.get(i) else {
+            return Ok(None);
+        };
+        let s = match a.kind() {
+            Kind::Null => return Ok(None),
+            Kind::Integer => a.i64() as f64,
+            Kind::Real => a.f64(),
+            _ => {
+                return err(
+                    Code::InvalidArgument,
+                    format!("{what} must be a number of seconds"),
+                )
+            }
+        };
+        let ms = alkstore_core::time::seconds_to_ms(s);
+        if !(0.0..=alkstore_core::opts::MAX_DURATION_S).contains(&s) || (positive && ms < 1) {
+            let least = if positive {
+                "greater than 0"
+            } else {
+                "at least 0"
+            };
+            return err(
+                Code::InvalidArgument,
+                format!(
+                    "{what} must be {least} and at most {} seconds, got {s}",
+                    alkstore_core::opts::MAX_DURATION_S
+                ),
+            );
+        }
+        Ok(Some(ms))
+    }
+
+    /// A required positive number of seconds (a ttl), in milliseconds.
+    pub fn ttl(&self, i: usize, what: &str) -> Result<i64> {
+        self.opt_seconds(i, what, true)?.ok_or_else(|| {
+            ContractError::new(Code::InvalidArgument, format!("{what} must not be NULL"))
+        })
+    }
+
+    /// A batch size from 1 to [`MAX_BATCH`]; left out means `default`.
+    pub fn batch_size(&self, i: usize, what: &str, default: i64) -> Result<i64> {
+        let Some(a) = self.get(i) else {
+            return Ok(default);
+        };
+        let n = match a.kind() {
+            Kind::Integer => a.i64(),
+            Kind::Null => return err(Code::InvalidArgument, format!("{what} must not be NULL")),
+            _ => return err(Code::InvalidArgument, format!("{what} must be an integer")),
+        };
+        if !(1..=MAX_BATCH).contains(&n) {
+            return err(
+                Code::InvalidArgument,
+                format!("{what} must be between 1 and {MAX_BATCH}, got {n}"),
+            );
+        }
+        Ok(n)
+    }
+
+    /// A stream offset: an integer of at least 0.
+    pub fn offset(&self, i: usize, what: &str) -> Result<i64> {
+        match self.arg(i).kind() {
+            Kind::Integer if self.arg(i).i64() >= 0 => Ok(self.arg(i).i64()),
+            Kind::Integer => err(
+                Code::InvalidArgument,
+                format!("{what} must be at least 0, got {}", self.arg(i).i64()),
+            ),
+            Kind::Null => err(Code::InvalidArgument, format!("{what} must not be NULL")),
+            _ => err(Code::InvalidArgument, format!("{what} must be an integer")),
+        }
+    }
+
+    /// Optional text (an error message, an event key): NULL or left out is `None`.
+    pub fn opt_text(&self, i: usize, what: &str) -> Result<Option<&'a str>> {
+        if self.get(i).is_none_or(|a| a.kind() == Kind::Null) {
+            return Ok(None);
+        }
+        match self.text(i) {
+            Some(Ok(s)) => Ok(Some(s)),
+            Some(Err(_)) => err(Code::InvalidArgument, format!("{what} is not valid UTF-8")),
+            None => err(
+                Code::InvalidArgument,
+                format!("{what} must be text or NULL"),
+            ),
+        }
+    }
+}
+
+/// Checks that `text` is one JSON value.
+pub fn check_json(text: &str, what: &str) -> Result<()> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map(|_| ())
+        .map_err(|e| {
+            ContractError::new(
+                Code::InvalidPayload,
+                format!("{what} is not valid JSON: {e}"),
+            )
+        })
+}

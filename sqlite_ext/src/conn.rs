@@ -1,0 +1,297 @@
+//! Per-connection state: the prepared-statement cache and the schema check.
+//!
+//! Cached statements must be finalized before the connection closes, or
+//! `sqlite3_close` fails with SQLITE_BUSY (and `sqlite3_close_v2` leaves a
+//! zombie that is never freed). SQLite gives extensions exactly one hook
+//! that runs before that check: it disconnects every virtual table first,
+//! eponymous ones included. So the cache is anchored to a tiny eponymous
+//! virtual table, `alkstore_stmt_cache`, whose xDisconnect finalizes the
+//! cache. Until the anchor is connected, statements are not kept.
+
+use crate::error::{Error, Result};
+use crate::ffi::{self, DbError, Stmt};
+use crate::sql;
+use sqlite_loadable::ext::{
+    sqlite3, sqlite3_index_info, sqlite3_module, sqlite3_value, sqlite3_vtab, sqlite3_vtab_cursor,
+};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What alkstore keeps for one connection.
+#[derive(Default)]
+pub struct ConnState {
+    cache: Mutex<HashMap<&'static str, Stmt>>,
+    anchored: AtomicBool,
+    schema_checked: AtomicBool,
+}
+
+/// The connection a function runs on, with its state.
+pub struct Conn<'a> {
+    /// The raw connection handle.
+    pub db: *mut sqlite3,
+    state: &'a ConnState,
+}
+
+/// A statement borrowed from the cache; goes back (reset) when dropped.
+pub struct Cached<'c, 'a> {
+    stmt: Option<Stmt>,
+    name: &'static str,
+    conn: &'c Conn<'a>,
+}
+
+impl std::ops::Deref for Cached<'_, '_> {
+    type Target = Stmt;
+    fn deref(&self) -> &Stmt {
+        self.stmt.as_ref().expect("present until drop")
+    }
+}
+
+impl std::ops::DerefMut for Cached<'_, '_> {
+    fn deref_mut(&mut self) -> &mut Stmt {
+        self.stmt.as_mut().expect("present until drop")
+    }
+}
+
+impl Drop for Cached<'_, '_> {
+    fn drop(&mut self) {
+        let Some(mut stmt) = self.stmt.take() else {
+            return;
+        };
+        stmt.reset();
+        let state = self.conn.state;
+        if state.anchored.load(Ordering::Acquire) {
+            if let Ok(mut cache) = state.cache.lock() {
+                // A re-entrant call may have put its own copy back already.
+                cache.entry(self.name).or_insert(stmt);
+            }
+        }
+    }
+}
+
+impl<'a> Conn<'a> {
+    /// Wraps a connection handle and its state.
+    pub fn new(db: *mut sqlite3, state: &'a ConnState) -> Self {
+        Conn { db, state }
+    }
+
+    /// The statement `name` of the catalogue, from the cache or freshly
+    /// prepared. The first one a connection asks for checks (and if need be
+    /// creates) the schema: callers ask only after their arguments passed.
+    pub fn stmt(&self, name: &'static str) -> Result<Cached<'_, 'a>> {
+        self.ensure_schema()?;
+        self.stmt_unchecked(name)
+    }
+
+    fn stmt_unchecked(&self, name: &'static str) -> Result<Cached<'_, 'a>> {
+        let cached = self
+            .state
+            .cache
+            .lock()
+            .ok()
+            .and_then(|mut c| c.remove(name));
+        let stmt = match cached {
+            Some(stmt) => stmt,
+            None => {
+                self.anchor();
+                Stmt::prepare(self.db, sql::get(name))?
+            }
+        };
+        Ok(Cached {
+            stmt: Some(stmt),
+            name,
+            conn: self,
+        })
+    }
+
+    /// Connects the eponymous anchor table once, so that the cache is
+    /// finalized when the connection closes (see the module docs).
+    fn anchor(&self) {
+        if !self.state.anchored.load(Ordering::Acquire) {
+            // Preparing a statement that names the table connects it.
+            drop(Stmt::prepare(self.db, "SELECT 1 FROM alkstore_stmt_cache"));
+        }
+    }
+
+    /// Checks the schema once per connection, creating it on first use.
+    pub fn ensure_schema(&self) -> Result<()> {
+        if self.state.schema_checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match self.read_version() {
+            Ok(Some(v)) if v > sql::SCHEMA_VERSION => return Err(Error::Db(DbError {
+                code: 1,
+                message: format!(
+                    "alkstore: the database has schema version {v}, newer than this extension's {}",
+                    sql::SCHEMA_VERSION
+                ),
+            })),
+            Ok(Some(_)) => {}
+            Ok(None) => self.create_schema()?,
+            Err(e) if e.is_missing_schema() => self.create_schema()?,
+            Err(e) => return Err(e),
+        }
+        self.state.schema_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn read_version(&self) -> Result<Option<i64>> {
+        let mut st = self.stmt_unchecked("schema_version")?;
+        Ok(if st.step_row()? {
+            Some(st.text(0).parse().unwrap_or(0))
+        } else {
+            None
+        })
+    }
+
+    /// Runs the idempotent schema script.
+    pub fn create_schema(&self) -> Result<()> {
+        Ok(Stmt::exec_script(self.db, sql::SCHEMA)?)
+    }
+
+    /// Forgets the schema check, after the tables turned out to be missing.
+    pub fn schema_lost(&self) {
+        self.state.schema_checked.store(false, Ordering::Release);
+    }
+}
+
+// ---- the anchor: an eponymous-only virtual table with no rows ----
+
+#[repr(C)]
+struct AnchorVtab {
+    base: sqlite3_vtab,
+    state: Arc<ConnState>,
+}
+
+unsafe extern "C" fn anchor_connect(
+    db: *mut sqlite3,
+    aux: *mut c_void,
+    _argc: c_int,
+    _argv: *const *const c_char,
+    out: *mut *mut sqlite3_vtab,
+    _err: *mut *mut c_char,
+) -> c_int {
+    let schema = c"CREATE TABLE x(unused)";
+    let rc = (*ffi::routines()).declare_vtab.expect("declare_vtab")(db, schema.as_ptr());
+    if rc != 0 {
+        return rc;
+    }
+    let state = {
+        let aux = aux as *const ConnState;
+        Arc::increment_strong_count(aux);
+        Arc::from_raw(aux)
+    };
+    state.anchored.store(true, Ordering::Release);
+    let vtab = Box::new(AnchorVtab {
+        base: std::mem::zeroed(),
+        state,
+    });
+    *out = Box::into_raw(vtab) as *mut sqlite3_vtab;
+    0
+}
+
+unsafe extern "C" fn anchor_disconnect(vtab: *mut sqlite3_vtab) -> c_int {
+    let vtab = Box::from_raw(vtab as *mut AnchorVtab);
+    vtab.state.anchored.store(false, Ordering::Release);
+    if let Ok(mut cache) = vtab.state.cache.lock() {
+        cache.clear(); // finalizes every cached statement
+    }
+    0
+}
+
+unsafe extern "C" fn anchor_best_index(
+    _v: *mut sqlite3_vtab,
+    info: *mut sqlite3_index_info,
+) -> c_int {
+    (*info).estimatedCost = 1.0;
+    0
+}
+
+unsafe extern "C" fn anchor_open(
+    _v: *mut sqlite3_vtab,
+    out: *mut *mut sqlite3_vtab_cursor,
+) -> c_int {
+    *out = Box::into_raw(Box::new(std::mem::zeroed::<sqlite3_vtab_cursor>()));
+    0
+}
+
+unsafe extern "C" fn anchor_close(cur: *mut sqlite3_vtab_cursor) -> c_int {
+    drop(Box::from_raw(cur));
+    0
+}
+
+unsafe extern "C" fn anchor_filter(
+    _cur: *mut sqlite3_vtab_cursor,
+    _idx: c_int,
+    _idx_str: *const c_char,
+    _argc: c_int,
+    _argv: *mut *mut sqlite3_value,
+) -> c_int {
+    0
+}
+
+unsafe extern "C" fn anchor_next(_cur: *mut sqlite3_vtab_cursor) -> c_int {
+    0
+}
+
+unsafe extern "C" fn anchor_eof(_cur: *mut sqlite3_vtab_cursor) -> c_int {
+    1
+}
+
+unsafe extern "C" fn anchor_column(
+    _cur: *mut sqlite3_vtab_cursor,
+    ctx: *mut sqlite_loadable::ext::sqlite3_context,
+    _i: c_int,
+) -> c_int {
+    ffi::result_null(ctx);
+    0
+}
+
+unsafe extern "C" fn anchor_rowid(_cur: *mut sqlite3_vtab_cursor, rowid: *mut i64) -> c_int {
+    *rowid = 0;
+    0
+}
+
+unsafe extern "C" fn drop_state(aux: *mut c_void) {
+    drop(Arc::from_raw(aux as *const ConnState));
+}
+
+static ANCHOR_MODULE: sqlite3_module = sqlite3_module {
+    iVersion: 0,
+    xCreate: None, // eponymous-only: it cannot be created in a schema
+    xConnect: Some(anchor_connect),
+    xBestIndex: Some(anchor_best_index),
+    xDisconnect: Some(anchor_disconnect),
+    xDestroy: Some(anchor_disconnect),
+    xOpen: Some(anchor_open),
+    xClose: Some(anchor_close),
+    xFilter: Some(anchor_filter),
+    xNext: Some(anchor_next),
+    xEof: Some(anchor_eof),
+    xColumn: Some(anchor_column),
+    xRowid: Some(anchor_rowid),
+    xUpdate: None,
+    xBegin: None,
+    xSync: None,
+    xCommit: None,
+    xRollback: None,
+    xFindFunction: None,
+    xRename: None,
+    xSavepoint: None,
+    xRelease: None,
+    xRollbackTo: None,
+    xShadowName: None,
+};
+
+/// Registers the anchor module for `state` on `db`.
+///
+/// # Safety
+/// `db` must be an open connection and the routine table must be set.
+pub unsafe fn register_anchor(db: *mut sqlite3, state: &Arc<ConnState>) -> c_int {
+    let aux = Arc::into_raw(Arc::clone(state)) as *mut c_void;
+    let name: &CStr = c"alkstore_stmt_cache";
+    (*ffi::routines())
+        .create_module_v2
+        .expect("create_module_v2")(db, name.as_ptr(), &ANCHOR_MODULE, aux, Some(drop_state))
+}

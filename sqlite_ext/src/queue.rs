@@ -1,0 +1,400 @@
+//! Queues (contract §5): enqueue with stamping, claims in claim order,
+//! the job-id functions, options, stats and sweeping.
+
+use crate::args::Args;
+use crate::conn::Conn;
+use crate::error::Result;
+use crate::function::Out;
+use crate::json::{self, Obj};
+use alkstore_core::opts::backoff_ms;
+use alkstore_core::time::{self, now_ms};
+use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueOpts};
+use serde_json::value::RawValue;
+
+/// `last_error` of a job whose final claim timed out.
+pub const FINAL_CLAIM_EXPIRED: &str = "visibility timeout exceeded on final attempt";
+/// `last_error` of a job that was not started before `expires_in_s`.
+pub const EXPIRED: &str = "expired";
+
+/// `alk_enqueue(queue, opts, payload)` → job id.
+pub fn enqueue(conn: &Conn, args: &Args) -> Result<Out> {
+    let queue = args.name(0, NameKind::Queue)?;
+    let opts = EnqueueOpts::parse(args.opts(1)?.as_ref())?;
+    let payload = args.payload(2, "payload")?;
+    let stamped = queue_opts(conn, queue)?;
+    Ok(Out::Int(insert_job(
+        conn,
+        queue,
+        &stamped,
+        &opts,
+        &payload,
+        now_ms(),
+    )?))
+}
+
+/// `alk_enqueue_batch(queue, opts, payloads)` → JSON array of ids, in order.
+pub fn enqueue_batch(conn: &Conn, args: &Args) -> Result<Out> {
+    let queue = args.name(0, NameKind::Queue)?;
+    let opts = EnqueueOpts::parse(args.opts(1)?.as_ref())?;
+    let payloads = args.payload(2, "payloads")?;
+    let items = payload_array(&payloads)?;
+    let stamped = queue_opts(conn, queue)?;
+    let now = now_ms();
+    let mut ids = Vec::with_capacity(items.len());
+    for item in items {
+        ids.push(insert_job(conn, queue, &stamped, &opts, item.get(), now)?);
+    }
+    Ok(Out::Text(json::int_array(&ids)))
+}
+
+/// Splits a JSON array into its elements' text (already checked as JSON).
+pub fn payload_array(payloads: &str) -> Result<Vec<&RawValue>> {
+    serde_json::from_str::<Vec<&RawValue>>(payloads).or_else(|e| {
+        err(
+            Code::InvalidPayload,
+            format!("payloads must be a JSON array: {e}"),
+        )
+        .map_err(Into::into)
+    })
+}
+
+/// The options a job enqueued now into `queue` is stamped with.
+pub fn queue_opts(conn: &Conn, queue: &str) -> Result<QueueOpts> {
+    let mut st = conn.stmt("queue_opts")?;
+    st.bind_text(1, queue);
+    if !st.step_row()? {
+        return Ok(QueueOpts::default());
+    }
+    Ok(QueueOpts {
+        visibility_timeout_ms: st.i64(0),
+        max_attempts: st.i64(1) as i32,
+        backoff_base_ms: st.i64(2),
+        backoff_max_ms: st.i64(3),
+    })
+}
+
+/// Inserts one job, stamped with the resolved options; returns its id.
+pub fn insert_job(
+    conn: &Conn,
+    queue: &str,
+    stamped: &QueueOpts,
+    opts: &EnqueueOpts,
+    payload: &str,
+    now: i64,
+) -> Result<i64> {
+    let mut st = conn.stmt("enqueue")?;
+    st.bind_text(1, queue);
+    st.bind_text(2, payload);
+    st.bind_i64(3, opts.priority as i64);
+    st.bind_i64(4, opts.max_attempts.unwrap_or(stamped.max_attempts) as i64);
+    st.bind_i64(5, stamped.visibility_timeout_ms);
+    st.bind_i64(6, stamped.backoff_base_ms);
+    st.bind_i64(7, stamped.backoff_max_ms);
+    st.bind_i64(8, opts.run_at(now));
+    st.bind_i64(9, now);
+    st.bind_opt_i64(10, opts.expires_at(now));
+    st.step_row()?;
+    Ok(st.i64(0))
+}
+
+/// `alk_claim(queue, worker[, max_jobs])` → JSON array of claimed jobs.
+pub fn claim(conn: &Conn, args: &Args) -> Result<Out> {
+    let queue = args.name(0, NameKind::Queue)?;
+    claim_from(conn, queue, args)
+}
+
+/// Claims from `queue` for the worker and count in `args` 1 and 2.
+pub fn claim_from(conn: &Conn, queue: &str, args: &Args) -> Result<Out> {
+    let worker = args.name(1, NameKind::Worker)?;
+    let max_jobs = args.batch_size(2, "max_jobs", 1)?;
+    Ok(Out::Text(claim_jobs(conn, queue, worker, max_jobs)?))
+}
+
+struct Candidate {
+    id: i64,
+    running: bool,
+    attempts: i64,
+    max_attempts: i64,
+    expires_at: Option<i64>,
+}
+
+fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<String> {
+    let now = now_ms();
+    let mut out = String::from("[");
+    let mut claimed = 0;
+    loop {
+        let want = max_jobs - claimed;
+        let candidates = claim_candidates(conn, queue, now, want)?;
+        let mut dead_lettered = 0;
+        for c in &candidates {
+            // Jobs that may not run any more go to the dead-letter state instead.
+            if !c.running && c.expires_at.is_some_and(|at| at <= now) {
+                dead_letter(conn, c.id, Some(EXPIRED))?;
+                dead_lettered += 1;
+                continue;
+            }
+            if c.running && c.attempts >= c.max_attempts {
+                dead_letter(conn, c.id, Some(FINAL_CLAIM_EXPIRED))?;
+                dead_lettered += 1;
+                continue;
+            }
+            let mut st = conn.stmt("claim_one")?;
+            st.bind_i64(1, c.id);
+            st.bind_text(2, worker);
+            st.bind_i64(3, now);
+            if st.step_row()? {
+                if claimed > 0 {
+                    out.push(',');
+                }
+                out.push_str(
+                    &Obj::new()
+                        .int("id", Some(st.i64(0)))
+                        .str("queue", Some(st.text(1)))
+                        .raw("payload", st.text(2))
+                        .int("attempts", Some(st.i64(3)))
+                        .int("max_attempts", Some(st.i64(4)))
+                        .time("claim_expires_at", Some(st.i64(5)))
+                        .finish(),
+                );
+                claimed += 1;
+            }
+        }
+        // Look again only if dead-lettering made room and there may be more.
+        if dead_lettered == 0 || (candidates.len() as i64) < want {
+            break;
+        }
+    }
+    out.push(']');
+    Ok(out)
+}
+
+fn claim_candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candidate>> {
+    let mut st = conn.stmt("claim_candidates")?;
+    st.bind_text(1, queue);
+    st.bind_i64(2, now);
+    st.bind_i64(3, want);
+    let mut out = Vec::with_capacity(want as usize);
+    while st.step_row()? {
+        out.push(Candidate {
+            id: st.i64(0),
+            running: st.text(1) == "running",
+            attempts: st.i64(2),
+            max_attempts: st.i64(3),
+            expires_at: st.opt_i64(4),
+        });
+    }
+    Ok(out)
+}
+
+fn dead_letter(conn: &Conn, id: i64, error: Option<&str>) -> Result<()> {
+    let mut st = conn.stmt("dead_letter")?;
+    st.bind_i64(1, id);
+    st.bind_opt_text(2, error);
+    st.run()?;
+    Ok(())
+}
+
+/// Runs a statement keyed by `(job_id, worker, …)` and tells whether it hit a row.
+fn hit(
+    conn: &Conn,
+    name: &'static str,
+    id: i64,
+    worker: &str,
+    bind: impl FnOnce(&mut crate::ffi::Stmt),
+) -> Result<bool> {
+    let mut st = conn.stmt(name)?;
+    st.bind_i64(1, id);
+    st.bind_text(2, worker);
+    bind(&mut st);
+    Ok(st.step_row()?)
+}
+
+/// `alk_ack(job_id, worker)` → true if the job was running under this worker.
+pub fn ack(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let worker = args.name(1, NameKind::Worker)?;
+    Ok(Out::Bool(hit(conn, "ack", id, worker, |_| {})?))
+}
+
+/// `alk_ack_batch(job_ids, worker)` → number acked; `job_ids` is a JSON array of integers.
+pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
+    let text = args.opt_text(0, "job_ids")?.unwrap_or("");
+    let ids: Vec<i64> = serde_json::from_str(text).or_else(|_| {
+        err(
+            Code::InvalidArgument,
+            "job_ids must be a JSON array of integers",
+        )
+        .map_err(crate::error::Error::from)
+    })?;
+    let worker = args.name(1, NameKind::Worker)?;
+    let mut acked = 0;
+    for id in ids {
+        acked += hit(conn, "ack", id, worker, |_| {})? as i64;
+    }
+    Ok(Out::Int(acked))
+}
+
+/// `alk_retry(job_id, worker, error[, delay_s])` → `'pending'`, `'dead'` or NULL.
+pub fn retry(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let worker = args.name(1, NameKind::Worker)?;
+    let error = args.opt_text(2, "error")?;
+    let delay = args.opt_seconds(3, "delay_s", false)?;
+    let (attempts, max_attempts, base, max) = {
+        let mut st = conn.stmt("held_job")?;
+        st.bind_i64(1, id);
+        st.bind_text(2, worker);
+        if !st.step_row()? {
+            return Ok(Out::Null);
+        }
+        (st.i64(0), st.i64(1), st.i64(2), st.i64(3))
+    };
+    if attempts >= max_attempts {
+        dead_letter(conn, id, error)?;
+        return Ok(Out::Text("dead".into()));
+    }
+    let run_at = now_ms() + delay.unwrap_or_else(|| backoff_ms(base, max, attempts));
+    let mut st = conn.stmt("retry_pending")?;
+    st.bind_i64(1, id);
+    st.bind_i64(2, run_at);
+    st.bind_opt_text(3, error);
+    st.run()?;
+    Ok(Out::Text("pending".into()))
+}
+
+/// `alk_fail(job_id, worker, error)` → true if the job moved to dead.
+pub fn fail(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let worker = args.name(1, NameKind::Worker)?;
+    let error = args.opt_text(2, "error")?;
+    Ok(Out::Bool(hit(conn, "fail", id, worker, |st| {
+        st.bind_opt_text(3, error)
+    })?))
+}
+
+/// `alk_heartbeat(job_id, worker[, extend_s])` → true if the claim was extended.
+pub fn heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let worker = args.name(1, NameKind::Worker)?;
+    let extend = args.opt_seconds(2, "extend_s", true)?;
+    let now = now_ms();
+    Ok(Out::Bool(hit(conn, "heartbeat", id, worker, |st| {
+        st.bind_i64(3, now);
+        st.bind_opt_i64(4, extend);
+    })?))
+}
+
+/// `alk_cancel(job_id)` → true if a pending or running job was removed.
+pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let mut st = conn.stmt("cancel")?;
+    st.bind_i64(1, id);
+    Ok(Out::Bool(st.step_row()?))
+}
+
+/// `alk_get_job(job_id)` → the job document, or NULL when unknown or acked.
+pub fn get_job(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let mut st = conn.stmt("get_job")?;
+    st.bind_i64(1, id);
+    if !st.step_row()? {
+        return Ok(Out::Null);
+    }
+    Ok(Out::Text(
+        Obj::new()
+            .int("id", Some(st.i64(0)))
+            .str("queue", Some(st.text(1)))
+            .str("state", Some(st.text(2)))
+            .raw("payload", st.text(3))
+            .int("priority", Some(st.i64(4)))
+            .int("attempts", Some(st.i64(5)))
+            .int("max_attempts", Some(st.i64(6)))
+            .seconds("visibility_timeout_s", st.i64(7))
+            .seconds("backoff_base_s", st.i64(8))
+            .seconds("backoff_max_s", st.i64(9))
+            .time("run_at", Some(st.i64(10)))
+            .time("created_at", Some(st.i64(11)))
+            .str("claimed_by", st.opt_text(12))
+            .time("claim_expires_at", st.opt_i64(13))
+            .time("expires_at", st.opt_i64(14))
+            .str("last_error", st.opt_text(15))
+            .finish(),
+    ))
+}
+
+/// `alk_requeue_dead(job_id)` → true if a dead job went back to pending.
+pub fn requeue_dead(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let mut st = conn.stmt("requeue_dead")?;
+    st.bind_i64(1, id);
+    st.bind_i64(2, now_ms());
+    Ok(Out::Bool(st.step_row()?))
+}
+
+/// `alk_queue_configure(queue, opts)` → the queue's resolved options after the merge.
+pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
+    let queue = args.name(0, NameKind::Queue)?;
+    let given = args.opts(1)?;
+    // Check the keys before reading anything, so bad options write nothing.
+    QueueOpts::default().merged(given.as_ref())?;
+    let merged = queue_opts(conn, queue)?.merged(given.as_ref())?;
+    let mut st = conn.stmt("queue_configure")?;
+    st.bind_text(1, queue);
+    st.bind_i64(2, merged.visibility_timeout_ms);
+    st.bind_i64(3, merged.max_attempts as i64);
+    st.bind_i64(4, merged.backoff_base_ms);
+    st.bind_i64(5, merged.backoff_max_ms);
+    st.run()?;
+    Ok(Out::Text(merged.to_json().to_string()))
+}
+
+/// `alk_queue_opts(queue)` → the queue's resolved options.
+pub fn opts(conn: &Conn, args: &Args) -> Result<Out> {
+    let queue = args.name(0, NameKind::Queue)?;
+    Ok(Out::Text(queue_opts(conn, queue)?.to_json().to_string()))
+}
+
+/// `alk_queue_stats(queue)` → counts per state and the oldest runnable age.
+pub fn stats(conn: &Conn, args: &Args) -> Result<Out> {
+    let queue = args.name(0, NameKind::Queue)?;
+    Ok(Out::Text(stats_of(conn, queue, queue)?))
+}
+
+/// The stats document of the queue `backing`, reported under the name `shown`.
+pub fn stats_of(conn: &Conn, backing: &str, shown: &str) -> Result<String> {
+    let now = now_ms();
+    let mut st = conn.stmt("queue_stats")?;
+    st.bind_text(1, backing);
+    st.bind_i64(2, now);
+    st.step_row()?;
+    let oldest = st
+        .opt_i64(4)
+        .map(|run_at| time::ms_to_seconds_json((now - run_at).max(0)).to_string());
+    Ok(Obj::new()
+        .str("queue", Some(shown))
+        .int("pending", Some(st.i64(0)))
+        .int("scheduled", Some(st.i64(1)))
+        .int("running", Some(st.i64(2)))
+        .int("dead", Some(st.i64(3)))
+        .raw("oldest_runnable_age_s", oldest.as_deref().unwrap_or("null"))
+        .finish())
+}
+
+/// `alk_sweep([queue])` → number of jobs dead-lettered; NULL or no argument = every queue.
+pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
+    let queue = match args.get(0) {
+        Some(a) if a.kind() != crate::ffi::Kind::Null => Some(args.name(0, NameKind::Queue)?),
+        _ => None,
+    };
+    let now = now_ms();
+    let mut swept = 0;
+    for name in ["sweep_expired", "sweep_final_claims"] {
+        let mut st = conn.stmt(name)?;
+        st.bind_opt_text(1, queue);
+        st.bind_i64(2, now);
+        while st.step_row()? {
+            swept += 1;
+        }
+    }
+    Ok(Out::Int(swept))
+}

@@ -1,0 +1,58 @@
+//! The statement catalogue: every statement the functions run, loaded from
+//! `sql/sqlite/*.sql`, where each one follows a `-- name: <key>` line.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// The schema script, run idempotently on first use.
+pub const SCHEMA: &str = include_str!("../../sql/sqlite/schema.sql");
+
+/// The schema version this build creates and understands.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SOURCES: [&str; 4] = [
+    include_str!("../../sql/sqlite/queue.sql"),
+    include_str!("../../sql/sqlite/stream.sql"),
+    include_str!("../../sql/sqlite/notify.sql"),
+    include_str!("../../sql/sqlite/lock.sql"),
+];
+
+fn catalogue() -> &'static HashMap<&'static str, &'static str> {
+    static CATALOGUE: OnceLock<HashMap<&'static str, &'static str>> = OnceLock::new();
+    CATALOGUE.get_or_init(|| {
+        let mut map = HashMap::new();
+        for source in SOURCES {
+            for block in source.split("-- name: ").skip(1) {
+                let (name, body) = block.split_once('\n').unwrap_or((block, ""));
+                // A block ends at the first blank line; comments after it belong to the next one.
+                let body = body.split("\n\n").next().unwrap_or("").trim();
+                map.insert(name.trim(), body);
+            }
+        }
+        map
+    })
+}
+
+/// The SQL of the statement `name`.
+///
+/// # Panics
+/// If no statement has that name: a programming error, caught by the tests.
+pub fn get(name: &str) -> &'static str {
+    catalogue()
+        .get(name)
+        .copied()
+        .unwrap_or_else(|| panic!("no SQL statement named {name:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn blocks_are_single_statements() {
+        let c = super::catalogue();
+        assert!(c.len() >= 25, "{} statements", c.len());
+        for (name, sql) in c {
+            assert!(sql.ends_with(';'), "{name}: {sql}");
+            assert_eq!(sql.matches(';').count(), 1, "{name}");
+        }
+    }
+}

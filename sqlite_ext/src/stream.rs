@@ -1,0 +1,77 @@
+//! Streams (contract §7): an append-only log per name with dense offsets
+//! and per-consumer saved offsets.
+
+use crate::args::{Args, MAX_BATCH};
+use crate::conn::Conn;
+use crate::error::Result;
+use crate::function::Out;
+use crate::json::Obj;
+use alkstore_core::time::now_ms;
+use alkstore_core::NameKind;
+
+/// `alk_publish(stream, payload[, key])` → the event's offset.
+pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
+    let stream = args.name(0, NameKind::Stream)?;
+    let payload = args.payload(1, "payload")?;
+    let key = args.opt_text(2, "key")?;
+    let mut st = conn.stmt("publish")?;
+    st.bind_text(1, stream);
+    st.bind_opt_text(2, key);
+    st.bind_text(3, &payload);
+    st.bind_i64(4, now_ms());
+    st.step_row()?;
+    Ok(Out::Int(st.i64(0)))
+}
+
+/// `alk_read(stream, after_offset, max_events)` → JSON array of events, ascending.
+pub fn read(conn: &Conn, args: &Args) -> Result<Out> {
+    let stream = args.name(0, NameKind::Stream)?;
+    let after = args.offset(1, "after_offset")?;
+    let max = args.batch_size(2, "max_events", MAX_BATCH)?;
+    let mut st = conn.stmt("read")?;
+    st.bind_text(1, stream);
+    st.bind_i64(2, after);
+    st.bind_i64(3, max);
+    let mut out = String::from("[");
+    while st.step_row()? {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(
+            &Obj::new()
+                .int("offset", Some(st.i64(0)))
+                .str("key", st.opt_text(1))
+                .raw("payload", st.text(2))
+                .time("created_at", Some(st.i64(3)))
+                .finish(),
+        );
+    }
+    out.push(']');
+    Ok(Out::Text(out))
+}
+
+/// `alk_save_offset(stream, consumer, offset)` → true if the saved offset advanced.
+pub fn save_offset(conn: &Conn, args: &Args) -> Result<Out> {
+    let stream = args.name(0, NameKind::Stream)?;
+    let consumer = args.name(1, NameKind::Consumer)?;
+    let offset = args.offset(2, "offset")?;
+    if offset == 0 {
+        return Ok(Out::Bool(false)); // every consumer starts at 0: nothing to advance
+    }
+    let mut st = conn.stmt("save_offset")?;
+    st.bind_text(1, stream);
+    st.bind_text(2, consumer);
+    st.bind_i64(3, offset);
+    st.bind_i64(4, now_ms());
+    Ok(Out::Bool(st.step_row()?))
+}
+
+/// `alk_get_offset(stream, consumer)` → the saved offset, 0 if none.
+pub fn get_offset(conn: &Conn, args: &Args) -> Result<Out> {
+    let stream = args.name(0, NameKind::Stream)?;
+    let consumer = args.name(1, NameKind::Consumer)?;
+    let mut st = conn.stmt("get_offset")?;
+    st.bind_text(1, stream);
+    st.bind_text(2, consumer);
+    Ok(Out::Int(if st.step_row()? { st.i64(0) } else { 0 }))
+}
