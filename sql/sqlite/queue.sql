@@ -1,6 +1,26 @@
 -- Queue statements (contract §5). ?-parameters are bound by position by
 -- sqlite_ext/src/queue.rs; each block is one prepared, cached statement.
 
+-- A writing function called outside any transaction runs in its own, so
+-- that its statements are one atomic unit (see conn.rs).
+-- name: begin_immediate
+BEGIN IMMEDIATE;
+
+-- name: commit
+COMMIT;
+
+-- name: rollback
+ROLLBACK;
+
+-- name: savepoint
+SAVEPOINT alkstore_call;
+
+-- name: release
+RELEASE alkstore_call;
+
+-- name: rollback_to
+ROLLBACK TO alkstore_call;
+
 -- name: schema_version
 SELECT value FROM alk_meta WHERE key = 'schema_version';
 
@@ -40,11 +60,14 @@ SELECT id, state, attempts, max_attempts, expires_at FROM (
     ORDER BY priority DESC, run_at, id LIMIT ?3))
 ORDER BY priority DESC, run_at, id LIMIT ?3;
 
+-- Re-checks claimability, so a candidate taken meanwhile is skipped.
 -- name: claim_one
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_by = ?2,
     claim_expires_at = ?3 + visibility_timeout_ms
-WHERE id = ?1
+WHERE id = ?1 AND (
+  (state = 'pending' AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
+  OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts))
 RETURNING id, queue, payload, attempts, max_attempts, claim_expires_at;
 
 -- name: dead_letter
@@ -63,7 +86,7 @@ FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
 -- name: retry_pending
 UPDATE alk_jobs
 SET state = 'pending', run_at = ?2, last_error = ?3, claimed_by = NULL, claim_expires_at = NULL
-WHERE id = ?1;
+WHERE id = ?1 AND state = 'running';
 
 -- name: fail
 UPDATE alk_jobs

@@ -9,7 +9,7 @@
 //! cache. Until the anchor is connected, statements are not kept.
 
 use crate::error::{Error, Result};
-use crate::ffi::{self, DbError, Stmt};
+use crate::ffi::{self, DbError, Stmt, TxnState};
 use crate::sql;
 use sqlite_loadable::ext::{
     sqlite3, sqlite3_index_info, sqlite3_module, sqlite3_value, sqlite3_vtab, sqlite3_vtab_cursor,
@@ -148,6 +148,34 @@ impl<'a> Conn<'a> {
     /// Runs the idempotent schema script.
     pub fn create_schema(&self) -> Result<()> {
         Ok(Stmt::exec_script(self.db, sql::SCHEMA)?)
+    }
+
+    /// Runs `f` as one atomic unit. Inside the caller's transaction (or a
+    /// writing statement) that transaction already is one. Outside, each
+    /// inner statement would commit on its own, so the call gets its own
+    /// `BEGIN IMMEDIATE` (write lock first: no stale-snapshot failures), or a
+    /// savepoint when the calling statement holds a read snapshot.
+    pub fn atomic<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let (begin, commit, undo) = match ffi::txn_state(self.db) {
+            TxnState::Explicit | TxnState::AutocommitWriting => return f(),
+            TxnState::AutocommitIdle => ("begin_immediate", "commit", "rollback"),
+            TxnState::AutocommitReading => ("savepoint", "release", "rollback_to"),
+        };
+        self.control(begin)?;
+        let result = f().and_then(|v| self.control(commit).map(|_| v));
+        if result.is_err() && ffi::txn_state(self.db) == TxnState::Explicit {
+            let _ = self.control(undo);
+            if undo == "rollback_to" {
+                let _ = self.control("release");
+            }
+        }
+        result
+    }
+
+    /// Runs a transaction-control statement (no schema check needed).
+    fn control(&self, name: &'static str) -> Result<()> {
+        self.stmt_unchecked(name)?.run()?;
+        Ok(())
     }
 
     /// Forgets the schema check, after the tables turned out to be missing.

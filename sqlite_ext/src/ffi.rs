@@ -255,6 +255,33 @@ impl Drop for Stmt {
     }
 }
 
+/// How the connection stands when a function is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnState {
+    /// Inside the caller's explicit transaction (BEGIN … / SAVEPOINT).
+    Explicit,
+    /// Autocommit, and the calling statement holds no transaction.
+    AutocommitIdle,
+    /// Autocommit, and the calling statement holds a read transaction.
+    AutocommitReading,
+    /// Autocommit, and the calling statement is itself writing.
+    AutocommitWriting,
+}
+
+/// Where the connection stands (see [`TxnState`]).
+pub fn txn_state(db: *mut sqlite3) -> TxnState {
+    unsafe {
+        if api!(get_autocommit)(db) == 0 {
+            return TxnState::Explicit;
+        }
+        match api!(txn_state)(db, std::ptr::null()) as u32 {
+            sqlite3ext_sys::SQLITE_TXN_NONE => TxnState::AutocommitIdle,
+            sqlite3ext_sys::SQLITE_TXN_READ => TxnState::AutocommitReading,
+            _ => TxnState::AutocommitWriting,
+        }
+    }
+}
+
 /// The connection a function was called on.
 pub fn context_db(ctx: *mut sqlite3_context) -> *mut sqlite3 {
     unsafe { api!(context_db_handle)(ctx) }

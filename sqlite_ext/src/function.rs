@@ -26,42 +26,54 @@ pub enum Out {
 /// A function body: checks its arguments, then runs its statements.
 pub type Handler = fn(&Conn, &Args) -> Result<Out>;
 
+/// Whether a function writes (and so must be atomic, see `Conn::atomic`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only reads.
+    Reads,
+    /// Writes.
+    Writes,
+}
+const READS: Access = Access::Reads;
+const WRITES: Access = Access::Writes;
+
 /// Every function with the argument counts it accepts (contract §5–§9, §12).
 /// Optional trailing arguments are separate arities, so a wrong count is
 /// SQLite's own "wrong number of arguments" error.
-pub const FUNCTIONS: &[(&CStr, &[c_int], Handler)] = &[
-    (c"alk_init", &[0], init::init),
-    (c"alk_enqueue", &[3], queue::enqueue),
-    (c"alk_enqueue_batch", &[3], queue::enqueue_batch),
-    (c"alk_claim", &[2, 3], queue::claim),
-    (c"alk_ack", &[2], queue::ack),
-    (c"alk_ack_batch", &[2], queue::ack_batch),
-    (c"alk_retry", &[3, 4], queue::retry),
-    (c"alk_fail", &[3], queue::fail),
-    (c"alk_heartbeat", &[2, 3], queue::heartbeat),
-    (c"alk_cancel", &[1], queue::cancel),
-    (c"alk_get_job", &[1], queue::get_job),
-    (c"alk_requeue_dead", &[1], queue::requeue_dead),
-    (c"alk_queue_configure", &[2], queue::configure),
-    (c"alk_queue_opts", &[1], queue::opts),
-    (c"alk_queue_stats", &[1], queue::stats),
-    (c"alk_sweep", &[0, 1], queue::sweep),
-    (c"alk_outbox_enqueue", &[3], outbox::enqueue),
-    (c"alk_outbox_claim", &[2, 3], outbox::claim),
-    (c"alk_outbox_stats", &[1], outbox::stats),
-    (c"alk_publish", &[2, 3], stream::publish),
-    (c"alk_read", &[3], stream::read),
-    (c"alk_save_offset", &[3], stream::save_offset),
-    (c"alk_get_offset", &[2], stream::get_offset),
-    (c"alk_notify", &[2], notify::notify),
-    (c"alk_notifications", &[2, 3], notify::notifications),
-    (c"alk_lock_acquire", &[3], lock::acquire),
-    (c"alk_lock_renew", &[3], lock::renew),
-    (c"alk_lock_release", &[2], lock::release),
+pub const FUNCTIONS: &[(&CStr, &[c_int], Access, Handler)] = &[
+    (c"alk_init", &[0], WRITES, init::init),
+    (c"alk_enqueue", &[3], WRITES, queue::enqueue),
+    (c"alk_enqueue_batch", &[3], WRITES, queue::enqueue_batch),
+    (c"alk_claim", &[2, 3], WRITES, queue::claim),
+    (c"alk_ack", &[2], WRITES, queue::ack),
+    (c"alk_ack_batch", &[2], WRITES, queue::ack_batch),
+    (c"alk_retry", &[3, 4], WRITES, queue::retry),
+    (c"alk_fail", &[3], WRITES, queue::fail),
+    (c"alk_heartbeat", &[2, 3], WRITES, queue::heartbeat),
+    (c"alk_cancel", &[1], WRITES, queue::cancel),
+    (c"alk_get_job", &[1], READS, queue::get_job),
+    (c"alk_requeue_dead", &[1], WRITES, queue::requeue_dead),
+    (c"alk_queue_configure", &[2], WRITES, queue::configure),
+    (c"alk_queue_opts", &[1], READS, queue::opts),
+    (c"alk_queue_stats", &[1], READS, queue::stats),
+    (c"alk_sweep", &[0, 1], WRITES, queue::sweep),
+    (c"alk_outbox_enqueue", &[3], WRITES, outbox::enqueue),
+    (c"alk_outbox_claim", &[2, 3], WRITES, outbox::claim),
+    (c"alk_outbox_stats", &[1], READS, outbox::stats),
+    (c"alk_publish", &[2, 3], WRITES, stream::publish),
+    (c"alk_read", &[3], READS, stream::read),
+    (c"alk_save_offset", &[3], WRITES, stream::save_offset),
+    (c"alk_get_offset", &[2], READS, stream::get_offset),
+    (c"alk_notify", &[2], WRITES, notify::notify),
+    (c"alk_notifications", &[2, 3], READS, notify::notifications),
+    (c"alk_lock_acquire", &[3], WRITES, lock::acquire),
+    (c"alk_lock_renew", &[3], WRITES, lock::renew),
+    (c"alk_lock_release", &[2], WRITES, lock::release),
 ];
 
 struct Registered {
     handler: Handler,
+    access: Access,
     state: Arc<ConnState>,
 }
 
@@ -75,10 +87,11 @@ pub unsafe fn register_all(db: *mut sqlite3) -> c_int {
     if rc != 0 {
         return rc;
     }
-    for (name, arities, handler) in FUNCTIONS {
+    for (name, arities, access, handler) in FUNCTIONS {
         for &n in *arities {
             let app = Box::into_raw(Box::new(Registered {
                 handler: *handler,
+                access: *access,
                 state: Arc::clone(&state),
             }));
             let rc = ffi::create_function(db, name, n, app as *mut c_void, dispatch, destroy);
@@ -108,21 +121,25 @@ unsafe extern "C" fn dispatch(
     let args = Args::new(argv);
     let conn = Conn::new(ffi::context_db(ctx), &f.state);
     // A panic must not unwind into SQLite's C frames (or crash its host).
-    match catch_unwind(AssertUnwindSafe(|| call(f.handler, &conn, &args))) {
+    match catch_unwind(AssertUnwindSafe(|| call(f, &conn, &args))) {
         Ok(Ok(out)) => set_result(ctx, out),
         Ok(Err(e)) => e.report(ctx),
         Err(_) => ffi::result_error(ctx, "alkstore: internal error (a bug: please report it)", 2),
     }
 }
 
-fn call(handler: Handler, conn: &Conn, args: &Args) -> Result<Out> {
-    match handler(conn, args) {
+fn call(f: &Registered, conn: &Conn, args: &Args) -> Result<Out> {
+    let run = || match f.access {
+        Access::Writes => conn.atomic(|| (f.handler)(conn, args)),
+        Access::Reads => (f.handler)(conn, args),
+    };
+    match run() {
         // The tables vanished under a cached check (a transaction that created
         // them rolled back): the call failed on its first statement, so
         // nothing was written; check again and run it once more.
         Err(e) if e.is_missing_schema() => {
             conn.schema_lost();
-            handler(conn, args)
+            run()
         }
         other => other,
     }

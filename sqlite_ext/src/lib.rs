@@ -45,7 +45,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 pub fn function_names() -> impl Iterator<Item = &'static str> {
     function::FUNCTIONS
         .iter()
-        .map(|(name, _, _)| name.to_str().expect("ASCII names"))
+        .map(|(name, _, _, _)| name.to_str().expect("ASCII names"))
 }
 
 /// Registers every `alk_*` function on a raw connection.
