@@ -49,7 +49,7 @@ fn commit_makes_business_rows_and_jobs_visible_together() {
     let writer = db.conn();
     let reader = db.conn();
     business(&writer);
-    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    writer.execute_batch("SELECT alk_init(); BEGIN IMMEDIATE").unwrap();
     writer.execute("INSERT INTO orders (item) VALUES ('book')", []).unwrap();
     let id = int(&writer, "SELECT alk_outbox_enqueue('mail', '{\"max_attempts\": 2}', '\"welcome\"')", &[]);
     // Another connection sees neither before commit (it may read, not write, meanwhile).
