@@ -120,13 +120,15 @@ impl<'a> Conn<'a> {
             return Ok(());
         }
         match self.read_version() {
-            Ok(Some(v)) if v > sql::SCHEMA_VERSION => return Err(Error::Db(DbError {
-                code: 1,
-                message: format!(
+            Ok(Some(v)) if v > sql::SCHEMA_VERSION => {
+                return Err(Error::Db(DbError {
+                    code: 1,
+                    message: format!(
                     "alkstore: the database has schema version {v}, newer than this extension's {}",
                     sql::SCHEMA_VERSION
                 ),
-            })),
+                }))
+            }
             Ok(Some(_)) => {}
             Ok(None) => self.create_schema()?,
             Err(e) if e.is_missing_schema() => self.create_schema()?,

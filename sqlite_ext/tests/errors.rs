@@ -87,7 +87,11 @@ fn reserved_and_empty_names_are_rejected_by_every_entry_point() {
         assert_eq!(code(&c, q, &[]), "ALK01", "{q}");
     }
     // The message names the bad value after the code and variant.
-    let (_, msg, rc) = fails(&c, "SELECT alk_enqueue('__alkstore_outbox:o', NULL, '1')", &[]);
+    let (_, msg, rc) = fails(
+        &c,
+        "SELECT alk_enqueue('__alkstore_outbox:o', NULL, '1')",
+        &[],
+    );
     assert!(msg.starts_with("alkstore ALK02 ReservedName: "), "{msg}");
     assert!(msg.contains("__alkstore_outbox:o"), "{msg}");
     assert_eq!(rc, 1, "contract errors are SQLITE_ERROR");
@@ -112,7 +116,11 @@ fn invalid_options_are_rejected() {
         r#"not json"#,
         r#"42"#,
     ] {
-        for f in ["alk_enqueue('q', ?1, '1')", "alk_outbox_enqueue('o', ?1, '1')", "alk_enqueue_batch('q', ?1, '[1]')"] {
+        for f in [
+            "alk_enqueue('q', ?1, '1')",
+            "alk_outbox_enqueue('o', ?1, '1')",
+            "alk_enqueue_batch('q', ?1, '[1]')",
+        ] {
             let q = format!("SELECT {f}");
             assert_eq!(code(&c, &q, &[&opts]), "ALK03", "{q} {opts}");
         }
@@ -125,7 +133,11 @@ fn invalid_options_are_rejected() {
         r#"{"max_attempts": 1.5}"#,
         "[]",
     ] {
-        assert_eq!(code(&c, "SELECT alk_queue_configure('q', ?1)", &[&opts]), "ALK03", "{opts}");
+        assert_eq!(
+            code(&c, "SELECT alk_queue_configure('q', ?1)", &[&opts]),
+            "ALK03",
+            "{opts}"
+        );
     }
     assert_eq!(code(&c, "SELECT alk_enqueue('q', 5, '1')", &[]), "ALK03");
     assert_eq!(snapshot(&c), before);
@@ -148,7 +160,10 @@ fn invalid_payloads_and_arguments_are_rejected() {
         ("SELECT alk_outbox_enqueue('o', NULL, 'nope')", "ALK04"),
         ("SELECT alk_publish('s', 'nope')", "ALK04"),
         ("SELECT alk_notify('c', 'nope')", "ALK04"),
-        ("SELECT alk_notify('c', json_quote(printf('%.8000c', 'x')))", "ALK04"),
+        (
+            "SELECT alk_notify('c', json_quote(printf('%.8000c', 'x')))",
+            "ALK04",
+        ),
         ("SELECT alk_claim('q', 'w', 0)", "ALK05"),
         ("SELECT alk_claim('q', 'w', 1001)", "ALK05"),
         ("SELECT alk_claim('q', 'w', NULL)", "ALK05"),
@@ -175,7 +190,12 @@ fn invalid_payloads_and_arguments_are_rejected() {
     }
     assert_eq!(snapshot(&c), before);
     // Just under the notification limit is fine.
-    sql(&c, "SELECT alk_notify('c', json_quote(printf('%.7997c', 'x')))", &[]).unwrap();
+    sql(
+        &c,
+        "SELECT alk_notify('c', json_quote(printf('%.7997c', 'x')))",
+        &[],
+    )
+    .unwrap();
 }
 
 #[test]
@@ -219,21 +239,59 @@ fn huge_and_deep_payloads_do_not_crash() {
     let c = db.conn();
     let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(16 * 1024 * 1024));
     let id = enqueue(&c, "q", None, &big);
-    let back: String = c.query_row("SELECT json_extract(alk_get_job(?1), '$.payload.blob')", [id], |r| r.get(0)).unwrap();
+    let back: String = c
+        .query_row(
+            "SELECT json_extract(alk_get_job(?1), '$.payload.blob')",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(back.len(), 16 * 1024 * 1024);
     let jobs = claim(&c, "q", "w", 1);
-    assert_eq!(jobs[0]["payload"]["blob"].as_str().unwrap().len(), 16 * 1024 * 1024);
+    assert_eq!(
+        jobs[0]["payload"]["blob"].as_str().unwrap().len(),
+        16 * 1024 * 1024
+    );
     // Deep nesting is checked without recursion (no stack overflow) and kept as given.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     let id = int(&c, "SELECT alk_enqueue('q', NULL, ?1)", &[&deep]);
-    let len: i64 = c.query_row("SELECT length(alk_get_job(?1))", [id], |r| r.get(0)).unwrap();
+    let len: i64 = c
+        .query_row("SELECT length(alk_get_job(?1))", [id], |r| r.get(0))
+        .unwrap();
     assert!(len > 200_000);
-    assert_eq!(code(&c, "SELECT alk_enqueue('q', NULL, ?1)", &[&format!("{deep}]")]), "ALK04");
-    assert_eq!(code(&c, "SELECT alk_enqueue('q', ?1, '1')", &[&deep]), "ALK03");
+    assert_eq!(
+        code(
+            &c,
+            "SELECT alk_enqueue('q', NULL, ?1)",
+            &[&format!("{deep}]")]
+        ),
+        "ALK04"
+    );
+    assert_eq!(
+        code(&c, "SELECT alk_enqueue('q', ?1, '1')", &[&deep]),
+        "ALK03"
+    );
     // Numbers pass as JSON numbers; non-UTF-8 text is refused.
-    assert!(matches!(sql(&c, "SELECT alk_enqueue('q', NULL, 2.5)", &[]).unwrap(), Sql::Integer(_)));
-    assert_eq!(code(&c, "SELECT alk_enqueue('q', NULL, CAST(x'ff' AS TEXT))", &[]), "ALK04");
-    assert_eq!(code(&c, "SELECT alk_enqueue(CAST(x'ff' AS TEXT), NULL, '1')", &[]), "ALK01");
+    assert!(matches!(
+        sql(&c, "SELECT alk_enqueue('q', NULL, 2.5)", &[]).unwrap(),
+        Sql::Integer(_)
+    ));
+    assert_eq!(
+        code(
+            &c,
+            "SELECT alk_enqueue('q', NULL, CAST(x'ff' AS TEXT))",
+            &[]
+        ),
+        "ALK04"
+    );
+    assert_eq!(
+        code(
+            &c,
+            "SELECT alk_enqueue(CAST(x'ff' AS TEXT), NULL, '1')",
+            &[]
+        ),
+        "ALK01"
+    );
 }
 
 #[test]

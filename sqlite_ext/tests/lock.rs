@@ -9,8 +9,15 @@ fn tokens_are_stable_for_the_holder_and_grow_for_each_new_acquisition() {
     let db = Db::new();
     let c = db.conn();
     let t1 = int(&c, "SELECT alk_lock_acquire('l', 'a', 10)", &[]);
-    assert_eq!(int(&c, "SELECT alk_lock_acquire('l', 'a', 10)", &[]), t1, "re-acquire keeps the token");
-    assert_eq!(val(&c, "SELECT alk_lock_acquire('l', 'b', 10)", &[]), Value::Null);
+    assert_eq!(
+        int(&c, "SELECT alk_lock_acquire('l', 'a', 10)", &[]),
+        t1,
+        "re-acquire keeps the token"
+    );
+    assert_eq!(
+        val(&c, "SELECT alk_lock_acquire('l', 'b', 10)", &[]),
+        Value::Null
+    );
     assert_eq!(int(&c, "SELECT alk_lock_renew('l', 'a', 10)", &[]), 1);
     assert_eq!(int(&c, "SELECT alk_lock_renew('l', 'b', 10)", &[]), 0);
     assert_eq!(int(&c, "SELECT alk_lock_release('l', 'b')", &[]), 0);
@@ -55,7 +62,9 @@ fn racing_owners_never_hold_the_same_lease_and_tokens_only_grow() {
                 let owner = format!("o{t}");
                 let mut tokens = Vec::new();
                 for _ in 0..100 {
-                    if let Value::Number(n) = val(&c, "SELECT alk_lock_acquire('l', ?1, 10)", &[&owner]) {
+                    if let Value::Number(n) =
+                        val(&c, "SELECT alk_lock_acquire('l', ?1, 10)", &[&owner])
+                    {
                         tokens.push(n.as_i64().unwrap());
                         assert_eq!(int(&c, "SELECT alk_lock_release('l', ?1)", &[&owner]), 1);
                     }
@@ -64,7 +73,10 @@ fn racing_owners_never_hold_the_same_lease_and_tokens_only_grow() {
             })
         })
         .collect();
-    let mut all: Vec<i64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut all: Vec<i64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     let n = all.len();
     all.sort();
     all.dedup();

@@ -5,8 +5,21 @@ use common::*;
 use serde_json::{json, Value};
 
 const JOB_KEYS: [&str; 16] = [
-    "id", "queue", "state", "payload", "priority", "attempts", "max_attempts", "visibility_timeout_s",
-    "backoff_base_s", "backoff_max_s", "run_at", "created_at", "claimed_by", "claim_expires_at", "expires_at",
+    "id",
+    "queue",
+    "state",
+    "payload",
+    "priority",
+    "attempts",
+    "max_attempts",
+    "visibility_timeout_s",
+    "backoff_base_s",
+    "backoff_max_s",
+    "run_at",
+    "created_at",
+    "claimed_by",
+    "claim_expires_at",
+    "expires_at",
     "last_error",
 ];
 
@@ -19,7 +32,12 @@ fn get_job_has_exactly_the_pinned_keys_and_stamped_values() {
     let db = Db::new();
     let c = db.conn();
     val(&c, "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 30, \"backoff_base_s\": 0.25}')", &[]);
-    let id = enqueue(&c, "q", Some(r#"{"priority": 3, "max_attempts": 2, "expires_in_s": 100}"#), r#"{"k":[1,2]}"#);
+    let id = enqueue(
+        &c,
+        "q",
+        Some(r#"{"priority": 3, "max_attempts": 2, "expires_in_s": 100}"#),
+        r#"{"k":[1,2]}"#,
+    );
     let j = job(&c, id);
     let mut keys: Vec<_> = j.as_object().unwrap().keys().cloned().collect();
     keys.sort();
@@ -39,10 +57,17 @@ fn get_job_has_exactly_the_pinned_keys_and_stamped_values() {
     assert_eq!(j["last_error"], Value::Null);
     for k in ["run_at", "created_at", "expires_at"] {
         let s = j[k].as_str().unwrap();
-        assert!(s.len() == 24 && s.ends_with('Z') && s.as_bytes()[19] == b'.', "{k}: {s}");
+        assert!(
+            s.len() == 24 && s.ends_with('Z') && s.as_bytes()[19] == b'.',
+            "{k}: {s}"
+        );
     }
     // Stamping: later configuration does not change jobs already enqueued.
-    val(&c, "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 5, \"max_attempts\": 9}')", &[]);
+    val(
+        &c,
+        "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 5, \"max_attempts\": 9}')",
+        &[],
+    );
     assert_eq!(job(&c, id)["visibility_timeout_s"], 30);
     assert_eq!(job(&c, id)["max_attempts"], 2);
     let id2 = enqueue(&c, "q", None, "1");
@@ -58,11 +83,25 @@ fn defaults_and_configure_merge() {
     let c = db.conn();
     let defaults = json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 5, "backoff_max_s": 3600});
     assert_eq!(val(&c, "SELECT alk_queue_opts('fresh')", &[]), defaults);
-    val(&c, "SELECT alk_queue_configure('q', '{\"max_attempts\": 3}')", &[]);
-    let merged = val(&c, "SELECT alk_queue_configure('q', '{\"backoff_max_s\": 10}')", &[]);
-    assert_eq!(merged, json!({"visibility_timeout_s": 60, "max_attempts": 3, "backoff_base_s": 5, "backoff_max_s": 10}));
+    val(
+        &c,
+        "SELECT alk_queue_configure('q', '{\"max_attempts\": 3}')",
+        &[],
+    );
+    let merged = val(
+        &c,
+        "SELECT alk_queue_configure('q', '{\"backoff_max_s\": 10}')",
+        &[],
+    );
+    assert_eq!(
+        merged,
+        json!({"visibility_timeout_s": 60, "max_attempts": 3, "backoff_base_s": 5, "backoff_max_s": 10})
+    );
     assert_eq!(val(&c, "SELECT alk_queue_opts('q')", &[]), merged);
-    assert_eq!(val(&c, "SELECT alk_queue_configure('q', NULL)", &[]), merged);
+    assert_eq!(
+        val(&c, "SELECT alk_queue_configure('q', NULL)", &[]),
+        merged
+    );
     let id = enqueue(&c, "q", None, "null");
     assert_eq!(job(&c, id)["payload"], Value::Null);
     assert_eq!(job(&c, id)["max_attempts"], 3);
@@ -74,7 +113,12 @@ fn claim_order_is_priority_then_run_at_then_id() {
     let c = db.conn();
     let a = enqueue(&c, "q", None, "\"a\"");
     let b = enqueue(&c, "q", Some(r#"{"priority": 10}"#), "\"b\"");
-    let old = enqueue(&c, "q", Some(r#"{"run_at": "2020-01-01T00:00:00Z"}"#), "\"old\"");
+    let old = enqueue(
+        &c,
+        "q",
+        Some(r#"{"run_at": "2020-01-01T00:00:00Z"}"#),
+        "\"old\"",
+    );
     let d = enqueue(&c, "q", None, "\"d\"");
     let low = enqueue(&c, "q", Some(r#"{"priority": -1}"#), "\"low\"");
     enqueue(&c, "other", None, "\"elsewhere\"");
@@ -91,7 +135,10 @@ fn claim_order_is_priority_then_run_at_then_id() {
     // max_jobs defaults to 1.
     enqueue(&c, "q", None, "1");
     enqueue(&c, "q", None, "2");
-    assert_eq!(val(&c, "SELECT json_array_length(alk_claim('q', 'w'))", &[]), 1);
+    assert_eq!(
+        val(&c, "SELECT json_array_length(alk_claim('q', 'w'))", &[]),
+        1
+    );
 }
 
 #[test]
@@ -113,7 +160,11 @@ fn delayed_and_scheduled_jobs_wait() {
 fn a_claim_is_held_until_another_worker_reclaims_it() {
     let db = Db::new();
     let c = db.conn();
-    val(&c, "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 0.1}')", &[]);
+    val(
+        &c,
+        "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 0.1}')",
+        &[],
+    );
     let id = enqueue(&c, "q", None, "1");
     assert_eq!(ids(&claim(&c, "q", "w1", 1)), vec![id]);
     // Not claimable while the claim runs.
@@ -121,7 +172,10 @@ fn a_claim_is_held_until_another_worker_reclaims_it() {
     sleep_ms(150);
     // Expired but not re-claimed: the holder may still heartbeat and ack.
     assert_eq!(int(&c, "SELECT alk_heartbeat(?1, 'w1')", &[&id]), 1);
-    assert!(claim(&c, "q", "w2", 1).is_empty(), "heartbeat extended the claim");
+    assert!(
+        claim(&c, "q", "w2", 1).is_empty(),
+        "heartbeat extended the claim"
+    );
     sleep_ms(150);
     let again = claim(&c, "q", "w2", 1);
     assert_eq!(ids(&again), vec![id]);
@@ -132,10 +186,17 @@ fn a_claim_is_held_until_another_worker_reclaims_it() {
     assert_eq!(int(&c, "SELECT alk_ack(?1, 'w1')", &[&id]), 0);
     assert_eq!(int(&c, "SELECT alk_heartbeat(?1, 'w1', 10)", &[&id]), 0);
     assert_eq!(int(&c, "SELECT alk_fail(?1, 'w1', 'x')", &[&id]), 0);
-    assert_eq!(val(&c, "SELECT alk_retry(?1, 'w1', 'x')", &[&id]), Value::Null);
+    assert_eq!(
+        val(&c, "SELECT alk_retry(?1, 'w1', 'x')", &[&id]),
+        Value::Null
+    );
     assert_eq!(snapshot(&c), before);
     assert_eq!(int(&c, "SELECT alk_ack(?1, 'w2')", &[&id]), 1);
-    assert_eq!(val(&c, "SELECT alk_get_job(?1)", &[&id]), Value::Null, "acked jobs are gone");
+    assert_eq!(
+        val(&c, "SELECT alk_get_job(?1)", &[&id]),
+        Value::Null,
+        "acked jobs are gone"
+    );
     assert_eq!(int(&c, "SELECT alk_ack(?1, 'w2')", &[&id]), 0);
 }
 
@@ -145,14 +206,21 @@ fn heartbeat_extends_by_the_stamped_visibility_or_extend_s() {
     let c = db.conn();
     let id = enqueue(&c, "q", None, "1");
     claim(&c, "q", "w", 1);
-    let exp = |c: &rusqlite::Connection| job(c, id)["claim_expires_at"].as_str().unwrap().to_string();
+    let exp =
+        |c: &rusqlite::Connection| job(c, id)["claim_expires_at"].as_str().unwrap().to_string();
     assert_eq!(int(&c, "SELECT alk_heartbeat(?1, 'w', 3600)", &[&id]), 1);
     let long = exp(&c);
     assert_eq!(int(&c, "SELECT alk_heartbeat(?1, 'w', NULL)", &[&id]), 1);
     let stamped = exp(&c);
-    assert!(stamped < long, "60 s from now is before an hour from now: {stamped} {long}");
+    assert!(
+        stamped < long,
+        "60 s from now is before an hour from now: {stamped} {long}"
+    );
     assert_eq!(int(&c, "SELECT alk_heartbeat(?1, 'nobody')", &[&id]), 0);
-    assert_eq!(code(&c, "SELECT alk_heartbeat(?1, 'w', 0)", &[&id]), "ALK05");
+    assert_eq!(
+        code(&c, "SELECT alk_heartbeat(?1, 'w', 0)", &[&id]),
+        "ALK05"
+    );
 }
 
 #[test]
@@ -161,21 +229,51 @@ fn retry_goes_back_to_pending_then_dead_with_last_error() {
     let c = db.conn();
     let id = enqueue(&c, "q", Some(r#"{"max_attempts": 2}"#), "1");
     claim(&c, "q", "w", 1);
-    assert_eq!(val(&c, "SELECT alk_retry(?1, 'w', 'boom', 0)", &[&id]), "pending");
+    assert_eq!(
+        val(&c, "SELECT alk_retry(?1, 'w', 'boom', 0)", &[&id]),
+        "pending"
+    );
     let j = job(&c, id);
-    assert_eq!((j["state"].clone(), j["last_error"].clone(), j["claimed_by"].clone()), (json!("pending"), json!("boom"), Value::Null));
+    assert_eq!(
+        (
+            j["state"].clone(),
+            j["last_error"].clone(),
+            j["claimed_by"].clone()
+        ),
+        (json!("pending"), json!("boom"), Value::Null)
+    );
     claim(&c, "q", "w", 1);
-    assert_eq!(val(&c, "SELECT alk_retry(?1, 'w', 'boom again', 0)", &[&id]), "dead");
+    assert_eq!(
+        val(&c, "SELECT alk_retry(?1, 'w', 'boom again', 0)", &[&id]),
+        "dead"
+    );
     let j = job(&c, id);
-    assert_eq!((j["state"].clone(), j["last_error"].clone(), j["attempts"].clone()), (json!("dead"), json!("boom again"), json!(2)));
+    assert_eq!(
+        (
+            j["state"].clone(),
+            j["last_error"].clone(),
+            j["attempts"].clone()
+        ),
+        (json!("dead"), json!("boom again"), json!(2))
+    );
     assert_eq!(val(&c, "SELECT alk_queue_stats('q')", &[])["dead"], 1);
     // Dead: only requeue brings it back, with attempts reset.
-    assert_eq!(val(&c, "SELECT alk_retry(?1, 'w', 'x', 0)", &[&id]), Value::Null);
-    assert_eq!(int(&c, "SELECT alk_cancel(?1)", &[&id]), 0, "cancel only removes pending or running jobs");
+    assert_eq!(
+        val(&c, "SELECT alk_retry(?1, 'w', 'x', 0)", &[&id]),
+        Value::Null
+    );
+    assert_eq!(
+        int(&c, "SELECT alk_cancel(?1)", &[&id]),
+        0,
+        "cancel only removes pending or running jobs"
+    );
     assert_eq!(int(&c, "SELECT alk_requeue_dead(?1)", &[&id]), 1);
     assert_eq!(int(&c, "SELECT alk_requeue_dead(?1)", &[&id]), 0);
     let j = job(&c, id);
-    assert_eq!((j["state"].clone(), j["attempts"].clone()), (json!("pending"), json!(0)));
+    assert_eq!(
+        (j["state"].clone(), j["attempts"].clone()),
+        (json!("pending"), json!(0))
+    );
     assert_eq!(ids(&claim(&c, "q", "w", 1)), vec![id]);
 }
 
@@ -183,15 +281,25 @@ fn retry_goes_back_to_pending_then_dead_with_last_error() {
 fn retry_without_delay_uses_the_stamped_backoff() {
     let db = Db::new();
     let c = db.conn();
-    val(&c, "SELECT alk_queue_configure('q', '{\"backoff_base_s\": 0.2, \"backoff_max_s\": 0.3}')", &[]);
+    val(
+        &c,
+        "SELECT alk_queue_configure('q', '{\"backoff_base_s\": 0.2, \"backoff_max_s\": 0.3}')",
+        &[],
+    );
     let id = enqueue(&c, "q", None, "1");
     claim(&c, "q", "w", 1);
     assert_eq!(val(&c, "SELECT alk_retry(?1, 'w', 'e')", &[&id]), "pending");
-    assert!(claim(&c, "q", "w", 1).is_empty(), "backoff 0.2 s not yet over");
+    assert!(
+        claim(&c, "q", "w", 1).is_empty(),
+        "backoff 0.2 s not yet over"
+    );
     sleep_ms(250);
     assert_eq!(ids(&claim(&c, "q", "w", 1)), vec![id]);
     // Second retry: 0.2 * 2 = 0.4, capped at 0.3.
-    assert_eq!(val(&c, "SELECT alk_retry(?1, 'w', 'e', NULL)", &[&id]), "pending");
+    assert_eq!(
+        val(&c, "SELECT alk_retry(?1, 'w', 'e', NULL)", &[&id]),
+        "pending"
+    );
     sleep_ms(200);
     assert!(claim(&c, "q", "w", 1).is_empty());
     sleep_ms(150);
@@ -203,7 +311,11 @@ fn fail_moves_a_held_job_to_dead() {
     let db = Db::new();
     let c = db.conn();
     let id = enqueue(&c, "q", None, "1");
-    assert_eq!(int(&c, "SELECT alk_fail(?1, 'w', 'nope')", &[&id]), 0, "not claimed yet");
+    assert_eq!(
+        int(&c, "SELECT alk_fail(?1, 'w', 'nope')", &[&id]),
+        0,
+        "not claimed yet"
+    );
     claim(&c, "q", "w", 1);
     assert_eq!(int(&c, "SELECT alk_fail(?1, 'w', 'nope')", &[&id]), 1);
     assert_eq!(job(&c, id)["state"], "dead");
@@ -216,7 +328,11 @@ fn fail_moves_a_held_job_to_dead() {
 fn final_claim_expiry_dead_letters_instead_of_handing_out_again() {
     let db = Db::new();
     let c = db.conn();
-    val(&c, "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 0.05, \"max_attempts\": 1}')", &[]);
+    val(
+        &c,
+        "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 0.05, \"max_attempts\": 1}')",
+        &[],
+    );
     let id = enqueue(&c, "q", None, "1");
     let next = enqueue(&c, "q", None, "2");
     assert_eq!(ids(&claim(&c, "q", "w1", 1)), vec![id]);
@@ -225,14 +341,21 @@ fn final_claim_expiry_dead_letters_instead_of_handing_out_again() {
     assert_eq!(ids(&claim(&c, "q", "w2", 2)), vec![next]);
     let j = job(&c, id);
     assert_eq!(j["state"], "dead");
-    assert_eq!(j["last_error"], "visibility timeout exceeded on final attempt");
+    assert_eq!(
+        j["last_error"],
+        "visibility timeout exceeded on final attempt"
+    );
 }
 
 #[test]
 fn sweep_dead_letters_expired_and_final_claims() {
     let db = Db::new();
     let c = db.conn();
-    val(&c, "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 0.05, \"max_attempts\": 1}')", &[]);
+    val(
+        &c,
+        "SELECT alk_queue_configure('q', '{\"visibility_timeout_s\": 0.05, \"max_attempts\": 1}')",
+        &[],
+    );
     let running = enqueue(&c, "q", None, "1");
     claim(&c, "q", "w", 1);
     let expiring = enqueue(&c, "q", Some(r#"{"expires_in_s": 0.05}"#), "2");
@@ -240,7 +363,10 @@ fn sweep_dead_letters_expired_and_final_claims() {
     let keeps = enqueue(&c, "q", Some(r#"{"expires_in_s": 100}"#), "4");
     sleep_ms(100);
     assert_eq!(int(&c, "SELECT alk_sweep('q')", &[]), 2);
-    assert_eq!(job(&c, running)["last_error"], "visibility timeout exceeded on final attempt");
+    assert_eq!(
+        job(&c, running)["last_error"],
+        "visibility timeout exceeded on final attempt"
+    );
     assert_eq!(job(&c, expiring)["last_error"], "expired");
     assert_eq!(job(&c, other)["state"], "pending");
     assert_eq!(job(&c, keeps)["state"], "pending");
@@ -253,7 +379,12 @@ fn sweep_dead_letters_expired_and_final_claims() {
 fn expired_jobs_are_dead_lettered_at_claim_time_never_run() {
     let db = Db::new();
     let c = db.conn();
-    let gone = enqueue(&c, "q", Some(r#"{"expires_in_s": 0.05, "priority": 9}"#), "1");
+    let gone = enqueue(
+        &c,
+        "q",
+        Some(r#"{"expires_in_s": 0.05, "priority": 9}"#),
+        "1",
+    );
     let runs = enqueue(&c, "q", None, "2");
     sleep_ms(100);
     assert_eq!(ids(&claim(&c, "q", "w", 1)), vec![runs]);
@@ -280,21 +411,56 @@ fn cancel_removes_pending_and_running_jobs() {
 fn batches_enqueue_in_order_and_ack_together() {
     let db = Db::new();
     let c = db.conn();
-    let ids_v = val(&c, "SELECT alk_enqueue_batch('q', '{\"priority\": 2}', '[{\"n\":1}, \"two\", 3, null, [5]]')", &[]);
-    let new_ids: Vec<i64> = ids_v.as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    let ids_v = val(
+        &c,
+        "SELECT alk_enqueue_batch('q', '{\"priority\": 2}', '[{\"n\":1}, \"two\", 3, null, [5]]')",
+        &[],
+    );
+    let new_ids: Vec<i64> = ids_v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
     assert_eq!(new_ids.len(), 5);
-    assert!(new_ids.windows(2).all(|w| w[0] < w[1]), "ids increase in array order");
+    assert!(
+        new_ids.windows(2).all(|w| w[0] < w[1]),
+        "ids increase in array order"
+    );
     let jobs = claim(&c, "q", "w", 32);
     assert_eq!(ids(&jobs), new_ids);
     assert_eq!(jobs[1]["payload"], "two");
     assert_eq!(job(&c, new_ids[0])["priority"], 2);
-    assert_eq!(val(&c, "SELECT alk_enqueue_batch('q', NULL, '[]')", &[]), json!([]));
+    assert_eq!(
+        val(&c, "SELECT alk_enqueue_batch('q', NULL, '[]')", &[]),
+        json!([])
+    );
     let list = serde_json::to_string(&[new_ids[0], new_ids[1], 999_999]).unwrap();
     assert_eq!(int(&c, "SELECT alk_ack_batch(?1, 'w')", &[&list]), 2);
-    assert_eq!(int(&c, "SELECT alk_ack_batch(?1, 'other')", &[&serde_json::to_string(&new_ids).unwrap()]), 0);
-    assert_eq!(int(&c, "SELECT alk_ack_batch(?1, 'w')", &[&serde_json::to_string(&new_ids).unwrap()]), 3);
-    assert_eq!(code(&c, "SELECT alk_ack_batch('[1, \"x\"]', 'w')", &[]), "ALK05");
-    assert_eq!(code(&c, "SELECT alk_enqueue_batch('q', NULL, '{\"a\":1}')", &[]), "ALK04");
+    assert_eq!(
+        int(
+            &c,
+            "SELECT alk_ack_batch(?1, 'other')",
+            &[&serde_json::to_string(&new_ids).unwrap()]
+        ),
+        0
+    );
+    assert_eq!(
+        int(
+            &c,
+            "SELECT alk_ack_batch(?1, 'w')",
+            &[&serde_json::to_string(&new_ids).unwrap()]
+        ),
+        3
+    );
+    assert_eq!(
+        code(&c, "SELECT alk_ack_batch('[1, \"x\"]', 'w')", &[]),
+        "ALK05"
+    );
+    assert_eq!(
+        code(&c, "SELECT alk_enqueue_batch('q', NULL, '{\"a\":1}')", &[]),
+        "ALK04"
+    );
 }
 
 #[test]
@@ -306,15 +472,28 @@ fn stats_count_each_state() {
     enqueue(&c, "q", None, "3");
     enqueue(&c, "q", Some(r#"{"delay_s": 1000}"#), "4");
     let dead = enqueue(&c, "q", Some(r#"{"max_attempts": 1}"#), "5");
-    let [first, ..] = &claim(&c, "q", "w", 1)[..] else { panic!() };
+    let [first, ..] = &claim(&c, "q", "w", 1)[..] else {
+        panic!()
+    };
     assert_ne!(first["id"], dead);
     let s = val(&c, "SELECT alk_queue_stats('q')", &[]);
     assert_eq!(s["queue"], "q");
-    assert_eq!((s["pending"].clone(), s["scheduled"].clone(), s["running"].clone(), s["dead"].clone()), (json!(3), json!(1), json!(1), json!(0)));
+    assert_eq!(
+        (
+            s["pending"].clone(),
+            s["scheduled"].clone(),
+            s["running"].clone(),
+            s["dead"].clone()
+        ),
+        (json!(3), json!(1), json!(1), json!(0))
+    );
     assert!(s["oldest_runnable_age_s"].as_f64().unwrap() >= 0.0);
     assert_eq!(s.as_object().unwrap().len(), 6);
     let empty = val(&c, "SELECT alk_queue_stats('nothing')", &[]);
-    assert_eq!(empty, json!({"queue": "nothing", "pending": 0, "scheduled": 0, "running": 0, "dead": 0, "oldest_runnable_age_s": null}));
+    assert_eq!(
+        empty,
+        json!({"queue": "nothing", "pending": 0, "scheduled": 0, "running": 0, "dead": 0, "oldest_runnable_age_s": null})
+    );
 }
 
 #[test]
@@ -334,7 +513,10 @@ fn claim_cost_uses_the_partial_index() {
     let c = db.conn();
     enqueue(&c, "q", None, "1");
     let plan: Vec<String> = c
-        .prepare(&format!("EXPLAIN QUERY PLAN {}", alkstore_sqlite::sql::get("claim_candidates")))
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            alkstore_sqlite::sql::get("claim_candidates")
+        ))
         .unwrap()
         .query_map(rusqlite::params!["q", 0, 1], |r| r.get::<_, String>(3))
         .unwrap()
@@ -343,5 +525,8 @@ fn claim_cost_uses_the_partial_index() {
     let plan = plan.join("\n");
     assert!(plan.contains("alk_jobs_pending"), "{plan}");
     assert!(plan.contains("alk_jobs_running"), "{plan}");
-    assert!(!plan.contains("SCAN alk_jobs\n") && !plan.ends_with("SCAN alk_jobs"), "{plan}");
+    assert!(
+        !plan.contains("SCAN alk_jobs\n") && !plan.ends_with("SCAN alk_jobs"),
+        "{plan}"
+    );
 }

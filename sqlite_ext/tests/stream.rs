@@ -5,7 +5,12 @@ use common::*;
 use serde_json::{json, Value};
 
 fn offsets(events: &Value) -> Vec<i64> {
-    events.as_array().unwrap().iter().map(|e| e["offset"].as_i64().unwrap()).collect()
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["offset"].as_i64().unwrap())
+        .collect()
 }
 
 #[test]
@@ -26,9 +31,18 @@ fn offsets_are_dense_per_stream_with_no_gap_after_rollback() {
     assert_eq!(events[1]["key"], "key-2");
     assert!(events[0]["created_at"].as_str().unwrap().ends_with('Z'));
     assert_eq!(events[0].as_object().unwrap().len(), 4);
-    assert_eq!(offsets(&val(&c, "SELECT alk_read('a', 1, 1)", &[])), vec![2]);
-    assert_eq!(offsets(&val(&c, "SELECT alk_read('a', 3, 10)", &[])), Vec::<i64>::new());
-    assert_eq!(offsets(&val(&c, "SELECT alk_read('b', 0, 10)", &[])), vec![1]);
+    assert_eq!(
+        offsets(&val(&c, "SELECT alk_read('a', 1, 1)", &[])),
+        vec![2]
+    );
+    assert_eq!(
+        offsets(&val(&c, "SELECT alk_read('a', 3, 10)", &[])),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        offsets(&val(&c, "SELECT alk_read('b', 0, 10)", &[])),
+        vec![1]
+    );
 }
 
 #[test]
@@ -58,7 +72,11 @@ fn a_consumer_resumes_from_its_saved_offset() {
     int(&c, "SELECT alk_save_offset('s', 'c', 2)", &[]);
     drop(c);
     let c = db.conn();
-    let rest = val(&c, "SELECT alk_read('s', alk_get_offset('s', 'c'), 10)", &[]);
+    let rest = val(
+        &c,
+        "SELECT alk_read('s', alk_get_offset('s', 'c'), 10)",
+        &[],
+    );
     assert_eq!(offsets(&rest), vec![3, 4, 5]);
 }
 
@@ -74,7 +92,8 @@ fn concurrent_publishers_from_many_connections_keep_offsets_dense() {
                 for i in 0..50 {
                     c.execute_batch("BEGIN IMMEDIATE").unwrap();
                     int(&c, "SELECT alk_publish('s', ?1)", &[&format!("[{t},{i}]")]);
-                    c.execute_batch(if i % 5 == 0 { "ROLLBACK" } else { "COMMIT" }).unwrap();
+                    c.execute_batch(if i % 5 == 0 { "ROLLBACK" } else { "COMMIT" })
+                        .unwrap();
                 }
             })
         })

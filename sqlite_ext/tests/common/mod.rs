@@ -52,7 +52,9 @@ pub fn val(conn: &Connection, query: &str, params: &[&dyn ToSql]) -> Value {
 }
 
 pub fn int(conn: &Connection, query: &str, params: &[&dyn ToSql]) -> i64 {
-    val(conn, query, params).as_i64().unwrap_or_else(|| panic!("{query}: not an integer"))
+    val(conn, query, params)
+        .as_i64()
+        .unwrap_or_else(|| panic!("{query}: not an integer"))
 }
 
 /// The error a call fails with: (contract code or "", full message, SQLite code).
@@ -61,7 +63,9 @@ pub fn fails(conn: &Connection, query: &str, params: &[&dyn ToSql]) -> (String, 
         Ok(v) => panic!("{query} should fail, returned {v:?}"),
         Err(rusqlite::Error::SqliteFailure(e, msg)) => {
             let msg = msg.unwrap_or_default();
-            let code = alkstore_core::ContractError::parse(&msg).map(|c| c.code.code().to_string()).unwrap_or_default();
+            let code = alkstore_core::ContractError::parse(&msg)
+                .map(|c| c.code.code().to_string())
+                .unwrap_or_default();
             (code, msg, e.extended_code)
         }
         Err(e) => panic!("{query}: unexpected error kind {e:?}"),
@@ -76,7 +80,15 @@ pub fn code(conn: &Connection, query: &str, params: &[&dyn ToSql]) -> String {
 /// A snapshot of every alkstore table, to prove a failed call wrote nothing.
 pub fn snapshot(conn: &Connection) -> Vec<String> {
     let mut out = Vec::new();
-    for table in ["alk_jobs", "alk_queues", "alk_events", "alk_offsets", "alk_notifications", "alk_locks", "alk_meta"] {
+    for table in [
+        "alk_jobs",
+        "alk_queues",
+        "alk_events",
+        "alk_offsets",
+        "alk_notifications",
+        "alk_locks",
+        "alk_meta",
+    ] {
         let mut st = match conn.prepare(&format!("SELECT * FROM {table} ORDER BY 1")) {
             Ok(st) => st,
             Err(_) => {
@@ -87,7 +99,10 @@ pub fn snapshot(conn: &Connection) -> Vec<String> {
         let n = st.column_count();
         let rows = st
             .query_map([], |r| {
-                Ok((0..n).map(|i| format!("{:?}", r.get::<_, Sql>(i).unwrap())).collect::<Vec<_>>().join("|"))
+                Ok((0..n)
+                    .map(|i| format!("{:?}", r.get::<_, Sql>(i).unwrap()))
+                    .collect::<Vec<_>>()
+                    .join("|"))
             })
             .unwrap();
         for row in rows {
@@ -98,11 +113,18 @@ pub fn snapshot(conn: &Connection) -> Vec<String> {
 }
 
 pub fn claim(conn: &Connection, queue: &str, worker: &str, n: i64) -> Vec<Value> {
-    val(conn, "SELECT alk_claim(?1, ?2, ?3)", &[&queue, &worker, &n]).as_array().unwrap().clone()
+    val(conn, "SELECT alk_claim(?1, ?2, ?3)", &[&queue, &worker, &n])
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 pub fn enqueue(conn: &Connection, queue: &str, opts: Option<&str>, payload: &str) -> i64 {
-    int(conn, "SELECT alk_enqueue(?1, ?2, ?3)", &[&queue, &opts, &payload])
+    int(
+        conn,
+        "SELECT alk_enqueue(?1, ?2, ?3)",
+        &[&queue, &opts, &payload],
+    )
 }
 
 pub fn job(conn: &Connection, id: i64) -> Value {
