@@ -1,7 +1,7 @@
 //! Time (contract §4): integer milliseconds since the Unix epoch inside the
 //! engines, RFC 3339 UTC strings with milliseconds in JSON.
 
-use chrono::{DateTime, SecondsFormat};
+use chrono::DateTime;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The latest instant accepted anywhere: 9999-12-31T23:59:59.999Z.
@@ -21,9 +21,62 @@ pub fn now_ms() -> i64 {
 /// assert_eq!(alkstore_core::time::format_ms(1_764_455_045_123), "2025-11-29T22:24:05.123Z");
 /// ```
 pub fn format_ms(ms: i64) -> String {
-    DateTime::from_timestamp_millis(ms.clamp(0, MAX_MS))
-        .expect("clamped into chrono's range")
-        .to_rfc3339_opts(SecondsFormat::Millis, true)
+    let mut out = String::with_capacity(24);
+    push_ms(&mut out, ms);
+    out
+}
+
+/// Appends epoch milliseconds as `2026-11-29T22:24:05.123Z` (hot path of
+/// claims and stream reads: no allocation, no formatting machinery).
+pub fn push_ms(out: &mut String, ms: i64) {
+    let ms = ms.clamp(0, MAX_MS);
+    let (days, ms_of_day) = (ms / 86_400_000, ms % 86_400_000);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    let fields = [
+        (year, 4, '-'),
+        (month, 2, '-'),
+        (day, 2, 'T'),
+        (ms_of_day / 3_600_000, 2, ':'),
+        (ms_of_day / 60_000 % 60, 2, ':'),
+        (ms_of_day / 1000 % 60, 2, '.'),
+        (ms_of_day % 1000, 3, 'Z'),
+    ];
+    for (value, width, sep) in fields {
+        let mut digits = [b'0'; 4];
+        let mut v = value;
+        for d in digits[..width].iter_mut().rev() {
+            *d = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        out.push_str(std::str::from_utf8(&digits[..width]).expect("ASCII digits"));
+        out.push(sep);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formatting_agrees_with_chrono() {
+        let mut ms = 0i64;
+        while ms < super::MAX_MS {
+            let want = chrono::DateTime::from_timestamp_millis(ms)
+                .unwrap()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            assert_eq!(super::format_ms(ms), want);
+            ms += 7_919_993_337; // a prime step through leap years, month ends, every field
+        }
+        assert_eq!(super::format_ms(super::MAX_MS), "9999-12-31T23:59:59.999Z");
+        assert_eq!(super::format_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
 }
 
 /// Parses an RFC 3339 timestamp (any offset) to epoch milliseconds.

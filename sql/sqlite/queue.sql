@@ -37,38 +37,64 @@ ON CONFLICT (queue) DO UPDATE SET
   backoff_base_ms = excluded.backoff_base_ms,
   backoff_max_ms = excluded.backoff_max_ms;
 
+-- The new id is read with sqlite3_last_insert_rowid (cheaper than RETURNING).
 -- name: enqueue
 INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
-VALUES (?1, 'pending', ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-RETURNING id;
+VALUES (?1, 'pending', ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
 
--- Candidates in claim order: runnable pending jobs and running jobs whose
--- claim expired, each side read through its partial index.
--- name: claim_candidates
-SELECT id, state, attempts, max_attempts, expires_at FROM (
-  SELECT * FROM (
-    SELECT id, state, attempts, max_attempts, expires_at, priority, run_at
-    FROM alk_jobs
-    WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2
-    ORDER BY priority DESC, run_at, id LIMIT ?3)
-  UNION ALL
-  SELECT * FROM (
-    SELECT id, state, attempts, max_attempts, expires_at, priority, run_at
-    FROM alk_jobs
-    WHERE queue = ?1 AND state = 'running' AND claim_expires_at <= ?2
-    ORDER BY priority DESC, run_at, id LIMIT ?3))
+-- Claim candidates, each side read in claim order straight from its partial
+-- index (no sort, no temporary table: those cost more than the claim).
+-- queue.rs merges the two sides.
+-- name: claim_pending
+SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload
+FROM alk_jobs
+WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2
 ORDER BY priority DESC, run_at, id LIMIT ?3;
 
--- Re-checks claimability, so a candidate taken meanwhile is skipped.
+-- Whether any claim in the queue has expired: one index seek. Usually not,
+-- and then claim_expired (which sorts) is not run.
+-- name: any_expired
+SELECT 1 FROM alk_jobs WHERE queue = ?1 AND state = 'running' AND claim_expires_at <= ?2 LIMIT 1;
+
+-- Running jobs whose claim expired, in claim order.
+-- name: claim_expired
+SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload
+FROM alk_jobs
+WHERE queue = ?1 AND state = 'running' AND claim_expires_at <= ?2
+ORDER BY priority DESC, run_at, id LIMIT ?3;
+
+-- Claims one candidate, re-checking that it is still claimable. No
+-- RETURNING (it costs a temporary table per call): the caller knows the
+-- values from the candidate row and checks sqlite3_changes.
 -- name: claim_one
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_by = ?2,
     claim_expires_at = ?3 + visibility_timeout_ms
 WHERE id = ?1 AND (
   (state = 'pending' AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
+  OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts));
+
+-- The same for many candidates in one statement (?1: JSON array of ids):
+-- one statement instead of one per job is most of a batch claim's cost.
+-- name: claim_many
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_by = ?2,
+    claim_expires_at = ?3 + visibility_timeout_ms
+WHERE id IN (SELECT value FROM json_each(?1)) AND (
+  (state = 'pending' AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
   OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts))
-RETURNING id, queue, payload, attempts, max_attempts, claim_expires_at;
+RETURNING id;
+
+-- name: expire_one
+UPDATE alk_jobs SET state = 'dead', last_error = 'expired'
+WHERE id = ?1 AND state = 'pending' AND expires_at <= ?2;
+
+-- name: final_claim_one
+UPDATE alk_jobs
+SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
+    claimed_by = NULL, claim_expires_at = NULL
+WHERE id = ?1 AND state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts;
 
 -- name: dead_letter
 UPDATE alk_jobs
@@ -77,6 +103,12 @@ WHERE id = ?1;
 
 -- name: ack
 DELETE FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
+RETURNING id;
+
+-- ?1 is a JSON array of ids, checked by queue.rs.
+-- name: ack_batch
+DELETE FROM alk_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2
 RETURNING id;
 
 -- name: held_job

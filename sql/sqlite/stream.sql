@@ -1,11 +1,13 @@
 -- Stream statements (contract §7).
 
--- Dense offsets: max + 1 is safe because SQLite has a single writer and
--- (stream, offset) is unique; a rollback takes the row and its offset back.
+-- Dense offsets: max + 1 is safe because SQLite has a single writer (the
+-- call runs in one write transaction) and (stream, offset) is unique; a
+-- rollback takes the row and its offset back.
+-- name: next_offset
+SELECT coalesce(max("offset"), 0) + 1 FROM alk_events WHERE stream = ?1;
+
 -- name: publish
-INSERT INTO alk_events (stream, "offset", key, payload, created_at)
-SELECT ?1, coalesce(max("offset"), 0) + 1, ?2, ?3, ?4 FROM alk_events WHERE stream = ?1
-RETURNING "offset";
+INSERT INTO alk_events (stream, "offset", key, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5);
 
 -- name: read
 SELECT "offset", key, payload, created_at FROM alk_events

@@ -255,6 +255,16 @@ impl Drop for Stmt {
     }
 }
 
+/// Rows changed by the connection's most recent INSERT, UPDATE or DELETE.
+pub fn changes(db: *mut sqlite3) -> i64 {
+    unsafe { api!(changes)(db) as i64 }
+}
+
+/// The rowid of the connection's most recent INSERT.
+pub fn last_insert_rowid(db: *mut sqlite3) -> i64 {
+    unsafe { api!(last_insert_rowid)(db) }
+}
+
 /// How the connection stands when a function is called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxnState {

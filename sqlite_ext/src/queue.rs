@@ -11,11 +11,6 @@ use alkstore_core::time::{self, now_ms};
 use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueOpts};
 use serde_json::value::RawValue;
 
-/// `last_error` of a job whose final claim timed out.
-pub const FINAL_CLAIM_EXPIRED: &str = "visibility timeout exceeded on final attempt";
-/// `last_error` of a job that was not started before `expires_in_s`.
-pub const EXPIRED: &str = "expired";
-
 /// `alk_enqueue(queue, opts, payload)` → job id.
 pub fn enqueue(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
@@ -93,8 +88,8 @@ pub fn insert_job(
     st.bind_i64(8, opts.run_at(now));
     st.bind_i64(9, now);
     st.bind_opt_i64(10, opts.expires_at(now));
-    st.step_row()?;
-    Ok(st.i64(0))
+    st.run()?;
+    Ok(crate::ffi::last_insert_rowid(conn.db))
 }
 
 /// `alk_claim(queue, worker[, max_jobs])` → JSON array of claimed jobs.
@@ -110,57 +105,53 @@ pub fn claim_from(conn: &Conn, queue: &str, args: &Args) -> Result<Out> {
     Ok(Out::Text(claim_jobs(conn, queue, worker, max_jobs)?))
 }
 
+/// A job that may be claimed, in claim order.
 struct Candidate {
-    id: i64,
-    running: bool,
+    order: (std::cmp::Reverse<i64>, i64, i64),
+    /// Must be dead-lettered instead (statement that does it, if so).
+    dead_letter: Option<&'static str>,
     attempts: i64,
     max_attempts: i64,
-    expires_at: Option<i64>,
+    visibility_timeout_ms: i64,
+    payload: String,
 }
 
 fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<String> {
     let now = now_ms();
-    let mut out = String::from("[");
+    let mut out = String::with_capacity(64 + 256 * max_jobs as usize);
+    out.push('[');
     let mut claimed = 0;
+    // Each round claims what it can from the first candidates; dead-lettered
+    // ones make room, so look again while a full page came back.
     loop {
         let want = max_jobs - claimed;
-        let candidates = claim_candidates(conn, queue, now, want)?;
-        let mut dead_lettered = 0;
-        for c in &candidates {
-            // Jobs that may not run any more go to the dead-letter state instead.
-            if !c.running && c.expires_at.is_some_and(|at| at <= now) {
-                dead_letter(conn, c.id, Some(EXPIRED))?;
-                dead_lettered += 1;
-                continue;
-            }
-            if c.running && c.attempts >= c.max_attempts {
-                dead_letter(conn, c.id, Some(FINAL_CLAIM_EXPIRED))?;
-                dead_lettered += 1;
-                continue;
-            }
-            let mut st = conn.stmt("claim_one")?;
-            st.bind_i64(1, c.id);
-            st.bind_text(2, worker);
-            st.bind_i64(3, now);
-            if st.step_row()? {
-                if claimed > 0 {
-                    out.push(',');
-                }
-                out.push_str(
-                    &Obj::new()
-                        .int("id", Some(st.i64(0)))
-                        .str("queue", Some(st.text(1)))
-                        .raw("payload", st.text(2))
-                        .int("attempts", Some(st.i64(3)))
-                        .int("max_attempts", Some(st.i64(4)))
-                        .time("claim_expires_at", Some(st.i64(5)))
-                        .finish(),
-                );
-                claimed += 1;
-            }
+        let mut candidates = candidates(conn, queue, now, want)?;
+        let page = candidates.len() as i64;
+        let mut progress = false;
+        for c in candidates.iter().filter(|c| c.dead_letter.is_some()) {
+            let mut st = conn.stmt(c.dead_letter.expect("filtered"))?;
+            st.bind_i64(1, c.order.2);
+            st.bind_i64(2, now);
+            st.run()?;
+            progress = true;
         }
-        // Look again only if dead-lettering made room and there may be more.
-        if dead_lettered == 0 || (candidates.len() as i64) < want {
+        candidates.retain(|c| c.dead_letter.is_none());
+        let won = claim_candidates(conn, &candidates, worker, now)?;
+        for c in candidates.iter().filter(|c| won.contains(&c.order.2)) {
+            if claimed > 0 {
+                out.push(',');
+            }
+            out = Obj::within(&mut out)
+                .int("id", Some(c.order.2))
+                .str("queue", Some(queue))
+                .raw("payload", &c.payload)
+                .int("attempts", Some(c.attempts + 1))
+                .int("max_attempts", Some(c.max_attempts))
+                .time("claim_expires_at", Some(now + c.visibility_timeout_ms))
+                .finish();
+            claimed += 1;
+        }
+        if claimed == max_jobs || !progress || page < want {
             break;
         }
     }
@@ -168,22 +159,73 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
     Ok(out)
 }
 
-fn claim_candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candidate>> {
-    let mut st = conn.stmt("claim_candidates")?;
+/// Claims the candidates that are still claimable; returns their ids.
+fn claim_candidates(conn: &Conn, candidates: &[Candidate], worker: &str, now: i64) -> Result<Vec<i64>> {
+    let mut won = Vec::with_capacity(candidates.len());
+    match candidates {
+        [] => {}
+        [one] => {
+            let mut st = conn.stmt("claim_one")?;
+            st.bind_i64(1, one.order.2);
+            st.bind_text(2, worker);
+            st.bind_i64(3, now);
+            st.run()?;
+            if crate::ffi::changes(conn.db) == 1 {
+                won.push(one.order.2);
+            }
+        }
+        many => {
+            let ids: Vec<i64> = many.iter().map(|c| c.order.2).collect();
+            let mut st = conn.stmt("claim_many")?;
+            st.bind_text(1, &json::int_array(&ids));
+            st.bind_text(2, worker);
+            st.bind_i64(3, now);
+            while st.step_row()? {
+                won.push(st.i64(0));
+            }
+        }
+    }
+    Ok(won)
+}
+
+fn any_expired(conn: &Conn, queue: &str, now: i64) -> Result<bool> {
+    let mut st = conn.stmt("any_expired")?;
     st.bind_text(1, queue);
     st.bind_i64(2, now);
-    st.bind_i64(3, want);
-    let mut out = Vec::with_capacity(want as usize);
-    while st.step_row()? {
-        out.push(Candidate {
-            id: st.i64(0),
-            running: st.text(1) == "running",
-            attempts: st.i64(2),
-            max_attempts: st.i64(3),
-            expires_at: st.opt_i64(4),
-        });
+    Ok(st.step_row()?)
+}
+
+/// The first `want` candidates in claim order, merged from both sides.
+fn candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candidate>> {
+    let mut all = Vec::with_capacity(want as usize);
+    for side in ["claim_pending", "claim_expired"] {
+        if side == "claim_expired" && !any_expired(conn, queue, now)? {
+            continue;
+        }
+        let mut st = conn.stmt(side)?;
+        st.bind_text(1, queue);
+        st.bind_i64(2, now);
+        st.bind_i64(3, want);
+        while st.step_row()? {
+            let (attempts, max_attempts) = (st.i64(4), st.i64(5));
+            let dead_letter = if side == "claim_pending" {
+                st.opt_i64(3).is_some_and(|at| at <= now).then_some("expire_one")
+            } else {
+                (attempts >= max_attempts).then_some("final_claim_one")
+            };
+            all.push(Candidate {
+                order: (std::cmp::Reverse(st.i64(1)), st.i64(2), st.i64(0)),
+                dead_letter,
+                attempts,
+                max_attempts,
+                visibility_timeout_ms: st.i64(6),
+                payload: st.text(7).to_owned(),
+            });
+        }
     }
-    Ok(out)
+    all.sort_unstable_by_key(|c| c.order); // both sides are sorted: this is a merge
+    all.truncate(want as usize);
+    Ok(all)
 }
 
 fn dead_letter(conn: &Conn, id: i64, error: Option<&str>) -> Result<()> {

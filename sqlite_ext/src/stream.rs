@@ -14,13 +14,20 @@ pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let payload = args.payload(1, "payload")?;
     let key = args.opt_text(2, "key")?;
+    let offset = {
+        let mut st = conn.stmt("next_offset")?;
+        st.bind_text(1, stream);
+        st.step_row()?;
+        st.i64(0)
+    };
     let mut st = conn.stmt("publish")?;
     st.bind_text(1, stream);
-    st.bind_opt_text(2, key);
-    st.bind_text(3, &payload);
-    st.bind_i64(4, now_ms());
-    st.step_row()?;
-    Ok(Out::Int(st.i64(0)))
+    st.bind_i64(2, offset);
+    st.bind_opt_text(3, key);
+    st.bind_text(4, &payload);
+    st.bind_i64(5, now_ms());
+    st.run()?;
+    Ok(Out::Int(offset))
 }
 
 /// `alk_read(stream, after_offset, max_events)` → JSON array of events, ascending.
@@ -32,19 +39,18 @@ pub fn read(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_text(1, stream);
     st.bind_i64(2, after);
     st.bind_i64(3, max);
-    let mut out = String::from("[");
+    let mut out = String::with_capacity(4096);
+    out.push('[');
     while st.step_row()? {
         if out.len() > 1 {
             out.push(',');
         }
-        out.push_str(
-            &Obj::new()
-                .int("offset", Some(st.i64(0)))
-                .str("key", st.opt_text(1))
-                .raw("payload", st.text(2))
-                .time("created_at", Some(st.i64(3)))
-                .finish(),
-        );
+        out = Obj::within(&mut out)
+            .int("offset", Some(st.i64(0)))
+            .str("key", st.opt_text(1))
+            .raw("payload", st.text(2))
+            .time("created_at", Some(st.i64(3)))
+            .finish();
     }
     out.push(']');
     Ok(Out::Text(out))

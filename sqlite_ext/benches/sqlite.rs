@@ -1,0 +1,239 @@
+//! alkstore on SQLite beside the raw SQLite floor.
+//!
+//! Each operation runs through the `alk_*` functions and, in the same run,
+//! as plain INSERT / UPDATE / DELETE / SELECT statements on tables of the
+//! same shape (same columns, same indexes), so the printed ratio is the
+//! cost alkstore adds over what the application could do by hand.
+//!
+//! A real file in WAL mode with `synchronous = NORMAL` (the facade's
+//! setting). Run: `cargo bench -p alkstore-sqlite --bench sqlite`
+//! (`ALK_BENCH_QUICK=1` for a short smoke run).
+
+use rusqlite::{params, Connection};
+use std::time::{Duration, Instant};
+
+fn open(path: &std::path::Path) -> Connection {
+    let c = Connection::open(path).unwrap();
+    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+    c.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    c.busy_timeout(Duration::from_secs(10)).unwrap();
+    alkstore_sqlite::register(&c).unwrap();
+    c.execute_batch("SELECT alk_init()").unwrap();
+    // The raw floor: copies of alkstore's job and event tables, same indexes.
+    let schema = alkstore_sqlite::sql::SCHEMA
+        .replace("alk_jobs", "raw_jobs")
+        .replace("alk_events", "raw_events")
+        .replace("INSERT OR IGNORE INTO alk_meta", "INSERT OR IGNORE INTO raw_meta")
+        .replace("alk_meta", "raw_meta");
+    c.execute_batch(&schema).unwrap();
+    c
+}
+
+struct Report {
+    rows: Vec<(String, f64, f64)>,
+}
+
+impl Report {
+    fn add(&mut self, name: &str, ops: u64, alk: Duration, raw: Duration) {
+        let a = ops as f64 / alk.as_secs_f64();
+        let r = ops as f64 / raw.as_secs_f64();
+        println!("{name:<34} {a:>12.0} ops/s {r:>12.0} ops/s   {:>5.2}x", r / a);
+        self.rows.push((name.to_string(), a, r));
+    }
+}
+
+/// Best of three runs: the machine is shared and the first run warms caches.
+fn time(mut f: impl FnMut()) -> Duration {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .min()
+        .unwrap()
+}
+
+const RAW_INSERT: &str = "INSERT INTO raw_jobs (queue, state, payload, priority, attempts, max_attempts, \
+    visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at) \
+    VALUES (?1, 'pending', ?2, 0, 0, 5, 60000, 5000, 3600000, ?3, ?3, NULL)";
+
+const RAW_CLAIM: &str = "UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = ?2, \
+    claim_expires_at = ?3 + visibility_timeout_ms \
+    WHERE id IN (SELECT id FROM raw_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?3 \
+    ORDER BY priority DESC, run_at, id LIMIT ?4) RETURNING id, payload";
+
+fn now() -> i64 {
+    alkstore_core::time::now_ms()
+}
+
+fn payload(i: u64) -> String {
+    format!("{{\"user\":{i},\"email\":\"user{i}@example.com\",\"plan\":\"pro\"}}")
+}
+
+/// The part of a claimed job the bench's worker looks at.
+#[derive(serde::Deserialize)]
+struct Claimed {
+    id: i64,
+    #[allow(dead_code)]
+    payload: serde_json::Value,
+}
+
+fn main() {
+    let quick = std::env::var_os("ALK_BENCH_QUICK").is_some();
+    let n: u64 = if quick { 500 } else { 20_000 };
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(&dir.path().join("bench.db"));
+    let mut report = Report { rows: Vec::new() };
+    println!("{:<34} {:>18} {:>18}   {:>6}", "operation", "alkstore", "raw SQLite", "ratio");
+
+    // 1. enqueue, one job per transaction
+    let alk = time(|| {
+        let mut st = c.prepare("SELECT alk_enqueue('bench', NULL, ?1)").unwrap();
+        for i in 0..n {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            st.query_row([payload(i)], |r| r.get::<_, i64>(0)).unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    let raw = time(|| {
+        let mut st = c.prepare(RAW_INSERT).unwrap();
+        for i in 0..n {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            st.execute(params!["bench", payload(i), now()]).unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    report.add("enqueue 1/tx", n, alk, raw);
+
+    // 2. enqueue 100 per transaction (one alk_enqueue_batch)
+    let batches = n / 100;
+    let alk = time(|| {
+        let mut st = c.prepare("SELECT alk_enqueue_batch('bench', NULL, ?1)").unwrap();
+        for b in 0..batches {
+            let items: Vec<String> = (0..100).map(|i| payload(b * 100 + i)).collect();
+            let arr = format!("[{}]", items.join(","));
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            st.query_row([arr], |r| r.get::<_, String>(0)).unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    let raw = time(|| {
+        let mut st = c.prepare(RAW_INSERT).unwrap();
+        for b in 0..batches {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            let t = now();
+            for i in 0..100 {
+                st.execute(params!["bench", payload(b * 100 + i), t]).unwrap();
+            }
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    report.add("enqueue 100/tx (batch)", batches * 100, alk, raw);
+
+    // 3. claim + ack, one job at a time, each call its own transaction
+    let ops = n / 2;
+    let alk = time(|| {
+        let mut claim = c.prepare("SELECT alk_claim('bench', 'w', 1)").unwrap();
+        let mut ack = c.prepare("SELECT alk_ack(?1 ->> '$[0].id', 'w')").unwrap();
+        for _ in 0..ops {
+            let jobs: String = claim.query_row([], |r| r.get(0)).unwrap();
+            assert!(ack.query_row([jobs], |r| r.get::<_, bool>(0)).unwrap());
+        }
+    });
+    let raw = time(|| {
+        let mut claim = c.prepare(RAW_CLAIM).unwrap();
+        let mut ack = c.prepare("DELETE FROM raw_jobs WHERE id = ?1").unwrap();
+        for _ in 0..ops {
+            let id: i64 = claim.query_row(params!["bench", "w", now(), 1], |r| r.get(0)).unwrap();
+            assert_eq!(ack.execute([id]).unwrap(), 1);
+        }
+    });
+    report.add("claim+ack 1 at a time", ops, alk, raw);
+
+    // 4. claim + ack in batches
+    for size in [32i64, 128] {
+        let rounds = (n as i64 / 2 / size).max(1);
+        let alk = time(|| {
+            let mut claim = c.prepare("SELECT alk_claim('bench', 'w', ?1)").unwrap();
+            let mut ack = c.prepare("SELECT alk_ack_batch(?1, 'w')").unwrap();
+            for _ in 0..rounds {
+                // As a client does: parse the claimed jobs, work, ack their ids.
+                let jobs: String = claim.query_row([size], |r| r.get(0)).unwrap();
+                let jobs: Vec<Claimed> = serde_json::from_str(&jobs).unwrap();
+                let ids = serde_json::to_string(&jobs.iter().map(|j| j.id).collect::<Vec<_>>()).unwrap();
+                assert_eq!(ack.query_row([ids], |r| r.get::<_, i64>(0)).unwrap(), size);
+            }
+        });
+        let raw = time(|| {
+            let mut claim = c.prepare(RAW_CLAIM).unwrap();
+            let mut ack = c.prepare("DELETE FROM raw_jobs WHERE id IN (SELECT value FROM json_each(?1))").unwrap();
+            for _ in 0..rounds {
+                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                let ids: Vec<i64> = claim
+                    .query_map(params!["bench", "w", now(), size], |r| {
+                        let payload: String = r.get(1)?;
+                        Ok((r.get(0)?, serde_json::from_str::<serde_json::Value>(&payload).unwrap()))
+                    })
+                    .unwrap()
+                    .map(|r| r.unwrap().0)
+                    .collect();
+                c.execute_batch("COMMIT").unwrap();
+                let list = serde_json::to_string(&ids).unwrap();
+                assert_eq!(ack.execute([list]).unwrap() as i64, size);
+            }
+        });
+        report.add(&format!("claim {size} + ack_batch"), (rounds * size) as u64, alk, raw);
+    }
+
+    // 5. publish, one event per transaction
+    let alk = time(|| {
+        let mut st = c.prepare("SELECT alk_publish('events', ?1)").unwrap();
+        for i in 0..n {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            st.query_row([payload(i)], |r| r.get::<_, i64>(0)).unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    let mut next_offset = 0i64; // the application's own counter, carried across runs
+    let raw = time(|| {
+        let mut st = c
+            .prepare("INSERT INTO raw_events (stream, \"offset\", key, payload, created_at) VALUES ('events', ?1, NULL, ?2, ?3)")
+            .unwrap();
+        for i in 0..n {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            next_offset += 1;
+            st.execute(params![next_offset, payload(i), now()]).unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    report.add("publish 1/tx", n, alk, raw);
+
+    // 6. read the stream in pages of 1000
+    let pages = n / 1000;
+    let alk = time(|| {
+        let mut st = c.prepare("SELECT alk_read('events', ?1, 1000)").unwrap();
+        for p in 0..pages.max(1) {
+            let text: String = st.query_row([p as i64 * 1000], |r| r.get(0)).unwrap();
+            assert!(text.len() > 2);
+        }
+    });
+    let raw = time(|| {
+        let mut st = c
+            .prepare("SELECT \"offset\", key, payload, created_at FROM raw_events WHERE stream = 'events' AND \"offset\" > ?1 ORDER BY \"offset\" LIMIT 1000")
+            .unwrap();
+        for p in 0..pages.max(1) {
+            let mut rows = st.query([p as i64 * 1000]).unwrap();
+            let mut k = 0;
+            while let Some(r) = rows.next().unwrap() {
+                let _: (i64, Option<String>, String, i64) = (r.get(0).unwrap(), r.get(1).unwrap(), r.get(2).unwrap(), r.get(3).unwrap());
+                k += 1;
+            }
+            assert!(k > 0);
+        }
+    });
+    report.add("read page of 1000 (events/s)", pages.max(1) * 1000, alk, raw);
+
+    let worst = report.rows.iter().map(|(_, a, r)| r / a).fold(0.0, f64::max);
+    println!("worst ratio (raw / alkstore): {worst:.2}x");
+}
