@@ -75,7 +75,10 @@ mod tests {
             ms += 7_919_993_337; // a prime step through leap years, month ends, every field
         }
         assert_eq!(super::format_ms(super::MAX_MS), "9999-12-31T23:59:59.999Z");
-        assert_eq!(super::format_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(
+            super::format_ms(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 }
 

@@ -23,7 +23,10 @@ fn open(path: &std::path::Path) -> Connection {
     let schema = alkstore_sqlite::sql::SCHEMA
         .replace("alk_jobs", "raw_jobs")
         .replace("alk_events", "raw_events")
-        .replace("INSERT OR IGNORE INTO alk_meta", "INSERT OR IGNORE INTO raw_meta")
+        .replace(
+            "INSERT OR IGNORE INTO alk_meta",
+            "INSERT OR IGNORE INTO raw_meta",
+        )
         .replace("alk_meta", "raw_meta");
     c.execute_batch(&schema).unwrap();
     c
@@ -37,7 +40,10 @@ impl Report {
     fn add(&mut self, name: &str, ops: u64, alk: Duration, raw: Duration) {
         let a = ops as f64 / alk.as_secs_f64();
         let r = ops as f64 / raw.as_secs_f64();
-        println!("{name:<34} {a:>12.0} ops/s {r:>12.0} ops/s   {:>5.2}x", r / a);
+        println!(
+            "{name:<34} {a:>12.0} ops/s {r:>12.0} ops/s   {:>5.2}x",
+            r / a
+        );
         self.rows.push((name.to_string(), a, r));
     }
 }
@@ -54,11 +60,13 @@ fn time(mut f: impl FnMut()) -> Duration {
         .unwrap()
 }
 
-const RAW_INSERT: &str = "INSERT INTO raw_jobs (queue, state, payload, priority, attempts, max_attempts, \
+const RAW_INSERT: &str =
+    "INSERT INTO raw_jobs (queue, state, payload, priority, attempts, max_attempts, \
     visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at) \
     VALUES (?1, 'pending', ?2, 0, 0, 5, 60000, 5000, 3600000, ?3, ?3, NULL)";
 
-const RAW_CLAIM: &str = "UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = ?2, \
+const RAW_CLAIM: &str =
+    "UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = ?2, \
     claim_expires_at = ?3 + visibility_timeout_ms \
     WHERE id IN (SELECT id FROM raw_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?3 \
     ORDER BY priority DESC, run_at, id LIMIT ?4) RETURNING id, payload";
@@ -85,7 +93,10 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let c = open(&dir.path().join("bench.db"));
     let mut report = Report { rows: Vec::new() };
-    println!("{:<34} {:>18} {:>18}   {:>6}", "operation", "alkstore", "raw SQLite", "ratio");
+    println!(
+        "{:<34} {:>18} {:>18}   {:>6}",
+        "operation", "alkstore", "raw SQLite", "ratio"
+    );
 
     // 1. enqueue, one job per transaction
     let alk = time(|| {
@@ -109,7 +120,9 @@ fn main() {
     // 2. enqueue 100 per transaction (one alk_enqueue_batch)
     let batches = n / 100;
     let alk = time(|| {
-        let mut st = c.prepare("SELECT alk_enqueue_batch('bench', NULL, ?1)").unwrap();
+        let mut st = c
+            .prepare("SELECT alk_enqueue_batch('bench', NULL, ?1)")
+            .unwrap();
         for b in 0..batches {
             let items: Vec<String> = (0..100).map(|i| payload(b * 100 + i)).collect();
             let arr = format!("[{}]", items.join(","));
@@ -124,7 +137,8 @@ fn main() {
             c.execute_batch("BEGIN IMMEDIATE").unwrap();
             let t = now();
             for i in 0..100 {
-                st.execute(params!["bench", payload(b * 100 + i), t]).unwrap();
+                st.execute(params!["bench", payload(b * 100 + i), t])
+                    .unwrap();
             }
             c.execute_batch("COMMIT").unwrap();
         }
@@ -145,7 +159,9 @@ fn main() {
         let mut claim = c.prepare(RAW_CLAIM).unwrap();
         let mut ack = c.prepare("DELETE FROM raw_jobs WHERE id = ?1").unwrap();
         for _ in 0..ops {
-            let id: i64 = claim.query_row(params!["bench", "w", now(), 1], |r| r.get(0)).unwrap();
+            let id: i64 = claim
+                .query_row(params!["bench", "w", now(), 1], |r| r.get(0))
+                .unwrap();
             assert_eq!(ack.execute([id]).unwrap(), 1);
         }
     });
@@ -161,19 +177,25 @@ fn main() {
                 // As a client does: parse the claimed jobs, work, ack their ids.
                 let jobs: String = claim.query_row([size], |r| r.get(0)).unwrap();
                 let jobs: Vec<Claimed> = serde_json::from_str(&jobs).unwrap();
-                let ids = serde_json::to_string(&jobs.iter().map(|j| j.id).collect::<Vec<_>>()).unwrap();
+                let ids =
+                    serde_json::to_string(&jobs.iter().map(|j| j.id).collect::<Vec<_>>()).unwrap();
                 assert_eq!(ack.query_row([ids], |r| r.get::<_, i64>(0)).unwrap(), size);
             }
         });
         let raw = time(|| {
             let mut claim = c.prepare(RAW_CLAIM).unwrap();
-            let mut ack = c.prepare("DELETE FROM raw_jobs WHERE id IN (SELECT value FROM json_each(?1))").unwrap();
+            let mut ack = c
+                .prepare("DELETE FROM raw_jobs WHERE id IN (SELECT value FROM json_each(?1))")
+                .unwrap();
             for _ in 0..rounds {
                 c.execute_batch("BEGIN IMMEDIATE").unwrap();
                 let ids: Vec<i64> = claim
                     .query_map(params!["bench", "w", now(), size], |r| {
                         let payload: String = r.get(1)?;
-                        Ok((r.get(0)?, serde_json::from_str::<serde_json::Value>(&payload).unwrap()))
+                        Ok((
+                            r.get(0)?,
+                            serde_json::from_str::<serde_json::Value>(&payload).unwrap(),
+                        ))
                     })
                     .unwrap()
                     .map(|r| r.unwrap().0)
@@ -183,7 +205,12 @@ fn main() {
                 assert_eq!(ack.execute([list]).unwrap() as i64, size);
             }
         });
-        report.add(&format!("claim {size} + ack_batch"), (rounds * size) as u64, alk, raw);
+        report.add(
+            &format!("claim {size} + ack_batch"),
+            (rounds * size) as u64,
+            alk,
+            raw,
+        );
     }
 
     // 5. publish, one event per transaction
@@ -226,14 +253,28 @@ fn main() {
             let mut rows = st.query([p as i64 * 1000]).unwrap();
             let mut k = 0;
             while let Some(r) = rows.next().unwrap() {
-                let _: (i64, Option<String>, String, i64) = (r.get(0).unwrap(), r.get(1).unwrap(), r.get(2).unwrap(), r.get(3).unwrap());
+                let _: (i64, Option<String>, String, i64) = (
+                    r.get(0).unwrap(),
+                    r.get(1).unwrap(),
+                    r.get(2).unwrap(),
+                    r.get(3).unwrap(),
+                );
                 k += 1;
             }
             assert!(k > 0);
         }
     });
-    report.add("read page of 1000 (events/s)", pages.max(1) * 1000, alk, raw);
+    report.add(
+        "read page of 1000 (events/s)",
+        pages.max(1) * 1000,
+        alk,
+        raw,
+    );
 
-    let worst = report.rows.iter().map(|(_, a, r)| r / a).fold(0.0, f64::max);
+    let worst = report
+        .rows
+        .iter()
+        .map(|(_, a, r)| r / a)
+        .fold(0.0, f64::max);
     println!("worst ratio (raw / alkstore): {worst:.2}x");
 }

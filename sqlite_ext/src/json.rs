@@ -108,7 +108,16 @@ pub fn push_quoted(out: &mut String, s: &str) {
 mod tests {
     #[test]
     fn quoting_agrees_with_serde_json() {
-        for s in ["", "plain", "q\"uote", "back\\slash", "nl\n tab\t cr\r", "\u{1} \u{1f}", "é ✓ 🦀", "\u{7f}"] {
+        for s in [
+            "",
+            "plain",
+            "q\"uote",
+            "back\\slash",
+            "nl\n tab\t cr\r",
+            "\u{1} \u{1f}",
+            "é ✓ 🦀",
+            "\u{7f}",
+        ] {
             let mut out = String::new();
             super::push_quoted(&mut out, s);
             assert_eq!(out, serde_json::to_string(s).unwrap());

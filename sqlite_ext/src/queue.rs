@@ -160,7 +160,12 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
 }
 
 /// Claims the candidates that are still claimable; returns their ids.
-fn claim_candidates(conn: &Conn, candidates: &[Candidate], worker: &str, now: i64) -> Result<Vec<i64>> {
+fn claim_candidates(
+    conn: &Conn,
+    candidates: &[Candidate],
+    worker: &str,
+    now: i64,
+) -> Result<Vec<i64>> {
     let mut won = Vec::with_capacity(candidates.len());
     match candidates {
         [] => {}
@@ -209,7 +214,9 @@ fn candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candi
         while st.step_row()? {
             let (attempts, max_attempts) = (st.i64(4), st.i64(5));
             let dead_letter = if side == "claim_pending" {
-                st.opt_i64(3).is_some_and(|at| at <= now).then_some("expire_one")
+                st.opt_i64(3)
+                    .is_some_and(|at| at <= now)
+                    .then_some("expire_one")
             } else {
                 (attempts >= max_attempts).then_some("final_claim_one")
             };

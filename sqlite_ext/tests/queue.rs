@@ -513,17 +513,37 @@ fn claim_statements_read_through_the_partial_indexes() {
     let c = db.conn();
     enqueue(&c, "q", None, "1");
     let plan = |name: &str| -> String {
-        let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {}", alkstore_sqlite::sql::get(name))).unwrap();
-        let params: Vec<rusqlite::types::Value> =
-            (0..st.parameter_count()).map(|i| if i == 0 { "q".to_string().into() } else { 1i64.into() }).collect();
-        st.query_map(rusqlite::params_from_iter(params), |r| r.get::<_, String>(3))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect::<Vec<_>>()
-            .join("; ")
+        let mut st = c
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                alkstore_sqlite::sql::get(name)
+            ))
+            .unwrap();
+        let params: Vec<rusqlite::types::Value> = (0..st.parameter_count())
+            .map(|i| {
+                if i == 0 {
+                    "q".to_string().into()
+                } else {
+                    1i64.into()
+                }
+            })
+            .collect();
+        st.query_map(rusqlite::params_from_iter(params), |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect::<Vec<_>>()
+        .join("; ")
     };
     let pending = plan("claim_pending");
-    assert!(pending.contains("USING INDEX alk_jobs_pending") && !pending.contains("TEMP B-TREE"), "{pending}");
+    assert!(
+        pending.contains("USING INDEX alk_jobs_pending") && !pending.contains("TEMP B-TREE"),
+        "{pending}"
+    );
     let any = plan("any_expired");
-    assert!(any.contains("INDEX alk_jobs_running (queue=? AND claim_expires_at<?)"), "{any}");
+    assert!(
+        any.contains("INDEX alk_jobs_running (queue=? AND claim_expires_at<?)"),
+        "{any}"
+    );
 }

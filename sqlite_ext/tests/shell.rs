@@ -21,11 +21,15 @@ fn library() -> PathBuf {
 }
 
 fn here(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shell").join(file)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/shell")
+        .join(file)
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is it installed?)"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is it installed?)"));
     String::from_utf8(out.stdout).unwrap()
 }
 
