@@ -47,6 +47,8 @@ CREATE INDEX IF NOT EXISTS alk_jobs_pending
 -- however many jobs are running.
 CREATE INDEX IF NOT EXISTS alk_jobs_running
   ON alk_jobs (queue, claim_expires_at) WHERE state = 'running';
+-- Dead jobs, for stats and inspection without reading the rest.
+CREATE INDEX IF NOT EXISTS alk_jobs_dead ON alk_jobs (queue, id) WHERE state = 'dead';
 -- Pending jobs with an expiry, for the claim-time and alk_sweep dead-lettering.
 CREATE INDEX IF NOT EXISTS alk_jobs_expiring
   ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;

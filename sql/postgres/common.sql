@@ -1,0 +1,256 @@
+-- Shared helpers: errors, names, payloads, options and JSON formatting.
+-- Internal (schema alkstore, not usable by application roles); the public
+-- alk_* functions call them with search_path pinned, so every reference is
+-- schema-qualified.
+
+-- Milliseconds as JSON seconds: 60 (whole) or 0.25 (fraction), as on SQLite.
+CREATE FUNCTION alkstore.seconds(ms bigint) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN ms % 1000 = 0 THEN to_jsonb(ms / 1000) ELSE to_jsonb(trim_scale(ms / 1000.0)) END
+$$;
+
+-- A time as an RFC 3339 UTC string with milliseconds.
+CREATE FUNCTION alkstore.ts(t timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- Raises a contract error: SQLSTATE = code, message "alkstore: Variant: detail".
+CREATE FUNCTION alkstore.raise(code text, detail text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING
+    ERRCODE = code,
+    MESSAGE = 'alkstore: ' || CASE code
+      WHEN 'ALK01' THEN 'InvalidName'
+      WHEN 'ALK02' THEN 'ReservedName'
+      WHEN 'ALK03' THEN 'InvalidOptions'
+      WHEN 'ALK04' THEN 'InvalidPayload'
+      ELSE 'InvalidArgument' END || ': ' || detail;
+END $$;
+
+-- Checks a name of the given kind (contract §2) and returns it.
+CREATE FUNCTION alkstore.name(kind text, name text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF name IS NULL THEN
+    PERFORM alkstore.raise('ALK01', kind || ' name must not be NULL');
+  ELSIF name = '' THEN
+    PERFORM alkstore.raise('ALK01', kind || ' name must not be empty');
+  ELSIF kind IN ('queue', 'outbox', 'stream', 'channel', 'lock')
+        AND starts_with(name, '__alkstore_') THEN
+    PERFORM alkstore.raise('ALK02', format('%s name %s starts with the reserved prefix "__alkstore_"',
+      kind, to_json(name)));
+  END IF;
+  RETURN name;
+END $$;
+
+-- A payload must be a JSON value; SQL NULL is not one.
+CREATE FUNCTION alkstore.payload(what text, payload jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF payload IS NULL THEN
+    PERFORM alkstore.raise('ALK04', what || ' must not be NULL (the JSON text ''null'' is a valid payload)');
+  END IF;
+  RETURN payload;
+END $$;
+
+-- Seconds (a JSON number, fractions kept to the millisecond) as milliseconds.
+CREATE FUNCTION alkstore.duration_ms(key text, v jsonb, positive boolean) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  s  numeric;
+  ms bigint;
+BEGIN
+  IF jsonb_typeof(v) IS DISTINCT FROM 'number' THEN
+    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, v));
+  END IF;
+  s := (v #>> '{}')::numeric;
+  IF s < 0 OR s > 3153600000 THEN
+    ms := -1;
+  ELSE
+    ms := round(s * 1000);
+  END IF;
+  IF ms < 0 OR (positive AND ms < 1) THEN
+    PERFORM alkstore.raise('ALK03', format('%s must be %s and at most 3153600000 seconds, got %s',
+      key, CASE WHEN positive THEN 'at least 0.001' ELSE 'at least 0' END, v));
+  END IF;
+  RETURN ms;
+END $$;
+
+-- A whole JSON number in [lo, hi].
+CREATE FUNCTION alkstore.whole(key text, v jsonb, lo bigint, hi bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  n numeric;
+BEGIN
+  IF jsonb_typeof(v) IS DISTINCT FROM 'number' THEN
+    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, v));
+  END IF;
+  n := (v #>> '{}')::numeric;
+  IF n <> trunc(n) OR n < lo OR n > hi THEN
+    PERFORM alkstore.raise('ALK03', format('%s must be a whole number from %s to %s, got %s', key, lo, hi, v));
+  END IF;
+  RETURN n;
+END $$;
+
+-- Seconds for the argument positions that take them (delay_s, extend_s, ttl_s).
+CREATE FUNCTION alkstore.arg_ms(what text, s double precision, positive boolean) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  ms bigint;
+BEGIN
+  IF s IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF s < 0 OR s > 3153600000 OR s = 'NaN'::float8 THEN
+    ms := -1;
+  ELSE
+    ms := round(s::numeric * 1000);
+  END IF;
+  IF ms < 0 OR (positive AND ms < 1) THEN
+    PERFORM alkstore.raise('ALK05', format('%s must be %s and at most 3153600000 seconds, got %s',
+      what, CASE WHEN positive THEN 'greater than 0' ELSE 'at least 0' END, s));
+  END IF;
+  RETURN ms;
+END $$;
+
+-- A batch size (max_jobs, max_events) from 1 to 1000.
+CREATE FUNCTION alkstore.batch(what text, n integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF n IS NULL THEN
+    PERFORM alkstore.raise('ALK05', what || ' must not be NULL');
+  ELSIF n < 1 OR n > 1000 THEN
+    PERFORM alkstore.raise('ALK05', format('%s must be between 1 and 1000, got %s', what, n));
+  END IF;
+  RETURN n;
+END $$;
+
+CREATE FUNCTION alkstore.job_id(id bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF id IS NULL THEN
+    PERFORM alkstore.raise('ALK05', 'job_id must not be NULL');
+  END IF;
+  RETURN id;
+END $$;
+
+-- Queue options (contract §5): the stored row, or the defaults.
+CREATE TYPE alkstore.queue_opts AS (
+  visibility_timeout_ms bigint,
+  max_attempts          integer,
+  backoff_base_ms       bigint,
+  backoff_max_ms        bigint
+);
+
+CREATE FUNCTION alkstore.default_queue_opts() RETURNS alkstore.queue_opts
+LANGUAGE sql IMMUTABLE AS $$ SELECT ROW(60000, 5, 5000, 3600000)::alkstore.queue_opts $$;
+
+CREATE FUNCTION alkstore.queue_opts(q text) RETURNS alkstore.queue_opts
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(
+    (SELECT ROW(c.visibility_timeout_ms, c.max_attempts, c.backoff_base_ms, c.backoff_max_ms)::alkstore.queue_opts
+       FROM alkstore.queues c WHERE c.queue = q),
+    alkstore.default_queue_opts())
+$$;
+
+-- Merges the keys of `opts` over `base`; rejects anything else.
+CREATE FUNCTION alkstore.merge_queue_opts(base alkstore.queue_opts, opts jsonb) RETURNS alkstore.queue_opts
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  k text;
+  r alkstore.queue_opts := base;
+BEGIN
+  IF opts IS NULL OR opts = 'null'::jsonb THEN
+    RETURN r;
+  END IF;
+  IF jsonb_typeof(opts) <> 'object' THEN
+    PERFORM alkstore.raise('ALK03', format('queue options must be a JSON object, got %s', opts));
+  END IF;
+  FOR k IN SELECT jsonb_object_keys(opts) LOOP
+    CASE k
+      WHEN 'visibility_timeout_s' THEN r.visibility_timeout_ms := alkstore.duration_ms(k, opts -> k, true);
+      WHEN 'max_attempts' THEN r.max_attempts := alkstore.whole(k, opts -> k, 1, 2147483647);
+      WHEN 'backoff_base_s' THEN r.backoff_base_ms := alkstore.duration_ms(k, opts -> k, false);
+      WHEN 'backoff_max_s' THEN r.backoff_max_ms := alkstore.duration_ms(k, opts -> k, false);
+      ELSE PERFORM alkstore.raise('ALK03', format(
+        'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s)',
+        to_json(k)));
+    END CASE;
+  END LOOP;
+  RETURN r;
+END $$;
+
+CREATE FUNCTION alkstore.queue_opts_json(o alkstore.queue_opts) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'visibility_timeout_s', alkstore.seconds(o.visibility_timeout_ms),
+    'max_attempts', o.max_attempts,
+    'backoff_base_s', alkstore.seconds(o.backoff_base_ms),
+    'backoff_max_s', alkstore.seconds(o.backoff_max_ms))
+$$;
+
+-- Enqueue options, resolved against the time of enqueue.
+CREATE TYPE alkstore.enqueue_opts AS (
+  run_at       timestamptz,
+  priority     integer,
+  max_attempts integer,     -- NULL: the queue's
+  expires_at   timestamptz  -- NULL: never
+);
+
+CREATE FUNCTION alkstore.enqueue_opts(opts jsonb, now timestamptz) RETURNS alkstore.enqueue_opts
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  k        text;
+  v        jsonb;
+  delay_ms bigint;
+  at       timestamptz;
+  secs     numeric;
+  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL);
+BEGIN
+  IF opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb THEN
+    RETURN r;
+  END IF;
+  IF jsonb_typeof(opts) <> 'object' THEN
+    PERFORM alkstore.raise('ALK03', format('enqueue options must be a JSON object, got %s', opts));
+  END IF;
+  FOR k, v IN SELECT * FROM jsonb_each(opts) LOOP
+    CASE k
+      WHEN 'delay_s' THEN delay_ms := alkstore.duration_ms(k, v, false);
+      WHEN 'priority' THEN r.priority := alkstore.whole(k, v, -2147483648, 2147483647);
+      WHEN 'max_attempts' THEN r.max_attempts := alkstore.whole(k, v, 1, 2147483647);
+      WHEN 'expires_in_s' THEN r.expires_at := now + alkstore.duration_ms(k, v, true) * interval '1 millisecond';
+      WHEN 'run_at' THEN
+        at := NULL;
+        IF jsonb_typeof(v) = 'string'
+           AND (v #>> '{}') ~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$' THEN
+          BEGIN
+            at := (v #>> '{}')::timestamptz;
+          EXCEPTION WHEN others THEN
+            at := NULL;
+          END;
+        ELSIF jsonb_typeof(v) = 'number' THEN
+          secs := (v #>> '{}')::numeric;
+          IF secs >= 0 AND secs <= 253402300799 THEN
+            at := to_timestamp(0) + round(secs * 1000) * interval '1 millisecond';
+          END IF;
+        END IF;
+        IF at IS NULL OR at < to_timestamp(0) OR at >= '10000-01-01T00:00:00Z'::timestamptz THEN
+          PERFORM alkstore.raise('ALK03', format(
+            'run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got %s', v));
+        END IF;
+        r.run_at := at;
+      ELSE PERFORM alkstore.raise('ALK03', format(
+        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s)',
+        to_json(k)));
+    END CASE;
+  END LOOP;
+  IF delay_ms IS NOT NULL THEN
+    IF opts ? 'run_at' THEN
+      PERFORM alkstore.raise('ALK03', 'delay_s and run_at cannot be given together');
+    END IF;
+    r.run_at := now + delay_ms * interval '1 millisecond';
+  END IF;
+  RETURN r;
+END $$;

@@ -1,0 +1,101 @@
+-- alkstore on PostgreSQL: the internal schema.
+--
+-- The tables live in schema "alkstore", which no application role can use:
+-- the alk_* functions (SECURITY DEFINER, search_path pinned) are the only
+-- way in. Times are timestamptz; durations are integer milliseconds, as on
+-- SQLite, so both engines stamp and report identical values.
+
+CREATE SCHEMA alkstore;
+REVOKE ALL ON SCHEMA alkstore FROM PUBLIC;
+
+CREATE TABLE alkstore.meta (
+  key   text PRIMARY KEY,
+  value text NOT NULL
+);
+INSERT INTO alkstore.meta (key, value) VALUES ('schema_version', '1');
+
+-- Per-queue options; a queue never configured has no row and uses defaults.
+CREATE TABLE alkstore.queues (
+  queue                 text PRIMARY KEY,
+  visibility_timeout_ms bigint  NOT NULL,
+  max_attempts          integer NOT NULL,
+  backoff_base_ms       bigint  NOT NULL,
+  backoff_max_ms        bigint  NOT NULL
+);
+
+CREATE TABLE alkstore.jobs (
+  id                    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  queue                 text        NOT NULL,
+  state                 text        NOT NULL CHECK (state IN ('pending', 'running', 'dead')),
+  payload               jsonb       NOT NULL,
+  priority              integer     NOT NULL,
+  attempts              integer     NOT NULL,
+  max_attempts          integer     NOT NULL,
+  visibility_timeout_ms bigint      NOT NULL,
+  backoff_base_ms       bigint      NOT NULL,
+  backoff_max_ms        bigint      NOT NULL,
+  run_at                timestamptz NOT NULL,
+  created_at            timestamptz NOT NULL,
+  claimed_by            text,
+  claim_expires_at      timestamptz,
+  expires_at            timestamptz,
+  last_error            text
+);
+
+-- Claim order among runnable jobs. Partial: dead jobs are not in it and
+-- acked jobs are deleted, so claim cost does not grow with history.
+CREATE INDEX jobs_pending ON alkstore.jobs (queue, priority DESC, run_at, id)
+  WHERE state = 'pending';
+-- Running jobs by claim expiry: expired claims are one index probe away.
+CREATE INDEX jobs_running ON alkstore.jobs (queue, claim_expires_at)
+  WHERE state = 'running';
+-- Dead jobs, for stats and inspection without reading the rest.
+CREATE INDEX jobs_dead ON alkstore.jobs (queue, id) WHERE state = 'dead';
+-- Pending jobs with an expiry, dead-lettered at claim time or by alk_sweep.
+CREATE INDEX jobs_expiring ON alkstore.jobs (queue, expires_at)
+  WHERE state = 'pending' AND expires_at IS NOT NULL;
+
+-- The last offset of each stream. Publishers update its row, which
+-- serialises them per stream: offsets are dense and commit in order.
+CREATE TABLE alkstore.streams (
+  stream      text PRIMARY KEY,
+  last_offset bigint NOT NULL
+);
+
+CREATE TABLE alkstore.events (
+  stream     text        NOT NULL,
+  "offset"   bigint      NOT NULL,
+  key        text,
+  payload    jsonb       NOT NULL,
+  created_at timestamptz NOT NULL,
+  PRIMARY KEY (stream, "offset")
+);
+
+CREATE TABLE alkstore.offsets (
+  stream     text        NOT NULL,
+  consumer   text        NOT NULL,
+  "offset"   bigint      NOT NULL,
+  updated_at timestamptz NOT NULL,
+  PRIMARY KEY (stream, consumer)
+);
+
+-- Leases. A row outlives its release so the next token is always larger.
+CREATE TABLE alkstore.locks (
+  name       text PRIMARY KEY,
+  owner      text,
+  token      bigint      NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+
+-- Sessions waiting for work (see wake.sql): enqueue and publish send a
+-- wake-up only while someone waits, so NOTIFY's commit-time lock is not
+-- taken by every writer.
+CREATE TABLE alkstore.waiters (
+  kind       "char"      NOT NULL,  -- 'q' queue (outboxes by backing queue), 's' stream
+  name       text        NOT NULL,
+  pid        integer     NOT NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (kind, name, pid)
+);
+
+REVOKE ALL ON ALL TABLES IN SCHEMA alkstore FROM PUBLIC;

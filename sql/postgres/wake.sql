@@ -1,0 +1,86 @@
+-- Wake-ups (contract §10). Workers LISTEN on a channel; writers notify it
+-- only while some session is registered as waiting for that queue or
+-- stream, because NOTIFY takes a cluster-wide lock at commit that would
+-- otherwise serialise every enqueuing transaction.
+--
+-- Channels:  alkstore_jobs    payload: the queue name (an outbox's is
+--                             __alkstore_outbox:{outbox})
+--            alkstore_events  payload: the stream name
+-- Names of 7900 bytes or more are sent as 'md5:' || md5(name).
+-- PostgreSQL delivers one notification per channel and payload per
+-- transaction, however many jobs or events it wrote.
+
+CREATE FUNCTION alkstore.wake_payload(name text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN octet_length(name) < 7900 THEN name ELSE 'md5:' || md5(name) END
+$$;
+
+-- Called by enqueue and publish: notify if anyone waits.
+CREATE FUNCTION alkstore.wake(kind "char", name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM 1 FROM alkstore.waiters w
+   WHERE w.kind = wake.kind AND w.name = wake.name AND w.expires_at > clock_timestamp()
+   LIMIT 1;
+  IF FOUND THEN
+    PERFORM pg_notify(CASE kind WHEN 'q' THEN 'alkstore_jobs' ELSE 'alkstore_events' END,
+                      alkstore.wake_payload(name));
+  END IF;
+END $$;
+
+-- Registers this session as waiting on (kind, name) for ttl and LISTENs on
+-- the channel; returns the channel. Register, then claim (or read), then
+-- wait: work committed after the registration is announced, work committed
+-- before it is found by the claim.
+CREATE FUNCTION alkstore.wait_on(kind "char", name text, ttl_s double precision) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  ttl_ms  bigint := coalesce(alkstore.arg_ms('ttl_s', ttl_s, true), 60000);
+  channel text := CASE kind WHEN 'q' THEN 'alkstore_jobs' ELSE 'alkstore_events' END;
+BEGIN
+  INSERT INTO alkstore.waiters AS w (kind, name, pid, expires_at)
+  VALUES (kind, name, pg_backend_pid(), clock_timestamp() + ttl_ms * interval '1 millisecond')
+  ON CONFLICT ON CONSTRAINT waiters_pkey DO UPDATE SET expires_at = excluded.expires_at;
+  -- Registrations of sessions that stopped renewing them.
+  DELETE FROM alkstore.waiters w WHERE w.expires_at < clock_timestamp() - interval '1 minute';
+  EXECUTE format('LISTEN %I', channel);
+  RETURN channel;
+END $$;
+
+-- Ends this session's registration.
+CREATE FUNCTION alkstore.wait_off(kind "char", name text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM alkstore.waiters w WHERE w.kind = wait_off.kind AND w.name = wait_off.name AND w.pid = pg_backend_pid();
+  RETURN FOUND;
+END $$;
+
+CREATE FUNCTION alk_listen_queue(queue text, ttl_s double precision DEFAULT 60) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT alkstore.wait_on('q', alkstore.name('queue', queue), ttl_s)
+$$;
+
+CREATE FUNCTION alk_listen_outbox(outbox text, ttl_s double precision DEFAULT 60) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT alkstore.wait_on('q', '__alkstore_outbox:' || alkstore.name('outbox', outbox), ttl_s)
+$$;
+
+CREATE FUNCTION alk_listen_stream(stream text, ttl_s double precision DEFAULT 60) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT alkstore.wait_on('s', alkstore.name('stream', stream), ttl_s)
+$$;
+
+CREATE FUNCTION alk_unlisten_queue(queue text) RETURNS boolean
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT alkstore.wait_off('q', alkstore.name('queue', queue))
+$$;
+
+CREATE FUNCTION alk_unlisten_outbox(outbox text) RETURNS boolean
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT alkstore.wait_off('q', '__alkstore_outbox:' || alkstore.name('outbox', outbox))
+$$;
+
+CREATE FUNCTION alk_unlisten_stream(stream text) RETURNS boolean
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT alkstore.wait_off('s', alkstore.name('stream', stream))
+$$;

@@ -1,0 +1,879 @@
+//! Contract v1, one test body per behaviour, run on every engine in
+//! `targets()`: SQLite, and PostgreSQL as an extension and as the plain SQL
+//! install whenever the test command configured them.
+
+use alkstore_tests::*;
+use serde_json::{json, Value};
+
+/// Runs `body` once per engine, with a fresh connection.
+fn each(mut body: impl FnMut(&mut dyn Db, &Target)) {
+    for target in targets() {
+        let mut db = target.connect();
+        body(&mut *db, &target);
+    }
+}
+
+fn ids(jobs: &Value) -> Vec<i64> {
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect()
+}
+
+const JOB_KEYS: [&str; 16] = [
+    "attempts",
+    "backoff_base_s",
+    "backoff_max_s",
+    "claim_expires_at",
+    "claimed_by",
+    "created_at",
+    "expires_at",
+    "id",
+    "last_error",
+    "max_attempts",
+    "payload",
+    "priority",
+    "queue",
+    "run_at",
+    "state",
+    "visibility_timeout_s",
+];
+
+#[test]
+fn get_job_shows_exactly_the_pinned_keys_and_the_stamped_options() {
+    each(|db, _| {
+        let q = fresh("stamp");
+        db.ok(
+            "alk_queue_configure",
+            &[
+                t(&q),
+                j(r#"{"visibility_timeout_s": 30, "backoff_base_s": 0.25}"#),
+            ],
+        );
+        let id = db.int(
+            "alk_enqueue",
+            &[
+                t(&q),
+                j(r#"{"priority": 3, "max_attempts": 2, "expires_in_s": 100}"#),
+                j(r#"{"k": [1, 2]}"#),
+            ],
+        );
+        let job = db.ok("alk_get_job", &[Arg::Int(id)]);
+        let mut keys: Vec<&str> = job
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort();
+        assert_eq!(keys, JOB_KEYS, "[{}]", db.engine());
+        assert_eq!(job["state"], "pending");
+        assert_eq!(job["payload"], json!({"k": [1, 2]}));
+        assert_eq!(
+            (
+                job["priority"].clone(),
+                job["attempts"].clone(),
+                job["max_attempts"].clone()
+            ),
+            (json!(3), json!(0), json!(2))
+        );
+        assert_eq!(job["visibility_timeout_s"], json!(30), "[{}]", db.engine());
+        assert_eq!(job["backoff_base_s"], json!(0.25), "[{}]", db.engine());
+        assert_eq!(job["backoff_max_s"], json!(3600));
+        for k in ["run_at", "created_at", "expires_at"] {
+            let s = job[k].as_str().unwrap();
+            assert!(
+                s.len() == 24 && s.ends_with('Z'),
+                "[{}] {k}: {s}",
+                db.engine()
+            );
+        }
+        assert_eq!(
+            instant(&job["expires_at"]) - instant(&job["created_at"]),
+            100_000
+        );
+        // Later configuration does not change jobs already enqueued.
+        db.ok(
+            "alk_queue_configure",
+            &[
+                t(&q),
+                j(r#"{"visibility_timeout_s": 5, "max_attempts": 9}"#),
+            ],
+        );
+        assert_eq!(
+            db.ok("alk_get_job", &[Arg::Int(id)])["visibility_timeout_s"],
+            json!(30)
+        );
+        let id2 = db.int("alk_enqueue", &[t(&q), Arg::Null, j("1")]);
+        let job2 = db.ok("alk_get_job", &[Arg::Int(id2)]);
+        assert_eq!(
+            (
+                job2["visibility_timeout_s"].clone(),
+                job2["max_attempts"].clone()
+            ),
+            (json!(5), json!(9))
+        );
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(i64::MAX)]), Value::Null);
+    });
+}
+
+#[test]
+fn the_same_scenario_yields_the_same_documents_on_every_engine() {
+    // Cross-engine identity: ignoring ids and times, get_job, stats and
+    // options documents are equal.
+    let mut docs: Vec<(String, Vec<Value>)> = Vec::new();
+    each(|db, target| {
+        let q = fresh("same");
+        let o = fresh("same-outbox");
+        let mut out = Vec::new();
+        out.push(db.ok(
+            "alk_queue_configure",
+            &[t(&q), j(r#"{"max_attempts": 3, "backoff_max_s": 10.5}"#)],
+        ));
+        let a = db.int(
+            "alk_enqueue",
+            &[
+                t(&q),
+                j(r#"{"priority": 2, "max_attempts": 4}"#),
+                j(r#"{"b": [true, null, 1.5, "x"]}"#),
+            ],
+        );
+        let b = db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"delay_s": 1000}"#), j("\"later\"")],
+        );
+        let c = db.int(
+            "alk_outbox_enqueue",
+            &[t(&o), j(r#"{"max_attempts": 1}"#), j("{}")],
+        );
+        db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)]);
+        db.ok(
+            "alk_retry",
+            &[Arg::Int(a), t("w"), t("boom"), Arg::Num(0.0)],
+        );
+        db.ok("alk_outbox_claim", &[t(&o), t("w"), Arg::Int(5)]);
+        db.ok("alk_fail", &[Arg::Int(c), t("w"), t("gave up")]);
+        for id in [a, b, c] {
+            let mut job = db.ok("alk_get_job", &[Arg::Int(id)]);
+            let obj = job.as_object_mut().unwrap();
+            for k in [
+                "id",
+                "queue",
+                "run_at",
+                "created_at",
+                "claim_expires_at",
+                "expires_at",
+            ] {
+                obj.remove(k);
+            }
+            out.push(job);
+        }
+        let mut stats = db.ok("alk_queue_stats", &[t(&q)]);
+        stats.as_object_mut().unwrap().remove("queue");
+        stats
+            .as_object_mut()
+            .unwrap()
+            .remove("oldest_runnable_age_s");
+        out.push(stats);
+        out.push(db.ok("alk_queue_opts", &[t(&q)]));
+        docs.push((target.name(), out));
+    });
+    for (name, other) in &docs[1..] {
+        assert_eq!(other, &docs[0].1, "{name} differs from {}", docs[0].0);
+    }
+}
+
+#[test]
+fn claims_come_in_claim_order_with_the_pinned_shape() {
+    each(|db, _| {
+        let q = fresh("order");
+        let a = db.int("alk_enqueue", &[t(&q), Arg::Null, j("\"a\"")]);
+        let b = db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"priority": 10}"#), j("\"b\"")],
+        );
+        let old = db.int(
+            "alk_enqueue",
+            &[
+                t(&q),
+                j(r#"{"run_at": "2020-01-01T00:00:00Z"}"#),
+                j("\"old\""),
+            ],
+        );
+        let d = db.int("alk_enqueue", &[t(&q), Arg::Null, j("\"d\"")]);
+        let low = db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"priority": -1}"#), j("\"low\"")],
+        );
+        let jobs = db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(10)]);
+        assert_eq!(ids(&jobs), vec![b, old, a, d, low], "[{}]", db.engine());
+        let first = jobs[0].as_object().unwrap();
+        let mut keys: Vec<&str> = first.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "attempts",
+                "claim_expires_at",
+                "id",
+                "max_attempts",
+                "payload",
+                "queue"
+            ]
+        );
+        assert_eq!(
+            (
+                first["queue"].as_str(),
+                first["payload"].as_str(),
+                first["attempts"].as_i64()
+            ),
+            (Some(q.as_str()), Some("b"), Some(1))
+        );
+        assert!(instant(&first["claim_expires_at"]) > alkstore_core::time::now_ms() + 50_000);
+        assert_eq!(
+            db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(10)]),
+            json!([])
+        );
+        db.int("alk_enqueue", &[t(&q), Arg::Null, j("1")]);
+        db.int("alk_enqueue", &[t(&q), Arg::Null, j("2")]);
+        assert_eq!(
+            db.ok("alk_claim", &[t(&q), t("w")])
+                .as_array()
+                .unwrap()
+                .len(),
+            1,
+            "max_jobs defaults to 1"
+        );
+    });
+}
+
+#[test]
+fn delayed_jobs_wait_for_their_time() {
+    each(|db, _| {
+        let q = fresh("delay");
+        let soon = db.int("alk_enqueue", &[t(&q), j(r#"{"delay_s": 0.3}"#), j("1")]);
+        db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"run_at": 4102444800}"#), j("2")],
+        );
+        let stats = db.ok("alk_queue_stats", &[t(&q)]);
+        assert_eq!(
+            (stats["pending"].clone(), stats["scheduled"].clone()),
+            (json!(0), json!(2)),
+            "[{}]",
+            db.engine()
+        );
+        assert_eq!(stats["oldest_runnable_age_s"], Value::Null);
+        assert_eq!(db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)]), json!([]));
+        sleep_ms(350);
+        assert_eq!(
+            ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])),
+            vec![soon]
+        );
+    });
+}
+
+#[test]
+fn a_claim_is_held_until_another_worker_reclaims_it() {
+    each(|db, _| {
+        let q = fresh("hold");
+        db.ok(
+            "alk_queue_configure",
+            &[t(&q), j(r#"{"visibility_timeout_s": 0.1}"#)],
+        );
+        let id = db.int("alk_enqueue", &[t(&q), Arg::Null, j("1")]);
+        assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w1")])), vec![id]);
+        assert_eq!(db.ok("alk_claim", &[t(&q), t("w2")]), json!([]));
+        sleep_ms(150);
+        assert!(
+            db.yes("alk_heartbeat", &[Arg::Int(id), t("w1")]),
+            "[{}] the holder may heartbeat after expiry",
+            db.engine()
+        );
+        assert_eq!(db.ok("alk_claim", &[t(&q), t("w2")]), json!([]));
+        sleep_ms(150);
+        let again = db.ok("alk_claim", &[t(&q), t("w2")]);
+        assert_eq!(
+            (ids(&again), again[0]["attempts"].clone()),
+            (vec![id], json!(2))
+        );
+        assert!(!db.yes("alk_ack", &[Arg::Int(id), t("w1")]));
+        assert!(!db.yes("alk_heartbeat", &[Arg::Int(id), t("w1"), Arg::Num(10.0)]));
+        assert!(!db.yes("alk_fail", &[Arg::Int(id), t("w1"), t("x")]));
+        assert_eq!(
+            db.ok("alk_retry", &[Arg::Int(id), t("w1"), t("x")]),
+            Value::Null
+        );
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(id)])["claimed_by"], "w2");
+        assert!(db.yes("alk_ack", &[Arg::Int(id), t("w2")]));
+        assert_eq!(
+            db.ok("alk_get_job", &[Arg::Int(id)]),
+            Value::Null,
+            "acked jobs are gone"
+        );
+        assert!(!db.yes("alk_ack", &[Arg::Int(id), t("w2")]));
+    });
+}
+
+#[test]
+fn retry_fail_dead_and_requeue() {
+    each(|db, _| {
+        let q = fresh("retry");
+        let id = db.int("alk_enqueue", &[t(&q), j(r#"{"max_attempts": 2}"#), j("1")]);
+        db.ok("alk_claim", &[t(&q), t("w")]);
+        assert_eq!(
+            db.ok(
+                "alk_retry",
+                &[Arg::Int(id), t("w"), t("boom"), Arg::Num(0.0)]
+            ),
+            "pending"
+        );
+        let job = db.ok("alk_get_job", &[Arg::Int(id)]);
+        assert_eq!(
+            (
+                job["state"].clone(),
+                job["last_error"].clone(),
+                job["claimed_by"].clone()
+            ),
+            (json!("pending"), json!("boom"), Value::Null)
+        );
+        db.ok("alk_claim", &[t(&q), t("w")]);
+        assert_eq!(
+            db.ok(
+                "alk_retry",
+                &[Arg::Int(id), t("w"), t("again"), Arg::Num(0.0)]
+            ),
+            "dead"
+        );
+        let job = db.ok("alk_get_job", &[Arg::Int(id)]);
+        assert_eq!(
+            (
+                job["state"].clone(),
+                job["last_error"].clone(),
+                job["attempts"].clone()
+            ),
+            (json!("dead"), json!("again"), json!(2))
+        );
+        assert_eq!(db.ok("alk_queue_stats", &[t(&q)])["dead"], 1);
+        assert_eq!(
+            db.ok("alk_retry", &[Arg::Int(id), t("w"), t("x"), Arg::Num(0.0)]),
+            Value::Null
+        );
+        assert!(!db.yes("alk_cancel", &[Arg::Int(id)]));
+        assert!(db.yes("alk_requeue_dead", &[Arg::Int(id)]));
+        assert!(!db.yes("alk_requeue_dead", &[Arg::Int(id)]));
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(id)])["attempts"], 0);
+        assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w")])), vec![id]);
+        assert!(db.yes("alk_fail", &[Arg::Int(id), t("w"), t("nope")]));
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(id)])["state"], "dead");
+    });
+}
+
+#[test]
+fn retry_without_delay_uses_the_stamped_backoff() {
+    each(|db, _| {
+        let q = fresh("backoff");
+        db.ok(
+            "alk_queue_configure",
+            &[t(&q), j(r#"{"backoff_base_s": 0.2, "backoff_max_s": 0.3}"#)],
+        );
+        let id = db.int("alk_enqueue", &[t(&q), Arg::Null, j("1")]);
+        db.ok("alk_claim", &[t(&q), t("w")]);
+        db.ok("alk_retry", &[Arg::Int(id), t("w"), t("e")]);
+        let run_at = instant(&db.ok("alk_get_job", &[Arg::Int(id)])["run_at"]);
+        let now = alkstore_core::time::now_ms();
+        assert!(
+            (150..=250).contains(&(run_at - now)),
+            "[{}] first backoff {}",
+            db.engine(),
+            run_at - now
+        );
+        sleep_ms(250);
+        db.ok("alk_claim", &[t(&q), t("w")]);
+        db.ok("alk_retry", &[Arg::Int(id), t("w"), t("e"), Arg::Null]);
+        let run_at = instant(&db.ok("alk_get_job", &[Arg::Int(id)])["run_at"]);
+        let now = alkstore_core::time::now_ms();
+        assert!(
+            (250..=350).contains(&(run_at - now)),
+            "[{}] capped backoff {}",
+            db.engine(),
+            run_at - now
+        );
+    });
+}
+
+#[test]
+fn expiry_and_final_claims_are_dead_lettered_never_run() {
+    each(|db, _| {
+        let q = fresh("expire");
+        db.ok(
+            "alk_queue_configure",
+            &[
+                t(&q),
+                j(r#"{"visibility_timeout_s": 0.05, "max_attempts": 1}"#),
+            ],
+        );
+        let final_claim = db.int("alk_enqueue", &[t(&q), j(r#"{"priority": 9}"#), j("1")]);
+        assert_eq!(
+            ids(&db.ok("alk_claim", &[t(&q), t("w1")])),
+            vec![final_claim]
+        );
+        let gone = db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"expires_in_s": 0.05, "priority": 5}"#), j("2")],
+        );
+        let runs = db.int("alk_enqueue", &[t(&q), Arg::Null, j("3")]);
+        sleep_ms(100);
+        assert_eq!(
+            ids(&db.ok("alk_claim", &[t(&q), t("w2"), Arg::Int(5)])),
+            vec![runs],
+            "[{}]",
+            db.engine()
+        );
+        let a = db.ok("alk_get_job", &[Arg::Int(final_claim)]);
+        assert_eq!(
+            (a["state"].clone(), a["last_error"].clone()),
+            (
+                json!("dead"),
+                json!("visibility timeout exceeded on final attempt")
+            )
+        );
+        let b = db.ok("alk_get_job", &[Arg::Int(gone)]);
+        assert_eq!(
+            (b["state"].clone(), b["last_error"].clone()),
+            (json!("dead"), json!("expired"))
+        );
+    });
+}
+
+#[test]
+fn sweep_dead_letters_per_queue_or_everywhere() {
+    each(|db, _| {
+        let (q, r) = (fresh("sweep-q"), fresh("sweep-r"));
+        db.ok(
+            "alk_queue_configure",
+            &[
+                t(&q),
+                j(r#"{"visibility_timeout_s": 0.05, "max_attempts": 1}"#),
+            ],
+        );
+        let running = db.int("alk_enqueue", &[t(&q), Arg::Null, j("1")]);
+        db.ok("alk_claim", &[t(&q), t("w")]);
+        let expiring = db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"expires_in_s": 0.05}"#), j("2")],
+        );
+        let other = db.int(
+            "alk_enqueue",
+            &[t(&r), j(r#"{"expires_in_s": 0.05}"#), j("3")],
+        );
+        let keeps = db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"expires_in_s": 100}"#), j("4")],
+        );
+        sleep_ms(100);
+        assert_eq!(db.int("alk_sweep", &[t(&q)]), 2, "[{}]", db.engine());
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(running)])["state"], "dead");
+        assert_eq!(
+            db.ok("alk_get_job", &[Arg::Int(expiring)])["last_error"],
+            "expired"
+        );
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(other)])["state"], "pending");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(keeps)])["state"], "pending");
+        assert!(db.int("alk_sweep", &[Arg::Null]) >= 1);
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(other)])["state"], "dead");
+    });
+}
+
+#[test]
+fn cancel_batches_and_stats() {
+    each(|db, _| {
+        let q = fresh("batch");
+        let new_ids: Vec<i64> = db
+            .ok(
+                "alk_enqueue_batch",
+                &[
+                    t(&q),
+                    j(r#"{"priority": 2}"#),
+                    j(r#"[{"n":1}, "two", 3, null, [5]]"#),
+                ],
+            )
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        assert_eq!(new_ids.len(), 5);
+        assert!(
+            new_ids.windows(2).all(|w| w[0] < w[1]),
+            "ids in array order"
+        );
+        assert_eq!(
+            db.ok("alk_enqueue_batch", &[t(&q), Arg::Null, j("[]")]),
+            json!([])
+        );
+        let jobs = db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(3)]);
+        assert_eq!(ids(&jobs), new_ids[..3]);
+        assert_eq!(jobs[1]["payload"], "two");
+        let stats = db.ok("alk_queue_stats", &[t(&q)]);
+        assert_eq!(
+            (stats["pending"].clone(), stats["running"].clone()),
+            (json!(2), json!(3)),
+            "[{}]",
+            db.engine()
+        );
+        assert!(stats["oldest_runnable_age_s"].as_f64().unwrap() >= 0.0);
+        assert_eq!(
+            db.int(
+                "alk_ack_batch",
+                &[Arg::Ids(vec![new_ids[0], new_ids[1], new_ids[4]]), t("w")]
+            ),
+            2
+        );
+        assert!(
+            db.yes("alk_cancel", &[Arg::Int(new_ids[2])]),
+            "running jobs can be cancelled"
+        );
+        assert!(
+            db.yes("alk_cancel", &[Arg::Int(new_ids[3])]),
+            "pending jobs can be cancelled"
+        );
+        assert!(!db.yes("alk_cancel", &[Arg::Int(new_ids[3])]));
+        let stats = db.ok("alk_queue_stats", &[t(&q)]);
+        assert_eq!(
+            stats,
+            json!({"queue": q, "pending": 1, "scheduled": 0, "running": 0, "dead": 0, "oldest_runnable_age_s": stats["oldest_runnable_age_s"]})
+        );
+    });
+}
+
+#[test]
+fn configure_merges_over_defaults() {
+    each(|db, _| {
+        let q = fresh("conf");
+        let defaults = json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 5, "backoff_max_s": 3600});
+        assert_eq!(db.ok("alk_queue_opts", &[t(&q)]), defaults);
+        db.ok("alk_queue_configure", &[t(&q), j(r#"{"max_attempts": 3}"#)]);
+        let merged = db.ok(
+            "alk_queue_configure",
+            &[t(&q), j(r#"{"backoff_max_s": 10}"#)],
+        );
+        assert_eq!(
+            merged,
+            json!({"visibility_timeout_s": 60, "max_attempts": 3, "backoff_base_s": 5, "backoff_max_s": 10})
+        );
+        assert_eq!(db.ok("alk_queue_opts", &[t(&q)]), merged);
+    });
+}
+
+#[test]
+fn rollback_drops_every_kind_of_write_and_commit_keeps_them() {
+    each(|db, target| {
+        let table = fresh("orders").replace('-', "_");
+        db.exec(&format!(
+            "CREATE TABLE {table} (id integer PRIMARY KEY, item text)"
+        ));
+        let (q, o, s) = (fresh("tx-q"), fresh("tx-o"), fresh("tx-s"));
+        db.begin();
+        db.exec(&format!("INSERT INTO {table} VALUES (1, 'ghost')"));
+        let job = db.int("alk_enqueue", &[t(&q), Arg::Null, j("1")]);
+        let out = db.int(
+            "alk_outbox_enqueue",
+            &[t(&o), Arg::Null, j(r#"{"to": "x"}"#)],
+        );
+        assert_eq!(db.int("alk_publish", &[t(&s), j("1")]), 1);
+        assert!(db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(1)]));
+        db.ok("alk_notify", &[t("tx-channel"), j("\"hi\"")]);
+        db.rollback();
+        assert_eq!(db.query_i64(&format!("SELECT count(*) FROM {table}")), 0);
+        assert_eq!(
+            db.ok("alk_get_job", &[Arg::Int(job)]),
+            Value::Null,
+            "[{}]",
+            target.name()
+        );
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(out)]), Value::Null);
+        assert_eq!(
+            db.ok("alk_outbox_claim", &[t(&o), t("w"), Arg::Int(10)]),
+            json!([])
+        );
+        assert_eq!(
+            db.ok("alk_read", &[t(&s), Arg::Int(0), Arg::Int(10)]),
+            json!([])
+        );
+        assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 0);
+        // Commit: the order and the outbox message become visible together.
+        db.begin();
+        db.exec(&format!("INSERT INTO {table} VALUES (2, 'book')"));
+        let out = db.int(
+            "alk_outbox_enqueue",
+            &[t(&o), j(r#"{"max_attempts": 2}"#), j(r#"{"to": "y"}"#)],
+        );
+        let mut other = target.connect();
+        assert_eq!(
+            other.ok("alk_get_job", &[Arg::Int(out)]),
+            Value::Null,
+            "not visible before commit"
+        );
+        db.commit();
+        assert_eq!(other.query_i64(&format!("SELECT count(*) FROM {table}")), 1);
+        let jobs = other.ok("alk_outbox_claim", &[t(&o), t("w"), Arg::Int(10)]);
+        assert_eq!(ids(&jobs), vec![out]);
+        assert_eq!(jobs[0]["queue"], format!("__alkstore_outbox:{o}"));
+        assert_eq!(jobs[0]["max_attempts"], 2);
+        let stamped = other.ok("alk_get_job", &[Arg::Int(out)]);
+        assert_eq!(
+            (
+                stamped["visibility_timeout_s"].clone(),
+                stamped["backoff_base_s"].clone()
+            ),
+            (json!(60), json!(5))
+        );
+        assert_eq!(other.ok("alk_outbox_stats", &[t(&o)])["running"], 1);
+        assert!(other.yes("alk_ack", &[Arg::Int(out), t("w")]));
+    });
+}
+
+#[test]
+fn reserved_and_empty_names_are_rejected_by_every_entry_point() {
+    let calls: &[(&str, Vec<Arg>, usize)] = &[
+        ("alk_enqueue", vec![t("q"), Arg::Null, j("{}")], 0),
+        ("alk_enqueue_batch", vec![t("q"), Arg::Null, j("[1]")], 0),
+        ("alk_claim", vec![t("q"), t("w"), Arg::Int(1)], 0),
+        ("alk_queue_configure", vec![t("q"), j("{}")], 0),
+        ("alk_queue_opts", vec![t("q")], 0),
+        ("alk_queue_stats", vec![t("q")], 0),
+        ("alk_sweep", vec![t("q")], 0),
+        ("alk_outbox_enqueue", vec![t("o"), Arg::Null, j("{}")], 0),
+        ("alk_outbox_claim", vec![t("o"), t("w"), Arg::Int(1)], 0),
+        ("alk_outbox_stats", vec![t("o")], 0),
+        ("alk_publish", vec![t("s"), j("{}"), t("k")], 0),
+        ("alk_read", vec![t("s"), Arg::Int(0), Arg::Int(10)], 0),
+        ("alk_save_offset", vec![t("s"), t("c"), Arg::Int(1)], 0),
+        ("alk_get_offset", vec![t("s"), t("c")], 0),
+        ("alk_notify", vec![t("ch"), j("{}")], 0),
+        ("alk_lock_acquire", vec![t("l"), t("o"), Arg::Num(10.0)], 0),
+        ("alk_lock_renew", vec![t("l"), t("o"), Arg::Num(10.0)], 0),
+        ("alk_lock_release", vec![t("l"), t("o")], 0),
+        // workers, consumers, owners: names too, but no reserved namespace
+        ("alk_claim", vec![t("q"), t("w"), Arg::Int(1)], 1),
+        ("alk_ack", vec![Arg::Int(1), t("w")], 1),
+        ("alk_save_offset", vec![t("s"), t("c"), Arg::Int(1)], 1),
+        ("alk_lock_acquire", vec![t("l"), t("o"), Arg::Num(1.0)], 1),
+    ];
+    each(|db, _| {
+        for (f, args, slot) in calls {
+            let namespaced = *slot == 0;
+            let mut bad: Vec<(Arg, &str)> = vec![(t(""), "ALK01")];
+            if namespaced {
+                bad.push((t("__alkstore_x"), "ALK02"));
+                bad.push((t("__alkstore_outbox:o"), "ALK02"));
+                if *f != "alk_sweep" {
+                    bad.push((Arg::Null, "ALK01"));
+                }
+            }
+            for (arg, want) in bad {
+                let mut a = args.clone();
+                a[*slot] = arg.clone();
+                assert_eq!(db.code(f, &a), want, "[{}] {f} with {arg:?}", db.engine());
+            }
+        }
+        let e = db
+            .call(
+                "alk_enqueue",
+                &[t("__alkstore_outbox:o"), Arg::Null, j("1")],
+            )
+            .unwrap_err();
+        assert!(
+            e.message.contains("ReservedName") && e.message.contains("__alkstore_outbox:o"),
+            "{e:?}"
+        );
+    });
+}
+
+#[test]
+fn bad_options_payloads_and_arguments_are_rejected_and_change_nothing() {
+    each(|db, _| {
+        let q = fresh("bad");
+        for opts in [
+            r#"{"dely_s": 1}"#,
+            r#"{"delay_s": 1, "run_at": "2030-01-01T00:00:00Z"}"#,
+            r#"{"delay_s": -1}"#,
+            r#"{"delay_s": "1"}"#,
+            r#"{"delay_s": null}"#,
+            r#"{"expires_in_s": 0}"#,
+            r#"{"max_attempts": 0}"#,
+            r#"{"priority": 1.5}"#,
+            r#"{"priority": "high"}"#,
+            r#"{"run_at": "tomorrow"}"#,
+            r#"{"run_at": -5}"#,
+            "[1]",
+            "42",
+        ] {
+            for f in ["alk_enqueue", "alk_outbox_enqueue"] {
+                assert_eq!(
+                    db.code(f, &[t(&q), j(opts), j("1")]),
+                    "ALK03",
+                    "[{}] {f} {opts}",
+                    db.engine()
+                );
+            }
+            assert_eq!(
+                db.code("alk_enqueue_batch", &[t(&q), j(opts), j("[1]")]),
+                "ALK03"
+            );
+        }
+        for opts in [
+            r#"{"visibility_timeout_s": 0}"#,
+            r#"{"backoff_base_s": -1}"#,
+            r#"{"delay_s": 1}"#,
+            r#"{"max_attempts": 1.5}"#,
+            "[]",
+        ] {
+            assert_eq!(
+                db.code("alk_queue_configure", &[t(&q), j(opts)]),
+                "ALK03",
+                "[{}] {opts}",
+                db.engine()
+            );
+        }
+        for (f, args, want) in [
+            ("alk_enqueue", vec![t(&q), Arg::Null, j("{bad")], "ALK04"),
+            ("alk_enqueue", vec![t(&q), Arg::Null, Arg::Null], "ALK04"),
+            (
+                "alk_enqueue_batch",
+                vec![t(&q), Arg::Null, j(r#"{"a": 1}"#)],
+                "ALK04",
+            ),
+            ("alk_publish", vec![t(&q), Arg::Null], "ALK04"),
+            (
+                "alk_notify",
+                vec![t("c"), j(&format!("\"{}\"", "x".repeat(8000)))],
+                "ALK04",
+            ),
+            ("alk_claim", vec![t(&q), t("w"), Arg::Int(0)], "ALK05"),
+            ("alk_claim", vec![t(&q), t("w"), Arg::Int(1001)], "ALK05"),
+            ("alk_claim", vec![t(&q), t("w"), Arg::Null], "ALK05"),
+            ("alk_ack", vec![Arg::Null, t("w")], "ALK05"),
+            (
+                "alk_retry",
+                vec![Arg::Int(1), t("w"), t("e"), Arg::Num(-1.0)],
+                "ALK05",
+            ),
+            (
+                "alk_heartbeat",
+                vec![Arg::Int(1), t("w"), Arg::Num(0.0)],
+                "ALK05",
+            ),
+            ("alk_read", vec![t(&q), Arg::Int(-1), Arg::Int(10)], "ALK05"),
+            ("alk_read", vec![t(&q), Arg::Int(0), Arg::Int(0)], "ALK05"),
+            (
+                "alk_save_offset",
+                vec![t(&q), t("c"), Arg::Int(-1)],
+                "ALK05",
+            ),
+            (
+                "alk_lock_acquire",
+                vec![t(&q), t("o"), Arg::Num(0.0)],
+                "ALK05",
+            ),
+            ("alk_lock_acquire", vec![t(&q), t("o"), Arg::Null], "ALK05"),
+        ] {
+            assert_eq!(db.code(f, &args), want, "[{}] {f} {args:?}", db.engine());
+        }
+        // Nothing above left a trace.
+        let stats = db.ok("alk_queue_stats", &[t(&q)]);
+        assert_eq!(
+            (stats["pending"].clone(), stats["scheduled"].clone()),
+            (json!(0), json!(0))
+        );
+        assert_eq!(db.ok("alk_queue_opts", &[t(&q)])["max_attempts"], 5);
+        assert_eq!(
+            db.ok("alk_read", &[t(&q), Arg::Int(0), Arg::Int(10)]),
+            json!([])
+        );
+        // Just under the notification limit is fine.
+        db.ok(
+            "alk_notify",
+            &[t("c"), j(&format!("\"{}\"", "x".repeat(7997)))],
+        );
+    });
+}
+
+#[test]
+fn stream_offsets_are_dense_and_saved_offsets_only_advance() {
+    each(|db, _| {
+        let (s, other) = (fresh("stream"), fresh("stream-b"));
+        assert_eq!(db.int("alk_publish", &[t(&s), j(r#"{"n": 1}"#)]), 1);
+        assert_eq!(db.int("alk_publish", &[t(&other), j("1")]), 1);
+        db.begin();
+        assert_eq!(db.int("alk_publish", &[t(&s), j("2")]), 2);
+        db.rollback();
+        assert_eq!(
+            db.int("alk_publish", &[t(&s), j("2"), t("key-2")]),
+            2,
+            "[{}] no gap after rollback",
+            db.engine()
+        );
+        assert_eq!(db.int("alk_publish", &[t(&s), j("3"), Arg::Null]), 3);
+        let events = db.ok("alk_read", &[t(&s), Arg::Int(0), Arg::Int(100)]);
+        let offsets: Vec<i64> = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["offset"].as_i64().unwrap())
+            .collect();
+        assert_eq!(offsets, vec![1, 2, 3]);
+        assert_eq!(
+            (
+                events[0]["payload"].clone(),
+                events[0]["key"].clone(),
+                events[1]["key"].clone()
+            ),
+            (json!({"n": 1}), Value::Null, json!("key-2"))
+        );
+        instant(&events[0]["created_at"]);
+        assert_eq!(
+            db.ok("alk_read", &[t(&s), Arg::Int(1), Arg::Int(1)])[0]["offset"],
+            2
+        );
+        assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 0);
+        assert!(db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(5)]));
+        assert!(!db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(3)]));
+        assert!(!db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(5)]));
+        assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 5);
+        assert!(!db.yes("alk_save_offset", &[t(&s), t("fresh"), Arg::Int(0)]));
+    });
+}
+
+#[test]
+fn lock_tokens_fence_each_acquisition() {
+    each(|db, _| {
+        let l = fresh("lock");
+        let t1 = db.int("alk_lock_acquire", &[t(&l), t("a"), Arg::Num(10.0)]);
+        assert_eq!(
+            db.int("alk_lock_acquire", &[t(&l), t("a"), Arg::Num(10.0)]),
+            t1
+        );
+        assert_eq!(
+            db.ok("alk_lock_acquire", &[t(&l), t("b"), Arg::Num(10.0)]),
+            Value::Null
+        );
+        assert!(db.yes("alk_lock_renew", &[t(&l), t("a"), Arg::Num(10.0)]));
+        assert!(!db.yes("alk_lock_renew", &[t(&l), t("b"), Arg::Num(10.0)]));
+        assert!(!db.yes("alk_lock_release", &[t(&l), t("b")]));
+        assert!(db.yes("alk_lock_release", &[t(&l), t("a")]));
+        assert!(!db.yes("alk_lock_release", &[t(&l), t("a")]));
+        let t2 = db.int("alk_lock_acquire", &[t(&l), t("b"), Arg::Num(0.05)]);
+        assert!(t2 > t1);
+        sleep_ms(80);
+        assert!(
+            !db.yes("alk_lock_renew", &[t(&l), t("b"), Arg::Num(10.0)]),
+            "[{}] expired",
+            db.engine()
+        );
+        let t3 = db.int("alk_lock_acquire", &[t(&l), t("a"), Arg::Num(10.0)]);
+        assert!(t3 > t2);
+    });
+}
