@@ -1,0 +1,537 @@
+//! PostgreSQL-only behaviour: claims, publishes and leases under real
+//! concurrency, rights of an ordinary application role, a hostile
+//! search_path, and LISTEN/NOTIFY wake-ups. Runs on both installs (the
+//! extension and the plain SQL script); without PostgreSQL configured
+//! (`scripts/test.sh` configures it) there is nothing to run.
+
+use alkstore_tests::*;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, NoTls};
+use std::collections::HashMap;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+fn client(target: &Target) -> Client {
+    Client::connect(target.pg_url(), NoTls).expect("connect")
+}
+
+fn fill(c: &mut Client, f: &str, name: &str, n: usize) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for chunk in 0..n.div_ceil(1000) {
+        let payloads: Vec<usize> = (chunk * 1000..((chunk + 1) * 1000).min(n)).collect();
+        let row = c
+            .query_one(
+                &format!("SELECT {f}($1, NULL, $2::text::jsonb)"),
+                &[&name, &serde_json::to_string(&payloads).unwrap()],
+            )
+            .unwrap();
+        ids.extend(row.get::<_, Vec<i64>>(0));
+    }
+    ids
+}
+
+fn exactly_once(expected: &[i64], acked: &[i64]) {
+    let mut counts: HashMap<i64, usize> = HashMap::new();
+    for id in acked {
+        *counts.entry(*id).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).take(10).collect();
+    assert!(twice.is_empty(), "acked more than once: {twice:?}");
+    let missing: Vec<_> = expected
+        .iter()
+        .filter(|id| !counts.contains_key(id))
+        .take(10)
+        .collect();
+    assert!(missing.is_empty(), "never acked (first ten): {missing:?}");
+    assert_eq!(counts.len(), expected.len());
+}
+
+/// `workers` threads, each on its own connection, claim and ack until empty.
+fn drain(target: &Target, claim_fn: &str, name: &str, workers: usize) -> Vec<i64> {
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..workers)
+        .map(|w| {
+            let (target, name, acked, claim_fn) = (
+                target.clone(),
+                name.to_string(),
+                Arc::clone(&acked),
+                claim_fn.to_string(),
+            );
+            std::thread::spawn(move || {
+                let mut c = client(&target);
+                let worker = format!("worker-{w}");
+                let batch = [1, 4, 16, 32][w % 4];
+                let mut mine = Vec::new();
+                let mut idle = 0;
+                while idle < 3 {
+                    let rows = c
+                        .query(
+                            &format!("SELECT id, attempts FROM {claim_fn}($1, $2, $3)"),
+                            &[&name, &worker, &batch],
+                        )
+                        .unwrap();
+                    if rows.is_empty() {
+                        idle += 1;
+                        sleep_ms(20);
+                        continue;
+                    }
+                    idle = 0;
+                    let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+                    for r in &rows {
+                        assert_eq!(r.get::<_, i32>(1), 1, "a job was handed out twice");
+                    }
+                    let n: i32 = c
+                        .query_one("SELECT alk_ack_batch($1, $2)", &[&ids, &worker])
+                        .unwrap()
+                        .get(0);
+                    assert_eq!(n as usize, ids.len());
+                    mine.extend(ids);
+                }
+                acked.lock().unwrap().extend(mine);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    acked
+}
+
+#[test]
+fn eight_workers_claim_ten_thousand_jobs_each_acked_exactly_once() {
+    for target in pg_targets() {
+        let q = fresh("race");
+        let ids = fill(&mut client(&target), "alk_enqueue_batch", &q, 10_000);
+        exactly_once(&ids, &drain(&target, "alk_claim", &q, 8));
+    }
+}
+
+#[test]
+fn eight_workers_deliver_ten_thousand_outbox_messages_exactly_once() {
+    for target in pg_targets() {
+        let o = fresh("race-outbox");
+        let mut c = client(&target);
+        let mut ids = Vec::new();
+        // Outbox messages come one per business transaction.
+        for chunk in 0..10 {
+            let mut tx = c.transaction().unwrap();
+            for i in 0..1000 {
+                let payload = format!("{{\"n\": {}}}", chunk * 1000 + i);
+                ids.push(
+                    tx.query_one(
+                        "SELECT alk_outbox_enqueue($1, NULL, $2::text::jsonb)",
+                        &[&o, &payload],
+                    )
+                    .unwrap()
+                    .get::<_, i64>(0),
+                );
+            }
+            tx.commit().unwrap();
+        }
+        exactly_once(&ids, &drain(&target, "alk_outbox_claim", &o, 8));
+    }
+}
+
+#[test]
+fn racing_publishers_keep_offsets_dense_and_a_reader_never_sees_one_appear_behind_it() {
+    for target in pg_targets() {
+        let s = fresh("publish-race");
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (target, s, done) = (target.clone(), s.clone(), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut c = client(&target);
+                let mut last = 0i64;
+                loop {
+                    let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+                    let rows = c
+                        .query(
+                            "SELECT \"offset\" FROM alk_read($1, $2, 1000)",
+                            &[&s, &last],
+                        )
+                        .unwrap();
+                    for r in rows {
+                        let o: i64 = r.get(0);
+                        assert_eq!(o, last + 1, "after reading {last} the reader saw {o}");
+                        last = o;
+                    }
+                    if finished {
+                        return last;
+                    }
+                }
+            })
+        };
+        let barrier = Arc::new(Barrier::new(4));
+        let publishers: Vec<_> = (0..4)
+            .map(|p| {
+                let (target, s, barrier) = (target.clone(), s.clone(), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    let mut c = client(&target);
+                    barrier.wait();
+                    let mut kept = 0;
+                    for i in 0..150 {
+                        let mut tx = c.transaction().unwrap();
+                        tx.execute(
+                            "SELECT alk_publish($1, $2::text::jsonb)",
+                            &[&s, &format!("[{p},{i}]")],
+                        )
+                        .unwrap();
+                        if i % 7 == 3 {
+                            tx.rollback().unwrap();
+                        } else {
+                            tx.commit().unwrap();
+                            kept += 1;
+                        }
+                    }
+                    kept
+                })
+            })
+            .collect();
+        let kept: i64 = publishers.into_iter().map(|p| p.join().unwrap()).sum();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            reader.join().unwrap(),
+            kept,
+            "the reader saw every committed event"
+        );
+        let mut c = client(&target);
+        let mut all = Vec::new();
+        let mut after = 0i64;
+        loop {
+            let rows = c
+                .query(
+                    "SELECT \"offset\" FROM alk_read($1, $2, 1000)",
+                    &[&s, &after],
+                )
+                .unwrap();
+            if rows.is_empty() {
+                break;
+            }
+            for r in rows {
+                after = r.get(0);
+                all.push(after);
+            }
+        }
+        assert_eq!(
+            all,
+            (1..=kept).collect::<Vec<_>>(),
+            "dense, in order, no gaps from rollbacks"
+        );
+    }
+}
+
+#[test]
+fn racing_owners_get_strictly_increasing_tokens() {
+    for target in pg_targets() {
+        let l = fresh("lock-race");
+        let threads: Vec<_> = (0..4)
+            .map(|o| {
+                let (target, l) = (target.clone(), l.clone());
+                std::thread::spawn(move || {
+                    let mut c = client(&target);
+                    let owner = format!("owner-{o}");
+                    let mut tokens = Vec::new();
+                    for _ in 0..100 {
+                        let t: Option<i64> = c
+                            .query_one("SELECT alk_lock_acquire($1, $2, 10)", &[&l, &owner])
+                            .unwrap()
+                            .get(0);
+                        if let Some(t) = t {
+                            tokens.push(t);
+                            assert!(c
+                                .query_one("SELECT alk_lock_release($1, $2)", &[&l, &owner])
+                                .unwrap()
+                                .get::<_, bool>(0));
+                        }
+                    }
+                    tokens
+                })
+            })
+            .collect();
+        let per_owner: Vec<Vec<i64>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        for tokens in &per_owner {
+            assert!(
+                tokens.windows(2).all(|w| w[0] < w[1]),
+                "each owner's tokens increase"
+            );
+        }
+        let mut all: Vec<i64> = per_owner.concat();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n, "no token handed out twice");
+        assert!(n >= 4);
+    }
+}
+
+/// A role with no rights of its own, as an application would have.
+fn app_role(c: &mut Client) -> String {
+    // Concurrent GRANTs on one database row fail with "tuple concurrently updated".
+    static GRANTS: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = GRANTS.lock().unwrap_or_else(|e| e.into_inner());
+    let role = fresh("alk_app").replace('-', "_");
+    let db: String = c
+        .query_one("SELECT current_database()::text", &[])
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!(
+        "CREATE ROLE {role} NOLOGIN NOSUPERUSER; GRANT CREATE ON DATABASE {db} TO {role}; \
+         GRANT CREATE, USAGE ON SCHEMA public TO {role};"
+    ))
+    .unwrap();
+    role
+}
+
+#[test]
+fn an_application_role_can_use_every_function_but_not_the_tables() {
+    for target in pg_targets() {
+        let mut c = client(&target);
+        let role = app_role(&mut c);
+        c.batch_execute(&format!("SET ROLE {role}")).unwrap();
+        assert_eq!(
+            c.query_one(
+                "SELECT rolsuper FROM pg_roles WHERE rolname = current_user",
+                &[]
+            )
+            .unwrap()
+            .get::<_, bool>(0),
+            false
+        );
+        let q = fresh("role");
+        let id: i64 = c
+            .query_one("SELECT alk_enqueue($1, NULL, '{\"a\": 1}')", &[&q])
+            .unwrap()
+            .get(0);
+        let claimed: i64 = c
+            .query_one("SELECT id FROM alk_claim($1, 'w')", &[&q])
+            .unwrap()
+            .get(0);
+        assert_eq!(claimed, id);
+        assert!(c
+            .query_one("SELECT alk_ack($1, 'w')", &[&id])
+            .unwrap()
+            .get::<_, bool>(0));
+        c.batch_execute(&format!(
+            "SELECT alk_outbox_enqueue('{q}', NULL, '1'); SELECT * FROM alk_outbox_claim('{q}', 'w'); \
+             SELECT alk_publish('{q}', '1'); SELECT * FROM alk_read('{q}', 0, 10); \
+             SELECT alk_save_offset('{q}', 'c', 1); SELECT alk_lock_acquire('{q}', 'o', 1); \
+             SELECT alk_notify('{q}', '1'); SELECT alk_queue_configure('{q}', '{{}}'); \
+             SELECT alk_queue_stats('{q}'); SELECT alk_sweep('{q}'); SELECT alk_listen_queue('{q}');"
+        ))
+        .unwrap();
+        for sql in [
+            "SELECT count(*) FROM alkstore.jobs",
+            "INSERT INTO alkstore.jobs (queue) VALUES ('x')",
+            "UPDATE alkstore.jobs SET state = 'dead'",
+            "DELETE FROM alkstore.events",
+            "SELECT alkstore.raise('ALK01', 'x')",
+            "SELECT alkstore.claim('x', 'w', 1)",
+        ] {
+            let e = c.batch_execute(sql).unwrap_err();
+            assert_eq!(
+                e.code().map(|c| c.code()),
+                Some("42501"),
+                "[{}] {sql}: {e}",
+                target.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_hostile_search_path_cannot_redirect_the_functions() {
+    for target in pg_targets() {
+        let mut c = client(&target);
+        let role = app_role(&mut c);
+        let evil = fresh("evil").replace('-', "_");
+        c.batch_execute(&format!(
+            "SET ROLE {role}; CREATE SCHEMA {evil}; \
+             CREATE FUNCTION {evil}.starts_with(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT false'; \
+             CREATE FUNCTION {evil}.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS $$SELECT '2000-01-01'::timestamptz$$; \
+             CREATE FUNCTION {evil}.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql AS $$SELECT 'object'$$; \
+             CREATE TABLE {evil}.jobs (id bigint); \
+             SET search_path = {evil}, pg_catalog, public;"
+        ))
+        .unwrap();
+        let e = c
+            .query_one("SELECT alk_enqueue('__alkstore_x', NULL, '1')", &[])
+            .unwrap_err();
+        assert_eq!(
+            e.code().map(|c| c.code()),
+            Some("ALK02"),
+            "[{}] {e}",
+            target.name()
+        );
+        let e = c
+            .query_one("SELECT alk_enqueue('q', '[1]', '1')", &[])
+            .unwrap_err();
+        assert_eq!(e.code().map(|c| c.code()), Some("ALK03"));
+        let id: i64 = c
+            .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&fresh("evil-q")])
+            .unwrap()
+            .get(0);
+        let job: String = c
+            .query_one("SELECT alk_get_job($1)::text", &[&id])
+            .unwrap()
+            .get(0);
+        let job: serde_json::Value = serde_json::from_str(&job).unwrap();
+        assert!(job["created_at"].as_str().unwrap() > "2020", "{job}");
+        let planted: i64 = c
+            .query_one(&format!("SELECT count(*) FROM {evil}.jobs"), &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(planted, 0);
+    }
+}
+
+fn next_notification(c: &mut Client, wait: Duration) -> Option<(String, String)> {
+    let mut n = c.notifications();
+    let mut it = n.timeout_iter(wait);
+    it.next()
+        .unwrap()
+        .map(|n| (n.channel().to_string(), n.payload().to_string()))
+}
+
+#[test]
+fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
+    for target in pg_targets() {
+        let q = fresh("wake");
+        let mut worker = client(&target);
+        let channel: String = worker
+            .query_one("SELECT alk_listen_queue($1, 30)", &[&q])
+            .unwrap()
+            .get(0);
+        assert_eq!(channel, "alkstore_jobs");
+        let mut producer = client(&target);
+        let mut tx = producer.transaction().unwrap();
+        for _ in 0..3 {
+            tx.execute("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+                .unwrap();
+        }
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_millis(200)),
+            None,
+            "nothing before commit"
+        );
+        tx.commit().unwrap();
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_secs(5)),
+            Some(("alkstore_jobs".into(), q.clone()))
+        );
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_millis(200)),
+            None,
+            "one per transaction and queue"
+        );
+        // A rolled-back enqueue wakes nobody.
+        let mut tx = producer.transaction().unwrap();
+        tx.execute("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap();
+        tx.rollback().unwrap();
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_millis(200)),
+            None
+        );
+        // Outboxes and streams have their own registrations.
+        let o = fresh("wake-outbox");
+        worker
+            .execute("SELECT alk_listen_outbox($1)", &[&o])
+            .unwrap();
+        producer
+            .execute("SELECT alk_outbox_enqueue($1, NULL, '1')", &[&o])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_secs(5)),
+            Some(("alkstore_jobs".into(), format!("__alkstore_outbox:{o}")))
+        );
+        let s = fresh("wake-stream");
+        assert_eq!(
+            worker
+                .query_one("SELECT alk_listen_stream($1)", &[&s])
+                .unwrap()
+                .get::<_, String>(0),
+            "alkstore_events"
+        );
+        producer
+            .execute("SELECT alk_publish($1, '1')", &[&s])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_secs(5)),
+            Some(("alkstore_events".into(), s.clone()))
+        );
+        // Unregistered: no wake-up is sent (a plain LISTEN elsewhere hears nothing).
+        assert!(worker
+            .query_one("SELECT alk_unlisten_queue($1)", &[&q])
+            .unwrap()
+            .get::<_, bool>(0));
+        producer
+            .execute("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_millis(300)),
+            None,
+            "no waiter, no NOTIFY"
+        );
+    }
+}
+
+#[test]
+fn notifications_reach_plain_listen_after_commit_in_commit_order() {
+    for target in pg_targets() {
+        let mut listener = client(&target);
+        let mut notifier = client(&target);
+        let ch = fresh("ch");
+        let pg_channel: String = listener
+            .query_one("SELECT alk_channel($1)", &[&ch])
+            .unwrap()
+            .get(0);
+        assert_eq!(pg_channel, format!("alk:{ch}"));
+        listener
+            .batch_execute(&format!("LISTEN \"{pg_channel}\""))
+            .unwrap();
+        let mut tx = notifier.transaction().unwrap();
+        tx.execute("SELECT alk_notify($1, '{\"n\": 1}')", &[&ch])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut listener, Duration::from_millis(200)),
+            None
+        );
+        tx.commit().unwrap();
+        let mut tx = notifier.transaction().unwrap();
+        tx.execute("SELECT alk_notify($1, '\"dropped\"')", &[&ch])
+            .unwrap();
+        tx.rollback().unwrap();
+        notifier
+            .execute("SELECT alk_notify($1, '2')", &[&ch])
+            .unwrap();
+        notifier
+            .execute("SELECT alk_notify($1, '3')", &[&ch])
+            .unwrap();
+        let got: Vec<String> = (0..3)
+            .filter_map(|_| next_notification(&mut listener, Duration::from_secs(5)).map(|n| n.1))
+            .collect();
+        assert_eq!(got, ["{\"n\": 1}", "2", "3"]);
+        assert_eq!(
+            next_notification(&mut listener, Duration::from_millis(200)),
+            None
+        );
+        // Long channel names map to a hash that fits PostgreSQL's 63 bytes.
+        let long = "c".repeat(100);
+        let mapped: String = listener
+            .query_one("SELECT alk_channel($1)", &[&long])
+            .unwrap()
+            .get(0);
+        assert!(mapped.starts_with("alk#") && mapped.len() == 36, "{mapped}");
+        listener
+            .batch_execute(&format!("LISTEN \"{mapped}\""))
+            .unwrap();
+        notifier
+            .execute("SELECT alk_notify($1, '\"long\"')", &[&long])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut listener, Duration::from_secs(5)),
+            Some((mapped, "\"long\"".into()))
+        );
+    }
+}
