@@ -7,6 +7,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
+# Keep a copy of everything printed, to total the test counts at the end.
+log=$(mktemp)
+exec > >(tee "$log") 2>&1
+summary() {
+  local passed failed
+  passed=$(grep -o 'test result: ok\. [0-9]* passed' "$log" | awk '{s += $4} END {print s + 0}')
+  failed=$(grep -o '[0-9]* failed;' "$log" | awk '{s += $1} END {print s + 0}')
+  echo
+  echo "$passed passed, $failed failed"
+}
+
 step() { printf '\n=== %s\n' "$*"; }
 
 step "setup"
@@ -26,5 +37,31 @@ ALKSTORE_SQLITE_LIB="$PWD/target/release/libalkstore_sqlite.so" \
 step "SQLite engine: benchmark smoke run (figures: cargo bench -p alkstore-sqlite)"
 ALK_BENCH_QUICK=1 cargo bench --locked -p alkstore-sqlite --bench sqlite
 
+if [ "${ALK_SKIP_POSTGRES:-0}" = 1 ]; then
+  step "cross-engine suite (SQLite only: ALK_SKIP_POSTGRES=1)"
+  cargo test --locked -p alkstore-tests
+  echo; echo "all SQLite suites passed (PostgreSQL skipped)"
+  summary
+  exit 0
+fi
+
+# pgrx's tests install a debug build of the extension into the server's
+# directories and run their own throwaway cluster; so they come first, and
+# the release build is installed (and the cluster restarted) after them.
+step "PostgreSQL extension: in-server tests (cargo pgrx test)"
+pgdata=/tmp/alkstore-pgrx-tests
+rm -rf "$pgdata" && mkdir -p "$pgdata" && chown postgres "$pgdata"
+cargo pgrx test -p alkstore-pg pg15 --runas postgres --pgdata "$pgdata/data"
+
+step "PostgreSQL: the release extension in the cluster, and the test databases"
+bash scripts/postgres.sh start
+bash scripts/postgres.sh install
+eval "$(bash scripts/postgres.sh testdbs)"
+export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_REQUIRE_PG=1
+
+step "cross-engine suite: SQLite, PostgreSQL extension, PostgreSQL plain SQL install"
+cargo test --locked -p alkstore-tests
+
 echo
 echo "all suites passed"
+summary

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Helpers for the local PostgreSQL 15 cluster used by the test suite
+# (Debian's "15/main", as root). Subcommands:
+#   start     start the cluster and give root a superuser role
+#   install   build the release extension into the server and restart it
+#   testdbs   (re)create the test databases: one with CREATE EXTENSION,
+#             one with the plain SQL install; prints their URLs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+as_postgres() { (cd / && sudo -u postgres "$@"); }
+
+case "${1:-}" in
+  start)
+    pg_ctlcluster 15 main start 2>/dev/null || true
+    for _ in $(seq 1 30); do pg_isready -q && break; sleep 1; done
+    pg_isready
+    as_postgres psql -X -q -tc "SELECT 1 FROM pg_roles WHERE rolname = 'root'" | grep -q 1 ||
+      as_postgres createuser --superuser root
+    psql -X -q -d postgres -tc "SELECT 1 FROM pg_database WHERE datname = 'root'" | grep -q 1 ||
+      createdb root
+    ;;
+  install)
+    cargo pgrx install -p alkstore-pg --pg-config "$PG_CONFIG" --release
+    # Backends that loaded an older alkstore.so must not keep running.
+    pg_ctlcluster 15 main restart
+    for _ in $(seq 1 30); do pg_isready -q && break; sleep 1; done
+    ;;
+  testdbs)
+    plain=$(scripts/build-plain-sql.sh)
+    for db in alkstore_test_ext alkstore_test_plain; do
+      psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+    done
+    psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_ext -c "CREATE EXTENSION alkstore"
+    psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_plain -f "$plain"
+    echo "ALKSTORE_PG_URL='host=/var/run/postgresql user=root dbname=alkstore_test_ext'"
+    echo "ALKSTORE_PG_PLAIN_URL='host=/var/run/postgresql user=root dbname=alkstore_test_plain'"
+    ;;
+  *)
+    echo "usage: scripts/postgres.sh start|install|testdbs" >&2
+    exit 2
+    ;;
+esac
