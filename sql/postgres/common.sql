@@ -148,12 +148,17 @@ CREATE FUNCTION alkstore.default_queue_opts() RETURNS alkstore.queue_opts
 LANGUAGE sql IMMUTABLE AS $$ SELECT ROW(60000, 5, 5000, 3600000)::alkstore.queue_opts $$;
 
 CREATE FUNCTION alkstore.queue_opts(q text) RETURNS alkstore.queue_opts
-LANGUAGE sql STABLE AS $$
-  SELECT coalesce(
-    (SELECT ROW(c.visibility_timeout_ms, c.max_attempts, c.backoff_base_ms, c.backoff_max_ms)::alkstore.queue_opts
-       FROM alkstore.queues c WHERE c.queue = q),
-    alkstore.default_queue_opts())
-$$;
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  r alkstore.queue_opts;
+BEGIN
+  SELECT c.visibility_timeout_ms, c.max_attempts, c.backoff_base_ms, c.backoff_max_ms INTO r
+    FROM alkstore.queues c WHERE c.queue = q;
+  IF NOT FOUND THEN
+    r := ROW(60000, 5, 5000, 3600000);
+  END IF;
+  RETURN r;
+END $$;
 
 -- Merges the keys of `opts` over `base`; rejects anything else.
 CREATE FUNCTION alkstore.merge_queue_opts(base alkstore.queue_opts, opts jsonb) RETURNS alkstore.queue_opts

@@ -6,19 +6,22 @@ CREATE FUNCTION alkstore.outbox_queue(outbox text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT '__alkstore_outbox:' || alkstore.name('outbox', outbox) $$;
 
 CREATE FUNCTION alk_outbox_enqueue(outbox text, opts jsonb, payload jsonb) RETURNS bigint
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.enqueue(alkstore.outbox_queue(outbox), alkstore.default_queue_opts(), opts, payload)
-$$;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN alkstore.enqueue(alkstore.outbox_queue(outbox), alkstore.default_queue_opts(), opts, payload);
+END $$;
 
 CREATE FUNCTION alk_outbox_claim(outbox text, worker text, max_jobs integer DEFAULT 1)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT * FROM alkstore.claim(alkstore.outbox_queue($1), alkstore.name('worker', $2),
-                               alkstore.batch('max_jobs', $3))
-$$;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN QUERY SELECT * FROM alkstore.claim(alkstore.outbox_queue($1), alkstore.name('worker', $2),
+                                            alkstore.batch('max_jobs', $3));
+END $$;
 
 CREATE FUNCTION alk_outbox_stats(outbox text) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.stats(alkstore.outbox_queue(outbox))
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN alkstore.stats(alkstore.outbox_queue(outbox));
+END $$;

@@ -2,25 +2,22 @@
 -- search_path: application roles need no rights on the tables, and a
 -- hostile search_path cannot redirect anything they reference.
 
--- Inserts one job stamped with the resolved options (shared by queues and outboxes).
-CREATE FUNCTION alkstore.insert_job(q text, stamped alkstore.queue_opts, o alkstore.enqueue_opts,
-                                    payload jsonb, now timestamptz) RETURNS bigint
-LANGUAGE sql AS $$
-  INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
-    visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
-  VALUES (q, 'pending', payload, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
-    stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now, o.expires_at)
-  RETURNING id
-$$;
-
+-- Inserts one job stamped with the resolved options (shared by queues and
+-- outboxes). PL/pgSQL throughout the hot paths: its statement plans are
+-- cached per session, where a SQL-language function is planned per call.
 CREATE FUNCTION alkstore.enqueue(q text, stamped alkstore.queue_opts, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
   now timestamptz := clock_timestamp();
   o   alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
+  p   jsonb := alkstore.payload('payload', payload);
   id  bigint;
 BEGIN
-  id := alkstore.insert_job(q, stamped, o, alkstore.payload('payload', payload), now);
+  INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
+    visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
+  VALUES (q, 'pending', p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
+    stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now, o.expires_at)
+  RETURNING j.id INTO id;
   PERFORM alkstore.wake('q', q);
   RETURN id;
 END $$;
@@ -58,22 +55,27 @@ END $$;
 CREATE FUNCTION alkstore.claim(q text, worker text, max_jobs integer)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
-LANGUAGE plpgsql AS $$
+-- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
+-- for these statements cost more to make than to run.
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
   now timestamptz := clock_timestamp();
 BEGIN
   -- Jobs that may not run any more go to the dead-letter state instead.
+  -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.)
   UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired'
-   WHERE j.id IN (SELECT e.id FROM alkstore.jobs e
-                   WHERE e.queue = q AND e.state = 'pending' AND e.expires_at <= now
-                   FOR UPDATE SKIP LOCKED);
+   WHERE j.id = ANY (ARRAY(
+           SELECT e.id FROM alkstore.jobs e
+            WHERE e.queue = q AND e.state = 'pending' AND e.expires_at <= now
+            FOR UPDATE SKIP LOCKED));
   UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
          claimed_by = NULL, claim_expires_at = NULL
-   WHERE j.id IN (SELECT e.id FROM alkstore.jobs e
-                   WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now
-                     AND e.attempts >= e.max_attempts
-                   FOR UPDATE SKIP LOCKED);
+   WHERE j.id = ANY (ARRAY(
+           SELECT e.id FROM alkstore.jobs e
+            WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now
+              AND e.attempts >= e.max_attempts
+            FOR UPDATE SKIP LOCKED));
   RETURN QUERY
   WITH pending AS (
     SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
@@ -89,16 +91,14 @@ BEGIN
      ORDER BY c.priority DESC, c.run_at, c.id
      LIMIT max_jobs
      FOR UPDATE SKIP LOCKED
-  ), chosen AS (
-    SELECT * FROM pending UNION ALL SELECT * FROM expired
-     ORDER BY 2 DESC, 3, 1
-     LIMIT max_jobs
   ), claimed AS (
     UPDATE alkstore.jobs j
        SET state = 'running', attempts = j.attempts + 1, claimed_by = worker,
            claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
-      FROM chosen
-     WHERE j.id = chosen.id
+     WHERE j.id = ANY (ARRAY(
+             SELECT u.id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) u
+              ORDER BY u.priority DESC, u.run_at, u.id
+              LIMIT max_jobs))
     RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.claim_expires_at, j.priority, j.run_at
   )
   SELECT c.id, c.queue, c.payload, c.attempts, c.max_attempts, c.claim_expires_at
@@ -107,26 +107,31 @@ BEGIN
 END $$;
 
 CREATE FUNCTION alk_enqueue(queue text, opts jsonb, payload jsonb) RETURNS bigint
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.enqueue(q.n, alkstore.queue_opts(q.n), opts, payload)
-    FROM (SELECT alkstore.name('queue', queue) AS n) q
-$$;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q text := alkstore.name('queue', queue);
+BEGIN
+  RETURN alkstore.enqueue(q, alkstore.queue_opts(q), opts, payload);
+END $$;
 
 CREATE FUNCTION alk_enqueue_batch(queue text, opts jsonb, payloads jsonb) RETURNS bigint[]
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.enqueue_batch(q.n, alkstore.queue_opts(q.n), opts, payloads)
-    FROM (SELECT alkstore.name('queue', queue) AS n) q
-$$;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q text := alkstore.name('queue', queue);
+BEGIN
+  RETURN alkstore.enqueue_batch(q, alkstore.queue_opts(q), opts, payloads);
+END $$;
 
 -- The first argument is named queue_name: PostgreSQL does not allow an
 -- argument and a result column (queue) of the same name.
 CREATE FUNCTION alk_claim(queue_name text, worker text, max_jobs integer DEFAULT 1)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT * FROM alkstore.claim(alkstore.name('queue', $1), alkstore.name('worker', $2),
-                               alkstore.batch('max_jobs', $3))
-$$;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN QUERY SELECT * FROM alkstore.claim(alkstore.name('queue', $1), alkstore.name('worker', $2),
+                                            alkstore.batch('max_jobs', $3));
+END $$;
 
 CREATE FUNCTION alk_ack(job_id bigint, worker text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -204,8 +209,9 @@ BEGIN
 END $$;
 
 CREATE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT jsonb_build_object(
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN (SELECT jsonb_build_object(
     'id', j.id, 'queue', j.queue, 'state', j.state, 'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
@@ -214,8 +220,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     'run_at', alkstore.ts(j.run_at), 'created_at', alkstore.ts(j.created_at),
     'claimed_by', j.claimed_by, 'claim_expires_at', alkstore.ts(j.claim_expires_at),
     'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error)
-  FROM alkstore.jobs j WHERE j.id = alkstore.job_id(job_id)
-$$;
+  FROM alkstore.jobs j WHERE j.id = alkstore.job_id(job_id));
+END $$;
 
 -- Requeue also clears the expiry: putting a dead job back is an explicit
 -- decision to run it.
@@ -252,9 +258,10 @@ BEGIN
 END $$;
 
 CREATE FUNCTION alk_queue_opts(queue text) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.queue_opts_json(alkstore.queue_opts(alkstore.name('queue', queue)))
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN alkstore.queue_opts_json(alkstore.queue_opts(alkstore.name('queue', queue)));
+END $$;
 
 -- Each count reads one partial index, so stats cost does not grow with
 -- the other states' history.
@@ -278,9 +285,10 @@ BEGIN
 END $$;
 
 CREATE FUNCTION alk_queue_stats(queue text) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.stats(alkstore.name('queue', queue))
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN alkstore.stats(alkstore.name('queue', queue));
+END $$;
 
 CREATE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -58,9 +58,10 @@ BEGIN
 END $$;
 
 CREATE FUNCTION alk_get_offset(stream text, consumer text) RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT coalesce(
-    (SELECT t."offset" FROM alkstore.offsets t
-      WHERE t.stream = alkstore.name('stream', $1) AND t.consumer = alkstore.name('consumer', $2)),
-    0)
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  s text := alkstore.name('stream', stream);
+  c text := alkstore.name('consumer', consumer);
+BEGIN
+  RETURN coalesce((SELECT t."offset" FROM alkstore.offsets t WHERE t.stream = s AND t.consumer = c), 0);
+END $$;

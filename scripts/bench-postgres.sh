@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# pgbench-driven benchmark of the PostgreSQL engine beside the raw SQL floor.
+#
+#   scripts/bench-postgres.sh [seconds-per-case]    (default 5)
+#
+# Needs the cluster running with the extension installed
+# (scripts/postgres.sh start && scripts/postgres.sh install). Each case runs
+# with 1 and 8 clients (-M prepared), through alkstore and as the plain SQL
+# an application could write by hand on tables of the same shape (copies of
+# alkstore's tables with their indexes), and prints ops/s and the ratio.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-5}
+db=alkstore_bench
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+if [ "${ALK_BENCH_PLAIN:-0}" = 1 ]; then  # the plain SQL install: same functions, no rebuild needed
+  psql -X -q -v ON_ERROR_STOP=1 -d $db -f "$(scripts/build-plain-sql.sh)"
+else
+  psql -X -q -v ON_ERROR_STOP=1 -d $db -c "CREATE EXTENSION alkstore"
+fi
+psql -X -q -v ON_ERROR_STOP=1 -d $db <<'SQL'
+CREATE TABLE raw_jobs (LIKE alkstore.jobs INCLUDING ALL);
+CREATE TABLE raw_events (LIKE alkstore.events INCLUDING ALL);
+CREATE SEQUENCE raw_offsets;
+SQL
+
+payload='{"user": 42, "email": "user42@example.com", "plan": "pro"}'
+batch="[$(for i in $(seq 1 100); do printf '%s{"user": %d, "email": "user%d@example.com"}' "$([ "$i" = 1 ] || echo ,)" "$i" "$i"; done)]"
+raw_cols="queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at"
+raw_vals="'pending', 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()"
+
+script() { printf '%s\n' "$2" > "$work/$1.sql"; }
+script enqueue_alk   "SELECT alk_enqueue('enq', NULL, '$payload');"
+script enqueue_raw   "INSERT INTO raw_jobs ($raw_cols) VALUES ('enq', 'pending', '$payload', 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp());"
+script batch_alk     "SELECT alk_enqueue_batch('batch', NULL, '$batch');"
+script batch_raw     "INSERT INTO raw_jobs ($raw_cols) SELECT 'batch', 'pending', p, 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp() FROM jsonb_array_elements('$batch') AS p;"
+script claim1_alk    "SELECT alk_ack(c.id, 'w') FROM alk_claim('work', 'w', 1) c;"
+script claim1_raw    "DELETE FROM raw_jobs WHERE id = (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);"
+# Like for like: a claim that survives a crash is a write, and so is the ack.
+script claim1_raw2   "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id = (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT 1;
+DELETE FROM raw_jobs WHERE id = (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'running' AND claimed_by = 'w' LIMIT 1);"
+script claim32_alk   "SELECT alk_ack_batch(array_agg(c.id), 'w') FROM alk_claim('work', 'w', 32) c;"
+script claim32_raw   "DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED);"
+script publish_alk   "SELECT alk_publish('events', '$payload');"
+script publish_raw   "INSERT INTO raw_events (stream, \"offset\", payload, created_at) VALUES ('events', nextval('raw_offsets'), '$payload', clock_timestamp());"
+script publishN_alk  "SELECT alk_publish('events-' || :client_id, '$payload');"
+script read_alk      "\\set after random(0, 100000 - 1000)
+SELECT * FROM alk_read('reads', :after, 1000);"
+script read_raw      "\\set after random(0, 100000 - 1000)
+SELECT stream, \"offset\", key, payload, created_at FROM raw_events WHERE stream = 'reads' AND \"offset\" > :after ORDER BY \"offset\" LIMIT 1000;"
+
+fill_work() { # enough pending jobs on both sides for the claim cases
+  psql -X -q -d $db <<SQL
+SELECT count(alk_enqueue_batch('work', NULL, (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(1, 1000) i)))
+  FROM generate_series(1, $1);
+INSERT INTO raw_jobs ($raw_cols)
+  SELECT 'work', 'pending', jsonb_build_object('n', i), 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()
+  FROM generate_series(1, $1 * 1000) i;
+VACUUM ANALYZE alkstore.jobs; VACUUM ANALYZE raw_jobs;
+SQL
+}
+
+tps() { # script clients -> transactions per second
+  { pgbench -n -M prepared -T "$secs" -c "$2" -j "$2" -f "$work/$1.sql" $db 2>"$work/err" || cat "$work/err" >&2; } |
+    sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+}
+
+row() { # label alk-script raw-script clients ops-per-tx
+  local a r
+  a=$(tps "$2" "$4"); r=$(tps "$3" "$4")
+  awk -v l="$1" -v c="$4" -v a="$a" -v r="$r" -v k="$5" \
+    'BEGIN { printf "%-34s %2d  %12.0f  %12.0f   %5.2fx\n", l, c, a * k, r * k, (r > 0 && a > 0) ? r / a : 0 }'
+}
+
+psql -X -q -d $db -c "SELECT count(alk_publish('reads', jsonb_build_object('n', i))) FROM generate_series(1, 100000) i" \
+  -c "INSERT INTO raw_events (stream, \"offset\", payload, created_at) SELECT 'reads', i, jsonb_build_object('n', i), clock_timestamp() FROM generate_series(1, 100000) i" \
+  -c "ANALYZE alkstore.events; ANALYZE raw_events" >/dev/null
+printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "ratio"
+for c in 1 8; do
+  fill_work $((60 * secs * (c == 1 ? 1 : 2))) >/dev/null
+  row "enqueue 1/tx" enqueue_alk enqueue_raw $c 1
+  row "enqueue 100/tx (batch)" batch_alk batch_raw $c 100
+  row "claim+ack 1 at a time" claim1_alk claim1_raw $c 1
+  row "  raw: claim (UPDATE) then DELETE" claim1_alk claim1_raw2 $c 1
+  row "claim 32 + ack_batch" claim32_alk claim32_raw $c 32
+  row "publish 1/tx, one stream" publish_alk publish_raw $c 1
+  row "read page of 1000 (events/s)" read_alk read_raw $c 1000
+done
+row "publish 1/tx, a stream per client" publishN_alk publish_raw 8 1
+
+[ "${ALK_BENCH_SKIP_HISTORY:-0}" = 1 ] && { psql -X -q -d postgres -c "DROP DATABASE $db"; exit 0; }
+
+# Claims must not slow down as finished jobs pile up.
+echo
+echo "claim+ack 1 at a time, 8 clients, with history of the same queue:"
+psql -X -q -d $db -c "TRUNCATE alkstore.jobs, raw_jobs" >/dev/null
+fill_work 200 >/dev/null
+printf '  %-32s %12.0f ops/s\n' "no history" "$(tps claim1_alk 8)"
+psql -X -q -d $db <<'SQL' >/dev/null
+INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms,
+  backoff_base_ms, backoff_max_ms, run_at, created_at, last_error)
+  SELECT 'work', 'dead', '{}', 0, 5, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp(), 'x'
+  FROM generate_series(1, 1000000);
+WITH acked AS (
+  INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms,
+    backoff_base_ms, backoff_max_ms, run_at, created_at)
+  SELECT 'work', 'running', '{}', 0, 1, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()
+  FROM generate_series(1, 1000000) RETURNING id)
+SELECT count(*) FROM acked;
+DELETE FROM alkstore.jobs WHERE state = 'running';
+VACUUM ANALYZE alkstore.jobs;
+SQL
+printf '  %-32s %12.0f ops/s\n' "1,000,000 dead + 1,000,000 acked" "$(tps claim1_alk 8)"
+psql -X -q -d postgres -c "DROP DATABASE $db"
