@@ -7,7 +7,8 @@ need_apt=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 # The SQLite engine's shell and Python round trips use Debian's clients.
-for pkg in sqlite3 python3 libsqlite3-dev; do
+# The examples use Debian's python3 (venv) and Node.js with npm.
+for pkg in sqlite3 python3 python3-venv libsqlite3-dev; do
   have "$pkg" || need_apt+=("$pkg")
 done
 
@@ -20,6 +21,8 @@ if [ "${ALK_SKIP_POSTGRES:-0}" != 1 ]; then
     have "$pkg" || need_apt+=("$pkg")
   done
 fi
+
+command -v npm >/dev/null || need_apt+=(nodejs npm)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"

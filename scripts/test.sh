@@ -12,7 +12,8 @@ log=$(mktemp)
 exec > >(tee "$log") 2>&1
 summary() {
   local passed failed
-  passed=$(grep -o 'test result: ok\. [0-9]* passed' "$log" | awk '{s += $4} END {print s + 0}')
+  passed=$(grep -oE 'test result: ok\. [0-9]+ passed|examples: [0-9]+ passed' "$log" |
+    awk '{s += ($1 == "examples:") ? $2 : $4} END {print s + 0}')
   failed=$(grep -o '[0-9]* failed;' "$log" | awk '{s += $1} END {print s + 0}')
   echo
   echo "$passed passed, $failed failed"
@@ -61,6 +62,9 @@ export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_REQUIRE_PG=1
 
 step "cross-engine suite: SQLite, PostgreSQL extension, PostgreSQL plain SQL install"
 cargo test --locked -p alkstore-tests
+
+step "examples: Python and Node programs on SQLite and PostgreSQL"
+bash examples/run.sh
 
 echo
 echo "all suites passed"

@@ -59,13 +59,24 @@ impl<'a> Args<'a> {
         Ok(name)
     }
 
+    /// Argument `i` as an integer: an SQL integer, or a real with no fraction
+    /// (what JavaScript clients bind for every number); `None` for NULL.
+    fn integer(&self, i: usize, what: &str) -> Result<Option<i64>> {
+        let a = self.arg(i);
+        match a.kind() {
+            Kind::Integer => Ok(Some(a.i64())),
+            Kind::Real if a.f64().fract() == 0.0 && a.f64().abs() < 9.007_199_254_740_992e15 => {
+                Ok(Some(a.f64() as i64))
+            }
+            Kind::Null => Ok(None),
+            _ => err(Code::InvalidArgument, format!("{what} must be an integer")),
+        }
+    }
+
     /// A job id: an integer.
     pub fn job_id(&self, i: usize) -> Result<i64> {
-        match self.arg(i).kind() {
-            Kind::Integer => Ok(self.arg(i).i64()),
-            Kind::Null => err(Code::InvalidArgument, "job_id must not be NULL"),
-            _ => err(Code::InvalidArgument, "job_id must be an integer"),
-        }
+        self.integer(i, "job_id")?
+            .ok_or_else(|| ContractError::new(Code::InvalidArgument, "job_id must not be NULL"))
     }
 
     /// A JSON payload as text: JSON text, or an SQL number taken as a JSON number.
@@ -152,13 +163,11 @@ impl<'a> Args<'a> {
 
     /// A batch size from 1 to [`MAX_BATCH`]; left out means `default`.
     pub fn batch_size(&self, i: usize, what: &str, default: i64) -> Result<i64> {
-        let Some(a) = self.get(i) else {
+        if self.get(i).is_none() {
             return Ok(default);
-        };
-        let n = match a.kind() {
-            Kind::Integer => a.i64(),
-            Kind::Null => return err(Code::InvalidArgument, format!("{what} must not be NULL")),
-            _ => return err(Code::InvalidArgument, format!("{what} must be an integer")),
+        }
+        let Some(n) = self.integer(i, what)? else {
+            return err(Code::InvalidArgument, format!("{what} must not be NULL"));
         };
         if !(1..=MAX_BATCH).contains(&n) {
             return err(
@@ -171,14 +180,13 @@ impl<'a> Args<'a> {
 
     /// A stream offset: an integer of at least 0.
     pub fn offset(&self, i: usize, what: &str) -> Result<i64> {
-        match self.arg(i).kind() {
-            Kind::Integer if self.arg(i).i64() >= 0 => Ok(self.arg(i).i64()),
-            Kind::Integer => err(
+        match self.integer(i, what)? {
+            Some(n) if n >= 0 => Ok(n),
+            Some(n) => err(
                 Code::InvalidArgument,
-                format!("{what} must be at least 0, got {}", self.arg(i).i64()),
+                format!("{what} must be at least 0, got {n}"),
             ),
-            Kind::Null => err(Code::InvalidArgument, format!("{what} must not be NULL")),
-            _ => err(Code::InvalidArgument, format!("{what} must be an integer")),
+            None => err(Code::InvalidArgument, format!("{what} must not be NULL")),
         }
     }
 
