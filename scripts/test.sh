@@ -30,6 +30,10 @@ cargo fmt --all --check
 step "core and SQLite engine: unit, integration and doc tests"
 cargo test --locked -p alkstore-core -p alkstore-sqlite
 
+step "quick start (README): cargo run -p alkstore-sqlite --example quickstart"
+cargo run --locked -q -p alkstore-sqlite --example quickstart | tee "$log.quickstart"
+grep -q '^jobs processed: 1;' "$log.quickstart"
+
 step "SQLite engine: the release library in the sqlite3 shell and Python"
 cargo build --locked --release -p alkstore-sqlite
 ALKSTORE_SQLITE_LIB="$PWD/target/release/libalkstore_sqlite.so" \
