@@ -14,6 +14,7 @@ use crate::sql;
 use sqlite_loadable::ext::{
     sqlite3, sqlite3_index_info, sqlite3_module, sqlite3_value, sqlite3_vtab, sqlite3_vtab_cursor,
 };
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +33,10 @@ pub struct Conn<'a> {
     /// The raw connection handle.
     pub db: *mut sqlite3,
     state: &'a ConnState,
+    /// A transaction `atomic` will open when the first statement is needed:
+    /// a call that fails its argument checks never takes the write lock.
+    pending_begin: Cell<Option<&'static str>>,
+    began: Cell<bool>,
 }
 
 /// A statement borrowed from the cache; goes back (reset) when dropped.
@@ -73,13 +78,22 @@ impl Drop for Cached<'_, '_> {
 impl<'a> Conn<'a> {
     /// Wraps a connection handle and its state.
     pub fn new(db: *mut sqlite3, state: &'a ConnState) -> Self {
-        Conn { db, state }
+        Conn {
+            db,
+            state,
+            pending_begin: Cell::new(None),
+            began: Cell::new(false),
+        }
     }
 
     /// The statement `name` of the catalogue, from the cache or freshly
     /// prepared. The first one a connection asks for checks (and if need be
     /// creates) the schema: callers ask only after their arguments passed.
     pub fn stmt(&self, name: &'static str) -> Result<Cached<'_, 'a>> {
+        if let Some(begin) = self.pending_begin.take() {
+            self.control(begin)?;
+            self.began.set(true);
+        }
         self.ensure_schema()?;
         self.stmt_unchecked(name)
     }
@@ -163,8 +177,14 @@ impl<'a> Conn<'a> {
             TxnState::AutocommitIdle => ("begin_immediate", "commit", "rollback"),
             TxnState::AutocommitReading => ("savepoint", "release", "rollback_to"),
         };
-        self.control(begin)?;
-        let result = f().and_then(|v| self.control(commit).map(|_| v));
+        self.pending_begin.set(Some(begin));
+        self.began.set(false);
+        let result = f();
+        self.pending_begin.set(None);
+        if !self.began.replace(false) {
+            return result; // nothing ran: bad arguments, or nothing to do
+        }
+        let result = result.and_then(|v| self.control(commit).map(|_| v));
         if result.is_err() && ffi::txn_state(self.db) == TxnState::Explicit {
             let _ = self.control(undo);
             if undo == "rollback_to" {

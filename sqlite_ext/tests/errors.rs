@@ -301,3 +301,32 @@ fn wrong_argument_counts_are_sqlites_own_error() {
     let e = sql(&c, "SELECT alk_enqueue('q', NULL)", &[]).unwrap_err();
     assert!(e.to_string().contains("wrong number of arguments"), "{e}");
 }
+
+#[test]
+fn sqlite_failures_keep_their_result_codes_and_bad_input_still_gets_the_contract_code() {
+    let db = Db::new();
+    db.conn().execute_batch("SELECT alk_init()").unwrap();
+    // Read-only: a bad argument is reported as such (no write lock is taken
+    // for it); a real write fails with SQLITE_READONLY.
+    let ro =
+        rusqlite::Connection::open_with_flags(&db.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    alkstore_sqlite::register(&ro).unwrap();
+    assert_eq!(code(&ro, "SELECT alk_enqueue('', NULL, '1')", &[]), "ALK01");
+    let (contract, _, rc) = fails(&ro, "SELECT alk_enqueue('q', NULL, '1')", &[]);
+    assert_eq!((contract.as_str(), rc & 0xff), ("", 8), "SQLITE_READONLY");
+    assert_eq!(
+        int(&ro, "SELECT alk_get_offset('s', 'c')", &[]),
+        0,
+        "reads still work"
+    );
+    // Busy: another connection holds the write lock and we do not wait.
+    let holder = db.conn();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let impatient = db.conn();
+    impatient.busy_timeout(std::time::Duration::ZERO).unwrap();
+    let (contract, _, rc) = fails(&impatient, "SELECT alk_enqueue('q', NULL, '1')", &[]);
+    assert_eq!((contract.as_str(), rc & 0xff), ("", 5), "SQLITE_BUSY");
+    holder.execute_batch("ROLLBACK").unwrap();
+    enqueue(&impatient, "q", None, "1");
+}
