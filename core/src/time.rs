@@ -62,26 +62,6 @@ pub fn push_ms(out: &mut String, ms: i64) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn formatting_agrees_with_chrono() {
-        let mut ms = 0i64;
-        while ms < super::MAX_MS {
-            let want = chrono::DateTime::from_timestamp_millis(ms)
-                .unwrap()
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            assert_eq!(super::format_ms(ms), want);
-            ms += 7_919_993_337; // a prime step through leap years, month ends, every field
-        }
-        assert_eq!(super::format_ms(super::MAX_MS), "9999-12-31T23:59:59.999Z");
-        assert_eq!(
-            super::format_ms(951_782_400_000),
-            "2000-02-29T00:00:00.000Z"
-        );
-    }
-}
-
 /// Parses an RFC 3339 timestamp (any offset) to epoch milliseconds.
 pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     let ms = DateTime::parse_from_rfc3339(text).ok()?.timestamp_millis();
@@ -100,5 +80,25 @@ pub fn ms_to_seconds_json(ms: i64) -> serde_json::Value {
         serde_json::Value::from(ms / 1000)
     } else {
         serde_json::Value::from(ms as f64 / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formatting_agrees_with_chrono() {
+        let mut ms = 0i64;
+        while ms < super::MAX_MS {
+            let want = chrono::DateTime::from_timestamp_millis(ms)
+                .unwrap()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            assert_eq!(super::format_ms(ms), want);
+            ms += 7_919_993_337; // a prime step through leap years, month ends, every field
+        }
+        assert_eq!(super::format_ms(super::MAX_MS), "9999-12-31T23:59:59.999Z");
+        assert_eq!(
+            super::format_ms(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 }

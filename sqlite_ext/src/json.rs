@@ -104,6 +104,20 @@ pub fn push_quoted(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// A JSON array of integers.
+pub fn int_array(values: &[i64]) -> String {
+    let mut out = String::with_capacity(values.len() * 8 + 2);
+    out.push('[');
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(itoa::Buffer::new().format(*v));
+    }
+    out.push(']');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -123,18 +137,4 @@ mod tests {
             assert_eq!(out, serde_json::to_string(s).unwrap());
         }
     }
-}
-
-/// A JSON array of integers.
-pub fn int_array(values: &[i64]) -> String {
-    let mut out = String::with_capacity(values.len() * 8 + 2);
-    out.push('[');
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(itoa::Buffer::new().format(*v));
-    }
-    out.push(']');
-    out
 }
