@@ -1,0 +1,123 @@
+//! One error type for every engine (contract §3).
+
+use alkstore_core::{Code, ContractError};
+use std::fmt;
+
+/// What an alkstore call can fail with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// `ALK01`: an empty name.
+    InvalidName(String),
+    /// `ALK02`: a name with the reserved `__alkstore_` prefix.
+    ReservedName(String),
+    /// `ALK03`: options that are not an object, have an unknown key or a bad value.
+    InvalidOptions(String),
+    /// `ALK04`: a payload that is not JSON, or a notification payload too large.
+    InvalidPayload(String),
+    /// `ALK05`: any other bad argument.
+    InvalidArgument(String),
+    /// The database failed (connection lost, busy, read-only, full, …).
+    Engine {
+        /// `"sqlite"` or `"postgres"`.
+        engine: &'static str,
+        /// SQLite's extended result code, or PostgreSQL's SQLSTATE.
+        code: String,
+        /// The engine's message.
+        message: String,
+    },
+}
+
+/// Result of an alkstore call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// The contract code (`ALK01`…`ALK05`), if this is a contract error.
+    pub fn code(&self) -> Option<&'static str> {
+        self.contract_code().map(Code::code)
+    }
+
+    fn contract_code(&self) -> Option<Code> {
+        Some(match self {
+            Error::InvalidName(_) => Code::InvalidName,
+            Error::ReservedName(_) => Code::ReservedName,
+            Error::InvalidOptions(_) => Code::InvalidOptions,
+            Error::InvalidPayload(_) => Code::InvalidPayload,
+            Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::Engine { .. } => return None,
+        })
+    }
+
+    pub(crate) fn engine(engine: &'static str, code: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Engine { engine, code: code.into(), message: message.into() }
+    }
+}
+
+impl From<ContractError> for Error {
+    fn from(e: ContractError) -> Self {
+        match e.code {
+            Code::InvalidName => Error::InvalidName(e.detail),
+            Code::ReservedName => Error::ReservedName(e.detail),
+            Code::InvalidOptions => Error::InvalidOptions(e.detail),
+            Code::InvalidPayload => Error::InvalidPayload(e.detail),
+            Code::InvalidArgument => Error::InvalidArgument(e.detail),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        if let rusqlite::Error::SqliteFailure(f, msg) = &e {
+            let message = msg.clone().unwrap_or_else(|| e.to_string());
+            if let Some(c) = ContractError::parse(&message) {
+                return c.into();
+            }
+            return Error::engine("sqlite", f.extended_code.to_string(), message);
+        }
+        Error::engine("sqlite", "", e.to_string())
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(e: postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => {
+                if let Some(c) = ContractError::parse(db.message()) {
+                    return c.into();
+                }
+                // jsonb's own input rejects text that is not JSON (contract §3).
+                if db.code().code() == "22P02" && db.message().contains("json") {
+                    return Error::InvalidPayload(db.message().to_string());
+                }
+                Error::engine("postgres", db.code().code(), db.message())
+            }
+            None => Error::engine("postgres", "", e.to_string()),
+        }
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(e: r2d2::Error) -> Self {
+        Error::engine("pool", "", e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::InvalidPayload(e.to_string())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.contract_code(), self) {
+            (_, Error::Engine { engine, code, message }) => write!(f, "{engine} error {code}: {message}"),
+            (Some(c), Error::InvalidName(d) | Error::ReservedName(d) | Error::InvalidOptions(d))
+            | (Some(c), Error::InvalidPayload(d) | Error::InvalidArgument(d)) => {
+                write!(f, "{} {}: {d}", c.code(), c.variant())
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,73 @@
+//! # alkstore
+//!
+//! Durable queues, a transactional outbox, streams with consumer offsets,
+//! notifications and leases inside your application's own database —
+//! SQLite (embedded, the default) or PostgreSQL. A job, an outbox message,
+//! an event or a notification is written in the same transaction as your
+//! business rows: commit makes both visible, rollback drops both.
+//!
+//! Every mechanism is an `alk_*` SQL function in the database; this crate
+//! calls them inside your transaction and gives typed results.
+//!
+//! ```
+//! use alkstore::{EnqueueOpts, Store, TxHandle};
+//! # fn main() -> alkstore::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("app.db");
+//! let store = alkstore::SqliteStore::open(&path)?;
+//!
+//! // A business row and its outbox message, in one transaction.
+//! let mut tx = store.transaction()?;
+//! tx.conn().execute_batch("CREATE TABLE IF NOT EXISTS orders (item TEXT); INSERT INTO orders VALUES ('book')")?;
+//! tx.outbox_enqueue_tx("receipts", &EnqueueOpts::new(), &serde_json::json!({"item": "book"}))?;
+//! tx.commit()?;
+//!
+//! // Delivery: exactly the committed message.
+//! let outbox = store.outbox("receipts")?;
+//! let delivered = outbox.run_once("mailer", &mut |job| {
+//!     println!("sending receipt for {}", job.payload["item"]);
+//!     Ok(())
+//! })?;
+//! assert!(delivered);
+//! # Ok(()) }
+//! ```
+
+mod engine;
+mod error;
+mod opts;
+pub mod postgres;
+pub mod sql;
+pub mod sqlite;
+mod store;
+mod types;
+mod wake;
+mod worker;
+
+pub use error::{Error, Result};
+pub use opts::{EnqueueOpts, QueueOpts};
+pub use postgres::{PgStore, PgTx};
+pub use sqlite::{SqliteStore, SqliteTx};
+pub use store::{LockGuard, Outbox, Queue, Stop, Store, Stream, StreamSubscription, Subscription, TxHandle};
+pub use types::{Event, Job, Notification, Retried};
+pub use worker::Worker;
+
+/// Opens a store from a URL: `sqlite:path/to/app.db` (the embedded
+/// default; a bare path means SQLite too) or `postgres://…` /
+/// `postgresql://…`.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let url = format!("sqlite:{}", dir.path().join("app.db").display());
+/// let store = alkstore::open(&url)?;
+/// let queue = store.queue("emails")?;
+/// queue.enqueue(&alkstore::EnqueueOpts::new(), &serde_json::json!({"to": "ada@example.com"}))?;
+/// assert_eq!(queue.claim("worker-1", 10)?.len(), 1);
+/// # Ok::<(), alkstore::Error>(())
+/// ```
+pub fn open(url: &str) -> Result<Box<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Box::new(PgStore::connect(url)?));
+    }
+    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+    Ok(Box::new(SqliteStore::open(path)?))
+}

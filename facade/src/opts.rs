@@ -1,0 +1,132 @@
+//! Typed options (contract §5). Only the fields you set are sent; the
+//! database validates them and fills in the rest.
+
+use serde_json::{Map, Value};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Per-queue options for [`Queue::configure`](crate::Queue::configure).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueOpts {
+    /// How long a claim is held before the job may be claimed again (default 60 s).
+    pub visibility_timeout: Option<Duration>,
+    /// Claims allowed before the job goes to the dead-letter state (default 5).
+    pub max_attempts: Option<u32>,
+    /// Base of the retry backoff `base * 2^(attempts-1)` (default 5 s).
+    pub backoff_base: Option<Duration>,
+    /// Cap of the retry backoff (default 3600 s).
+    pub backoff_max: Option<Duration>,
+}
+
+impl QueueOpts {
+    /// No options set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the visibility timeout.
+    pub fn visibility_timeout(mut self, d: Duration) -> Self {
+        self.visibility_timeout = Some(d);
+        self
+    }
+
+    /// Sets the attempts allowed.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// Sets the backoff base and cap.
+    pub fn backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.backoff_base = Some(base);
+        self.backoff_max = Some(max);
+        self
+    }
+
+    /// The options as the JSON object the functions take.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        put_secs(&mut m, "visibility_timeout_s", self.visibility_timeout);
+        if let Some(n) = self.max_attempts {
+            m.insert("max_attempts".into(), n.into());
+        }
+        put_secs(&mut m, "backoff_base_s", self.backoff_base);
+        put_secs(&mut m, "backoff_max_s", self.backoff_max);
+        Value::Object(m)
+    }
+}
+
+/// Per-job options for enqueue.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EnqueueOpts {
+    /// Run no earlier than now + delay (not with `run_at`).
+    pub delay: Option<Duration>,
+    /// Run no earlier than this time (not with `delay`).
+    pub run_at: Option<SystemTime>,
+    /// Higher runs first (default 0).
+    pub priority: Option<i32>,
+    /// Overrides the queue's `max_attempts` for this job.
+    pub max_attempts: Option<u32>,
+    /// Dead-letter the job as `expired` if it has not started this long after enqueue.
+    pub expires_in: Option<Duration>,
+}
+
+impl EnqueueOpts {
+    /// No options set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets a delay.
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = Some(d);
+        self
+    }
+
+    /// Sets an absolute earliest run time.
+    pub fn run_at(mut self, t: SystemTime) -> Self {
+        self.run_at = Some(t);
+        self
+    }
+
+    /// Sets the priority.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.priority = Some(p);
+        self
+    }
+
+    /// Sets this job's attempts.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// Sets an expiry.
+    pub fn expires_in(mut self, d: Duration) -> Self {
+        self.expires_in = Some(d);
+        self
+    }
+
+    /// The options as the JSON object the functions take.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        put_secs(&mut m, "delay_s", self.delay);
+        if let Some(t) = self.run_at {
+            let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(-1.0);
+            m.insert("run_at".into(), Value::from(secs));
+        }
+        if let Some(p) = self.priority {
+            m.insert("priority".into(), p.into());
+        }
+        if let Some(n) = self.max_attempts {
+            m.insert("max_attempts".into(), n.into());
+        }
+        put_secs(&mut m, "expires_in_s", self.expires_in);
+        Value::Object(m)
+    }
+}
+
+fn put_secs(m: &mut Map<String, Value>, key: &str, d: Option<Duration>) {
+    if let Some(d) = d {
+        m.insert(key.into(), Value::from(d.as_secs_f64()));
+    }
+}

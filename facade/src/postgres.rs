@@ -1,0 +1,258 @@
+//! The PostgreSQL engine: the `postgres` crate with a small r2d2 pool, and
+//! one listener connection per store for wake-ups and notifications. A
+//! waiter registers its queue or stream (`alk_listen_*`: enqueues and
+//! publishes only notify while someone waits), the listener LISTENs and
+//! wakes waiters when a notification arrives; a slow fallback poll still
+//! finds work whose `run_at` arrives or whose claim expires.
+
+use crate::engine::{Engine, Kind};
+use crate::error::{Error, Result};
+use crate::sql::{call_postgres, Arg};
+use crate::store::{impl_store, Core, NotificationSource, Subscription, TxHandle};
+use crate::wake::Waker;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::NoTls;
+use r2d2_postgres::PostgresConnectionManager;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Manager = PostgresConnectionManager<NoTls>;
+
+/// How long a waiting registration lasts, and how often it is renewed.
+const REGISTRATION_TTL_S: f64 = 60.0;
+const RENEW_EVERY: Duration = Duration::from_secs(20);
+
+enum Request {
+    Watch(Kind, String, Sender<Result<()>>),
+    Listen(String, Sender<Value>, Sender<Result<()>>),
+}
+
+struct PgEngine {
+    pool: r2d2::Pool<Manager>,
+    waker: Arc<Waker>,
+    requests: Mutex<Sender<Request>>,
+    watched: Mutex<HashMap<(Kind, String), Instant>>,
+}
+
+/// An alkstore on a PostgreSQL database with the extension (or the plain
+/// SQL install).
+pub struct PgStore {
+    core: Core,
+    engine: Arc<PgEngine>,
+}
+
+impl_store!(PgStore);
+
+impl PgStore {
+    /// Connects with a `postgres` connection string (URL or key=value).
+    pub fn connect(conninfo: &str) -> Result<PgStore> {
+        let config: postgres::Config = conninfo.parse().map_err(Error::from)?;
+        let pool = r2d2::Pool::builder().max_size(8).build(Manager::new(config.clone(), NoTls))?;
+        call_postgres(&mut *pool.get()?, "alk_init", &[])?;
+        let waker = Arc::new(Waker::default());
+        let listener = config.connect(NoTls)?;
+        let (tx, rx) = channel();
+        let w = waker.clone();
+        std::thread::Builder::new()
+            .name("alkstore-pg-listen".into())
+            .spawn(move || listen_loop(listener, rx, w))
+            .map_err(|e| Error::engine("postgres", "", e.to_string()))?;
+        let engine = Arc::new(PgEngine { pool, waker, requests: Mutex::new(tx), watched: Mutex::new(HashMap::new()) });
+        Ok(PgStore { core: Core { engine: engine.clone() }, engine })
+    }
+
+    /// Opens a transaction and gives its client for business rows.
+    pub fn transaction(&self) -> Result<PgTx> {
+        let mut client = self.engine.pool.get()?;
+        client.batch_execute("BEGIN")?;
+        Ok(PgTx { client, open: true })
+    }
+}
+
+impl PgEngine {
+    fn ask(&self, make: impl FnOnce(Sender<Result<()>>) -> Request) -> Result<()> {
+        let (tx, rx) = channel();
+        let sent = self.requests.lock().unwrap_or_else(|e| e.into_inner()).send(make(tx));
+        sent.map_err(|_| Error::engine("postgres", "", "the listener connection is gone"))?;
+        rx.recv_timeout(Duration::from_secs(30))
+            .map_err(|_| Error::engine("postgres", "", "the listener connection did not answer"))?
+    }
+}
+
+impl Engine for PgEngine {
+    fn call(&self, f: &str, args: &[Arg]) -> Result<Value> {
+        call_postgres(&mut *self.pool.get()?, f, args)
+    }
+
+    fn begin(&self) -> Result<Box<dyn TxHandle>> {
+        let mut client = self.pool.get()?;
+        client.batch_execute("BEGIN")?;
+        Ok(Box::new(PgTx { client, open: true }))
+    }
+
+    fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    fn watch(&self, kind: Kind, name: &str) -> Result<()> {
+        let key = (kind, name.to_string());
+        let fresh = {
+            let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            watched.get(&key).is_some_and(|at| at.elapsed() < RENEW_EVERY)
+        };
+        if !fresh {
+            self.ask(|reply| Request::Watch(kind, name.to_string(), reply))?;
+            self.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(key, Instant::now());
+        }
+        Ok(())
+    }
+
+    fn listen(&self, channel_name: &str) -> Result<Subscription> {
+        let pg_channel = call_postgres(&mut *self.pool.get()?, "alk_channel", &[channel_name.into()])?;
+        let pg_channel = pg_channel.as_str().unwrap_or_default().to_string();
+        let (tx, rx) = channel();
+        self.ask(|reply| Request::Listen(pg_channel, tx, reply))?;
+        Ok(Subscription { channel: channel_name.to_string(), source: Box::new(PgNotifications(rx)) })
+    }
+
+    fn fallback_poll(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+struct PgNotifications(Receiver<Value>);
+
+impl NotificationSource for PgNotifications {
+    fn next(&mut self, timeout: Duration) -> Result<Option<Value>> {
+        match self.0.recv_timeout(timeout) {
+            Ok(v) => Ok(Some(v)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::engine("postgres", "", "the listener connection is gone")),
+        }
+    }
+}
+
+/// The listener thread: registrations, LISTEN, and dispatch of notifications.
+fn listen_loop(mut client: postgres::Client, requests: Receiver<Request>, waker: Arc<Waker>) {
+    let mut registered: HashMap<(Kind, String), Instant> = HashMap::new();
+    let mut subscribers: HashMap<String, Vec<Sender<Value>>> = HashMap::new();
+    loop {
+        loop {
+            match requests.try_recv() {
+                Ok(Request::Watch(kind, name, reply)) => {
+                    let r = register(&mut client, kind, &name);
+                    if r.is_ok() {
+                        registered.insert((kind, name), Instant::now());
+                    }
+                    let _ = reply.send(r);
+                }
+                Ok(Request::Listen(pg_channel, tx, reply)) => {
+                    let r = client.batch_execute(&format!("LISTEN \"{}\"", pg_channel.replace('"', "\"\"")));
+                    subscribers.entry(pg_channel).or_default().push(tx);
+                    let _ = reply.send(r.map_err(Error::from));
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return, // the store is gone
+            }
+        }
+        for ((kind, name), at) in registered.iter_mut() {
+            if at.elapsed() >= RENEW_EVERY && register(&mut client, *kind, name).is_ok() {
+                *at = Instant::now();
+            }
+        }
+        let mut notifications = client.notifications();
+        let mut it = notifications.timeout_iter(Duration::from_millis(20));
+        loop {
+            match it.next() {
+                Ok(Some(n)) => match n.channel() {
+                    "alkstore_jobs" => waker.bump(&Kind::Queue.key(n.payload())),
+                    "alkstore_events" => waker.bump(&Kind::Stream.key(n.payload())),
+                    other => {
+                        let payload = serde_json::from_str(n.payload()).unwrap_or(Value::Null);
+                        if let Some(subs) = subscribers.get_mut(other) {
+                            subs.retain(|s| s.send(payload.clone()).is_ok());
+                        }
+                    }
+                },
+                Ok(None) => break,
+                Err(_) => return, // connection lost: waiters fall back to polling
+            }
+        }
+    }
+}
+
+fn register(client: &mut postgres::Client, kind: Kind, name: &str) -> Result<()> {
+    let f = match kind {
+        Kind::Queue if name.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX) => "alk_listen_outbox",
+        Kind::Queue => "alk_listen_queue",
+        Kind::Stream => "alk_listen_stream",
+    };
+    let name = name.strip_prefix(alkstore_core::names::OUTBOX_QUEUE_PREFIX).filter(|_| f == "alk_listen_outbox").unwrap_or(name);
+    call_postgres(client, f, &[name.into(), Arg::Num(REGISTRATION_TTL_S)]).map(|_| ())
+}
+
+/// A PostgreSQL transaction: alkstore writes plus your own rows on
+/// [`client`](PgTx::client).
+pub struct PgTx {
+    client: r2d2::PooledConnection<Manager>,
+    open: bool,
+}
+
+impl PgTx {
+    /// The client, inside the transaction: write your business rows here.
+    pub fn client(&mut self) -> &mut postgres::Client {
+        &mut self.client
+    }
+
+    /// Commits.
+    pub fn commit(self) -> Result<()> {
+        TxHandle::commit(Box::new(self))
+    }
+
+    /// Rolls back.
+    pub fn rollback(self) -> Result<()> {
+        TxHandle::rollback(Box::new(self))
+    }
+}
+
+impl TxHandle for PgTx {
+    fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
+        call_postgres(&mut *self.client, function, args)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        self.open = false;
+        Ok(self.client.batch_execute("COMMIT")?)
+    }
+
+    fn rollback(mut self: Box<Self>) -> Result<()> {
+        self.open = false;
+        Ok(self.client.batch_execute("ROLLBACK")?)
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.client.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+/// Your own `postgres` transaction as a [`TxHandle`].
+impl TxHandle for postgres::Transaction<'_> {
+    fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
+        call_postgres(self, function, args)
+    }
+
+    fn commit(self: Box<Self>) -> Result<()> {
+        Ok((*self).commit()?)
+    }
+
+    fn rollback(self: Box<Self>) -> Result<()> {
+        Ok((*self).rollback()?)
+    }
+}

@@ -1,0 +1,166 @@
+//! Calling `alk_*` functions on a driver connection, with every result in
+//! one JSON shape whatever the engine's idiom: SQLite's JSON text and 0/1,
+//! PostgreSQL's `SETOF` rows, `bigint[]` and booleans. The typed handles of
+//! this crate are built on it; it is public for callers who want the raw
+//! functions without writing SQL.
+
+use crate::error::{Error, Result};
+use serde_json::Value;
+
+/// One argument of a call.
+#[derive(Clone, Debug)]
+pub enum Arg {
+    /// SQL NULL.
+    Null,
+    /// An integer (ids, offsets, counts).
+    Int(i64),
+    /// A number (seconds).
+    Num(f64),
+    /// Text (names, error messages, keys).
+    Text(String),
+    /// JSON text (payloads, options).
+    Json(String),
+    /// A list of job ids.
+    Ids(Vec<i64>),
+}
+
+impl From<&str> for Arg {
+    fn from(s: &str) -> Self {
+        Arg::Text(s.to_string())
+    }
+}
+
+impl From<i64> for Arg {
+    fn from(i: i64) -> Self {
+        Arg::Int(i)
+    }
+}
+
+impl Arg {
+    /// JSON argument from a value.
+    pub fn json(v: &Value) -> Arg {
+        Arg::Json(v.to_string())
+    }
+
+    /// Optional text.
+    pub fn opt_text(s: Option<&str>) -> Arg {
+        s.map_or(Arg::Null, Arg::from)
+    }
+
+    /// Optional seconds.
+    pub fn opt_secs(d: Option<std::time::Duration>) -> Arg {
+        d.map_or(Arg::Null, |d| Arg::Num(d.as_secs_f64()))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Res {
+    Int,
+    Bool,
+    Text,
+    Json,
+    Rows,
+    Void,
+}
+
+/// Every function: PostgreSQL argument types and the kind of result.
+const FUNCTIONS: &[(&str, &[&str], Res)] = &[
+    ("alk_init", &[], Res::Int),
+    ("alk_enqueue", &["text", "jsonb", "jsonb"], Res::Int),
+    ("alk_enqueue_batch", &["text", "jsonb", "jsonb"], Res::Json),
+    ("alk_claim", &["text", "text", "int4"], Res::Rows),
+    ("alk_ack", &["int8", "text"], Res::Bool),
+    ("alk_ack_batch", &["int8[]", "text"], Res::Int),
+    ("alk_retry", &["int8", "text", "text", "float8"], Res::Text),
+    ("alk_fail", &["int8", "text", "text"], Res::Bool),
+    ("alk_heartbeat", &["int8", "text", "float8"], Res::Bool),
+    ("alk_cancel", &["int8"], Res::Bool),
+    ("alk_get_job", &["int8"], Res::Json),
+    ("alk_requeue_dead", &["int8"], Res::Bool),
+    ("alk_queue_configure", &["text", "jsonb"], Res::Json),
+    ("alk_queue_opts", &["text"], Res::Json),
+    ("alk_queue_stats", &["text"], Res::Json),
+    ("alk_sweep", &["text"], Res::Int),
+    ("alk_outbox_enqueue", &["text", "jsonb", "jsonb"], Res::Int),
+    ("alk_outbox_claim", &["text", "text", "int4"], Res::Rows),
+    ("alk_outbox_stats", &["text"], Res::Json),
+    ("alk_publish", &["text", "jsonb", "text"], Res::Int),
+    ("alk_read", &["text", "int8", "int4"], Res::Rows),
+    ("alk_save_offset", &["text", "text", "int8"], Res::Bool),
+    ("alk_get_offset", &["text", "text"], Res::Int),
+    ("alk_notify", &["text", "jsonb"], Res::Void),
+    ("alk_notifications", &["text", "int8", "int4"], Res::Json),
+    ("alk_channel", &["text"], Res::Text),
+    ("alk_listen_queue", &["text", "float8"], Res::Text),
+    ("alk_listen_outbox", &["text", "float8"], Res::Text),
+    ("alk_listen_stream", &["text", "float8"], Res::Text),
+    ("alk_lock_acquire", &["text", "text", "float8"], Res::Int),
+    ("alk_lock_renew", &["text", "text", "float8"], Res::Bool),
+    ("alk_lock_release", &["text", "text"], Res::Bool),
+];
+
+fn lookup(f: &str) -> (&'static [&'static str], Res) {
+    FUNCTIONS
+        .iter()
+        .find(|(name, _, _)| *name == f)
+        .map(|(_, types, res)| (*types, *res))
+        .unwrap_or_else(|| panic!("not an alkstore function: {f}"))
+}
+
+/// Calls `f` on a SQLite connection that has the functions registered.
+pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result<Value> {
+    use rusqlite::types::Value as V;
+    let (_, res) = lookup(f);
+    let marks: Vec<String> = (1..=args.len()).map(|i| format!("?{i}")).collect();
+    let sql = format!("SELECT {f}({})", marks.join(", "));
+    let params: Vec<V> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Null => V::Null,
+            Arg::Int(i) => V::Integer(*i),
+            Arg::Num(n) => V::Real(*n),
+            Arg::Text(s) | Arg::Json(s) => V::Text(s.clone()),
+            Arg::Ids(ids) => V::Text(serde_json::to_string(ids).expect("ids serialize")),
+        })
+        .collect();
+    let mut st = conn.prepare_cached(&sql)?;
+    let v = st.query_row(rusqlite::params_from_iter(params), |r| r.get::<_, V>(0))?;
+    Ok(match (res, v) {
+        (_, V::Null) | (Res::Void, _) => Value::Null,
+        (Res::Bool, V::Integer(i)) => Value::Bool(i != 0),
+        (Res::Int, V::Integer(i)) => Value::from(i),
+        (Res::Json | Res::Rows, V::Text(t)) => serde_json::from_str(&t)?,
+        (Res::Text, V::Text(t)) => Value::String(t),
+        (_, other) => return Err(Error::engine("sqlite", "", format!("{f}: unexpected result {other:?}"))),
+    })
+}
+
+/// Calls `f` on a PostgreSQL client or transaction with the functions installed.
+pub fn call_postgres(client: &mut impl postgres::GenericClient, f: &str, args: &[Arg]) -> Result<Value> {
+    let (types, res) = lookup(f);
+    let marks: Vec<String> = (0..args.len()).map(|i| format!("${}::text::{}", i + 1, types[i])).collect();
+    let call = format!("{f}({})", marks.join(", "));
+    let sql = match res {
+        Res::Rows => format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text FROM {call} r"),
+        Res::Void => format!("SELECT {call}::text"),
+        _ => format!("SELECT to_jsonb({call})::text"),
+    };
+    let params: Vec<Option<String>> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Null => None,
+            Arg::Int(i) => Some(i.to_string()),
+            Arg::Num(n) => Some(n.to_string()),
+            Arg::Text(s) | Arg::Json(s) => Some(s.clone()),
+            Arg::Ids(ids) => Some(format!("{{{}}}", ids.iter().map(i64::to_string).collect::<Vec<_>>().join(","))),
+        })
+        .collect();
+    let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+        params.iter().map(|p| p as &(dyn postgres::types::ToSql + Sync)).collect();
+    let row = client.query_one(sql.as_str(), &refs)?;
+    let text: Option<String> = row.get(0);
+    Ok(match (res, text) {
+        (Res::Void, _) | (_, None) => Value::Null,
+        (_, Some(t)) => serde_json::from_str(&t)?,
+    })
+}

@@ -1,0 +1,254 @@
+//! The SQLite engine: rusqlite (bundled SQLite) with the `alk_*` functions
+//! registered in-process (no shared library to ship), WAL, `BEGIN
+//! IMMEDIATE` transactions and a busy timeout. Wake-ups come from one
+//! watcher per store that polls `PRAGMA data_version` (it changes on every
+//! commit by any connection of any process) and wakes all waiters.
+
+use crate::engine::{Engine, Kind};
+use crate::error::{Error, Result};
+use crate::sql::{call_sqlite, Arg};
+use crate::store::{impl_store, Core, NotificationSource, Subscription, TxHandle};
+use crate::wake::{Waker, ANY};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+const WATCH_EVERY: Duration = Duration::from_millis(2);
+
+struct Manager {
+    path: PathBuf,
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = rusqlite::Connection;
+    type Error = rusqlite::Error;
+
+    fn connect(&self) -> std::result::Result<rusqlite::Connection, rusqlite::Error> {
+        open_connection(&self.path)
+    }
+
+    fn is_valid(&self, conn: &mut rusqlite::Connection) -> std::result::Result<(), rusqlite::Error> {
+        conn.execute_batch("")
+    }
+
+    fn has_broken(&self, _conn: &mut rusqlite::Connection) -> bool {
+        false
+    }
+}
+
+/// Opens a connection the way alkstore uses it: WAL, busy timeout,
+/// functions registered.
+pub fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    alkstore_sqlite::register(&conn)?;
+    Ok(conn)
+}
+
+struct SqliteEngine {
+    pool: r2d2::Pool<Manager>,
+    waker: Arc<Waker>,
+}
+
+/// An alkstore on a SQLite file.
+pub struct SqliteStore {
+    core: Core,
+    engine: Arc<SqliteEngine>,
+}
+
+impl_store!(SqliteStore);
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and alkstore's schema.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let path = path.as_ref().to_path_buf();
+        let pool = r2d2::Pool::builder().max_size(8).build(Manager { path: path.clone() })?;
+        call_sqlite(&*pool.get()?, "alk_init", &[])?;
+        let waker = Arc::new(Waker::default());
+        watch_data_version(&path, Arc::downgrade(&waker))?;
+        let engine = Arc::new(SqliteEngine { pool, waker });
+        Ok(SqliteStore { core: Core { engine: engine.clone() }, engine })
+    }
+
+    /// Opens a transaction and gives its rusqlite connection for business rows.
+    pub fn transaction(&self) -> Result<SqliteTx> {
+        let conn = self.engine.pool.get()?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(SqliteTx { conn, open: true })
+    }
+}
+
+/// The watcher: one connection, one thread per store; stops with the store.
+fn watch_data_version(path: &Path, waker: Weak<Waker>) -> Result<()> {
+    let conn = rusqlite::Connection::open(path)?;
+    let version = |c: &rusqlite::Connection| c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0));
+    let mut last = version(&conn)?;
+    std::thread::Builder::new()
+        .name("alkstore-sqlite-watch".into())
+        .spawn(move || {
+            while let Some(waker) = waker.upgrade() {
+                if let Ok(v) = version(&conn) {
+                    if v != last {
+                        last = v;
+                        waker.bump(ANY);
+                    }
+                }
+                drop(waker);
+                std::thread::sleep(WATCH_EVERY);
+            }
+        })
+        .map_err(|e| Error::engine("sqlite", "", e.to_string()))?;
+    Ok(())
+}
+
+impl Engine for SqliteEngine {
+    fn call(&self, f: &str, args: &[Arg]) -> Result<Value> {
+        call_sqlite(&*self.pool.get()?, f, args)
+    }
+
+    fn begin(&self) -> Result<Box<dyn TxHandle>> {
+        let conn = self.pool.get()?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(Box::new(SqliteTx { conn, open: true }))
+    }
+
+    fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    fn watch(&self, _kind: Kind, _name: &str) -> Result<()> {
+        Ok(()) // every commit wakes every waiter
+    }
+
+    fn listen(&self, channel: &str) -> Result<Subscription> {
+        let mut source = SqliteNotifications {
+            conn: self.pool.get()?,
+            channel: channel.to_string(),
+            last_id: 0,
+            buffer: VecDeque::new(),
+            waker: self.waker.clone(),
+        };
+        // Listening starts now: skip what was sent before.
+        while source.fetch()? {}
+        source.buffer.clear();
+        Ok(Subscription { channel: channel.to_string(), source: Box::new(source) })
+    }
+
+    fn fallback_poll(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+struct SqliteNotifications {
+    conn: r2d2::PooledConnection<Manager>,
+    channel: String,
+    last_id: i64,
+    buffer: VecDeque<Value>,
+    waker: Arc<Waker>,
+}
+
+impl SqliteNotifications {
+    /// Reads the next page; true if it was full (more may follow).
+    fn fetch(&mut self) -> Result<bool> {
+        let page = call_sqlite(
+            &self.conn,
+            "alk_notifications",
+            &[self.channel.as_str().into(), self.last_id.into(), Arg::Int(1000)],
+        )?;
+        let rows = page.as_array().cloned().unwrap_or_default();
+        for n in &rows {
+            self.last_id = n["id"].as_i64().unwrap_or(self.last_id);
+            self.buffer.push_back(n["payload"].clone());
+        }
+        Ok(rows.len() == 1000)
+    }
+}
+
+impl NotificationSource for SqliteNotifications {
+    fn next(&mut self, timeout: Duration) -> Result<Option<Value>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.buffer.pop_front() {
+                return Ok(Some(v));
+            }
+            let seen = self.waker.seen(ANY);
+            self.fetch()?;
+            if !self.buffer.is_empty() {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.waker.wait(ANY, seen, left);
+        }
+    }
+}
+
+/// A SQLite transaction: alkstore writes plus your own rows on [`conn`](SqliteTx::conn).
+pub struct SqliteTx {
+    conn: r2d2::PooledConnection<Manager>,
+    open: bool,
+}
+
+impl SqliteTx {
+    /// The connection, inside the transaction: write your business rows here.
+    pub fn conn(&self) -> &rusqlite::Connection {
+        &self.conn
+    }
+
+    /// Commits.
+    pub fn commit(self) -> Result<()> {
+        TxHandle::commit(Box::new(self))
+    }
+
+    /// Rolls back.
+    pub fn rollback(self) -> Result<()> {
+        TxHandle::rollback(Box::new(self))
+    }
+}
+
+impl TxHandle for SqliteTx {
+    fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
+        call_sqlite(&self.conn, function, args)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        self.open = false;
+        Ok(self.conn.execute_batch("COMMIT")?)
+    }
+
+    fn rollback(mut self: Box<Self>) -> Result<()> {
+        self.open = false;
+        Ok(self.conn.execute_batch("ROLLBACK")?)
+    }
+}
+
+impl Drop for SqliteTx {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+/// Your own rusqlite transaction as a [`TxHandle`] (register the functions
+/// on its connection first: `alkstore_sqlite::register`).
+impl TxHandle for rusqlite::Transaction<'_> {
+    fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
+        call_sqlite(self, function, args)
+    }
+
+    fn commit(self: Box<Self>) -> Result<()> {
+        Ok((*self).commit()?)
+    }
+
+    fn rollback(self: Box<Self>) -> Result<()> {
+        Ok((*self).rollback()?)
+    }
+}

@@ -1,0 +1,109 @@
+//! What the functions return, typed.
+
+use crate::error::{Error, Result};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// A claimed job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// The job's id (unique across queues).
+    pub id: i64,
+    /// Its queue (an outbox's backing queue for outbox jobs).
+    pub queue: String,
+    /// Its payload.
+    pub payload: Value,
+    /// Claims so far, this one included.
+    pub attempts: i64,
+    /// Claims allowed.
+    pub max_attempts: i64,
+    /// When this claim expires, RFC 3339 UTC with milliseconds.
+    pub claim_expires_at: String,
+}
+
+impl Job {
+    /// The payload as a typed value.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
+        Ok(serde_json::from_value(self.payload.clone())?)
+    }
+
+    pub(crate) fn from_json(v: &Value) -> Result<Job> {
+        Ok(Job {
+            id: int(v, "id")?,
+            queue: text(v, "queue")?,
+            payload: v["payload"].clone(),
+            attempts: int(v, "attempts")?,
+            max_attempts: int(v, "max_attempts")?,
+            claim_expires_at: time(v, "claim_expires_at")?,
+        })
+    }
+}
+
+/// A stream event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Its offset in the stream: 1, 2, 3, …
+    pub offset: i64,
+    /// The key given at publish, if any.
+    pub key: Option<String>,
+    /// Its payload.
+    pub payload: Value,
+    /// When it was published, RFC 3339 UTC with milliseconds.
+    pub created_at: String,
+}
+
+impl Event {
+    /// The payload as a typed value.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
+        Ok(serde_json::from_value(self.payload.clone())?)
+    }
+
+    pub(crate) fn from_json(v: &Value) -> Result<Event> {
+        Ok(Event {
+            offset: int(v, "offset")?,
+            key: v["key"].as_str().map(str::to_string),
+            payload: v["payload"].clone(),
+            created_at: time(v, "created_at")?,
+        })
+    }
+}
+
+/// A notification received by a [`Subscription`](crate::Subscription).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notification {
+    /// The alkstore channel.
+    pub channel: String,
+    /// The payload given to notify.
+    pub payload: Value,
+}
+
+/// What [`Queue::retry`](crate::Queue::retry) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retried {
+    /// Back to pending, to run again after the delay.
+    Pending,
+    /// Its attempts were used up: dead-lettered.
+    Dead,
+    /// The claim was not held (any more): nothing changed.
+    NotHeld,
+}
+
+fn bad(what: &str, v: &Value) -> Error {
+    Error::engine("alkstore", "", format!("unexpected {what} in {v}"))
+}
+
+pub(crate) fn int(v: &Value, key: &str) -> Result<i64> {
+    v[key].as_i64().ok_or_else(|| bad(key, v))
+}
+
+fn text(v: &Value, key: &str) -> Result<String> {
+    v[key].as_str().map(str::to_string).ok_or_else(|| bad(key, v))
+}
+
+/// Times come as `…Z` from SQLite and `…+00:00` (microseconds) from
+/// PostgreSQL rows: both are given back as `2026-11-29T22:24:05.123Z`.
+fn time(v: &Value, key: &str) -> Result<String> {
+    let s = v[key].as_str().ok_or_else(|| bad(key, v))?;
+    let ms = alkstore_core::time::parse_rfc3339_ms(s).ok_or_else(|| bad(key, v))?;
+    Ok(alkstore_core::time::format_ms(ms))
+}

@@ -1,0 +1,124 @@
+//! Queue workers: N concurrent handlers, heartbeats while a handler runs,
+//! retry with the stamped backoff on error, panics counted as errors, and a
+//! graceful stop that finishes the jobs in hand.
+
+use crate::error::Result;
+use crate::store::{Queue, Stop};
+use crate::types::Job;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Runs `f`, turning a panic into an error message.
+pub(crate) fn guarded(f: impl FnOnce() -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(format!("handler panicked: {msg}"))
+        }
+    }
+}
+
+/// A pool of handlers for one queue.
+///
+/// ```no_run
+/// # fn main() -> alkstore::Result<()> {
+/// let store = alkstore::open("sqlite:app.db")?;
+/// let stop = alkstore::Stop::new();
+/// alkstore::Worker::new(store.queue("emails")?, "mailer")
+///     .concurrency(4)
+///     .run(&stop, |job| {
+///         println!("sending {}", job.payload);
+///         Ok(())
+///     })?;
+/// # Ok(()) }
+/// ```
+pub struct Worker {
+    queue: Queue,
+    name: String,
+    concurrency: usize,
+}
+
+impl Worker {
+    /// A worker named `name` (each handler claims as `name-<n>`).
+    pub fn new(queue: Queue, name: &str) -> Worker {
+        Worker { queue, name: name.to_string(), concurrency: 1 }
+    }
+
+    /// How many jobs run at once (default 1).
+    pub fn concurrency(mut self, n: usize) -> Worker {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Runs handlers until `stop` is raised; each finishes the job in hand
+    /// first. `Ok` acks the job; `Err` (or a panic) retries it with the
+    /// stamped backoff, dead after its last attempt. Returns the number of
+    /// jobs handled.
+    pub fn run<F>(&self, stop: &Stop, handler: F) -> Result<u64>
+    where
+        F: Fn(&Job) -> std::result::Result<(), String> + Sync,
+    {
+        let handled = AtomicU64::new(0);
+        std::thread::scope(|s| -> Result<()> {
+            let threads: Vec<_> = (0..self.concurrency)
+                .map(|n| {
+                    let (handler, handled) = (&handler, &handled);
+                    s.spawn(move || self.handle(&format!("{}-{n}", self.name), stop, handler, handled))
+                })
+                .collect();
+            for t in threads {
+                t.join().expect("worker thread")?;
+            }
+            Ok(())
+        })?;
+        Ok(handled.into_inner())
+    }
+
+    fn handle<F>(&self, worker: &str, stop: &Stop, handler: &F, handled: &AtomicU64) -> Result<()>
+    where
+        F: Fn(&Job) -> std::result::Result<(), String> + Sync,
+    {
+        while !stop.is_stopped() {
+            for job in self.queue.claim_wait(worker, 1, Duration::from_millis(200))? {
+                let outcome = self.with_heartbeat(&job, worker, || guarded(|| handler(&job)));
+                match outcome {
+                    Ok(()) => self.queue.ack(job.id, worker)?,
+                    Err(e) => self.queue.retry(job.id, worker, &e, None)? != crate::Retried::NotHeld,
+                };
+                handled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the claim alive while `f` runs: a heartbeat every third of the
+    /// claim's remaining time.
+    fn with_heartbeat<T>(&self, job: &Job, worker: &str, f: impl FnOnce() -> T) -> T {
+        let left = alkstore_core::time::parse_rfc3339_ms(&job.claim_expires_at)
+            .map(|at| at - alkstore_core::time::now_ms())
+            .unwrap_or(60_000);
+        let every = Duration::from_millis((left / 3).max(50) as u64);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut since = std::time::Instant::now();
+                while !done.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10).min(every));
+                    if since.elapsed() >= every {
+                        let _ = self.queue.heartbeat(job.id, worker, None);
+                        since = std::time::Instant::now();
+                    }
+                }
+            });
+            let out = f();
+            done.store(true, Ordering::SeqCst);
+            out
+        })
+    }
+}
