@@ -33,8 +33,8 @@ case "${1:-}" in
     done
     psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_ext -c "CREATE EXTENSION alkstore"
     psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_plain -f "$plain"
-    echo "ALKSTORE_PG_URL='host=/var/run/postgresql user=root dbname=alkstore_test_ext'"
-    echo "ALKSTORE_PG_PLAIN_URL='host=/var/run/postgresql user=root dbname=alkstore_test_plain'"
+    echo "ALKSTORE_PG_URL='postgresql://$(id -un)@/alkstore_test_ext?host=/var/run/postgresql'"
+    echo "ALKSTORE_PG_PLAIN_URL='postgresql://$(id -un)@/alkstore_test_plain?host=/var/run/postgresql'"
     ;;
   *)
     echo "usage: scripts/postgres.sh start|install|testdbs" >&2

@@ -30,9 +30,9 @@ cargo fmt --all --check
 step "core and SQLite engine: unit, integration and doc tests"
 cargo test --locked -p alkstore-core -p alkstore-sqlite
 
-step "quick start (README): cargo run -p alkstore-sqlite --example quickstart"
-cargo run --locked -q -p alkstore-sqlite --example quickstart | tee "$log.quickstart"
-grep -q '^jobs processed: 1;' "$log.quickstart"
+step "quick start (README): cargo run -p alkstore --example quickstart"
+cargo run --locked -q -p alkstore --example quickstart | tee "$log.quickstart"
+grep -q '^receipts sent: 1; orders in the table: 1$' "$log.quickstart"
 
 step "SQLite engine: the release library in the sqlite3 shell and Python"
 cargo build --locked --release -p alkstore-sqlite
@@ -43,8 +43,8 @@ step "SQLite engine: benchmark smoke run (figures: cargo bench -p alkstore-sqlit
 ALK_BENCH_QUICK=1 cargo bench --locked -p alkstore-sqlite --bench sqlite
 
 if [ "${ALK_SKIP_POSTGRES:-0}" = 1 ]; then
-  step "cross-engine suite (SQLite only: ALK_SKIP_POSTGRES=1)"
-  cargo test --locked -p alkstore-tests
+  step "cross-engine suite and the Rust facade (SQLite only: ALK_SKIP_POSTGRES=1)"
+  cargo test --locked -p alkstore-tests -p alkstore
   echo; echo "all SQLite suites passed (PostgreSQL skipped)"
   summary
   exit 0
@@ -66,6 +66,9 @@ export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_REQUIRE_PG=1
 
 step "cross-engine suite: SQLite, PostgreSQL extension, PostgreSQL plain SQL install"
 cargo test --locked -p alkstore-tests
+
+step "the Rust facade on SQLite and PostgreSQL: contract, wake-ups, workers, crashes, load"
+cargo test --locked -p alkstore
 
 step "examples: Python and Node programs on SQLite and PostgreSQL"
 bash examples/run.sh

@@ -47,8 +47,16 @@ impl Error {
         })
     }
 
-    pub(crate) fn engine(engine: &'static str, code: impl Into<String>, message: impl Into<String>) -> Error {
-        Error::Engine { engine, code: code.into(), message: message.into() }
+    pub(crate) fn engine(
+        engine: &'static str,
+        code: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Error {
+        Error::Engine {
+            engine,
+            code: code.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -110,8 +118,18 @@ impl From<serde_json::Error> for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.contract_code(), self) {
-            (_, Error::Engine { engine, code, message }) => write!(f, "{engine} error {code}: {message}"),
-            (Some(c), Error::InvalidName(d) | Error::ReservedName(d) | Error::InvalidOptions(d))
+            (
+                _,
+                Error::Engine {
+                    engine,
+                    code,
+                    message,
+                },
+            ) => write!(f, "{engine} error {code}: {message}"),
+            (
+                Some(c),
+                Error::InvalidName(d) | Error::ReservedName(d) | Error::InvalidOptions(d),
+            )
             | (Some(c), Error::InvalidPayload(d) | Error::InvalidArgument(d)) => {
                 write!(f, "{} {}: {d}", c.code(), c.variant())
             }

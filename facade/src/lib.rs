@@ -47,7 +47,9 @@ pub use error::{Error, Result};
 pub use opts::{EnqueueOpts, QueueOpts};
 pub use postgres::{PgStore, PgTx};
 pub use sqlite::{SqliteStore, SqliteTx};
-pub use store::{LockGuard, Outbox, Queue, Stop, Store, Stream, StreamSubscription, Subscription, TxHandle};
+pub use store::{
+    LockGuard, Outbox, Queue, Stop, Store, Stream, StreamSubscription, Subscription, TxHandle,
+};
 pub use types::{Event, Job, Notification, Retried};
 pub use worker::Worker;
 
@@ -68,6 +70,9 @@ pub fn open(url: &str) -> Result<Box<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok(Box::new(PgStore::connect(url)?));
     }
-    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
     Ok(Box::new(SqliteStore::open(path)?))
 }

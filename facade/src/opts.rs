@@ -111,7 +111,10 @@ impl EnqueueOpts {
         let mut m = Map::new();
         put_secs(&mut m, "delay_s", self.delay);
         if let Some(t) = self.run_at {
-            let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(-1.0);
+            let secs = t
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(-1.0);
             m.insert("run_at".into(), Value::from(secs));
         }
         if let Some(p) = self.priority {

@@ -50,7 +50,9 @@ impl PgStore {
     /// Connects with a `postgres` connection string (URL or key=value).
     pub fn connect(conninfo: &str) -> Result<PgStore> {
         let config: postgres::Config = conninfo.parse().map_err(Error::from)?;
-        let pool = r2d2::Pool::builder().max_size(8).build(Manager::new(config.clone(), NoTls))?;
+        let pool = r2d2::Pool::builder()
+            .max_size(8)
+            .build(Manager::new(config.clone(), NoTls))?;
         call_postgres(&mut *pool.get()?, "alk_init", &[])?;
         let waker = Arc::new(Waker::default());
         let listener = config.connect(NoTls)?;
@@ -60,8 +62,18 @@ impl PgStore {
             .name("alkstore-pg-listen".into())
             .spawn(move || listen_loop(listener, rx, w))
             .map_err(|e| Error::engine("postgres", "", e.to_string()))?;
-        let engine = Arc::new(PgEngine { pool, waker, requests: Mutex::new(tx), watched: Mutex::new(HashMap::new()) });
-        Ok(PgStore { core: Core { engine: engine.clone() }, engine })
+        let engine = Arc::new(PgEngine {
+            pool,
+            waker,
+            requests: Mutex::new(tx),
+            watched: Mutex::new(HashMap::new()),
+        });
+        Ok(PgStore {
+            core: Core {
+                engine: engine.clone(),
+            },
+            engine,
+        })
     }
 
     /// Opens a transaction and gives its client for business rows.
@@ -75,7 +87,11 @@ impl PgStore {
 impl PgEngine {
     fn ask(&self, make: impl FnOnce(Sender<Result<()>>) -> Request) -> Result<()> {
         let (tx, rx) = channel();
-        let sent = self.requests.lock().unwrap_or_else(|e| e.into_inner()).send(make(tx));
+        let sent = self
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(make(tx));
         sent.map_err(|_| Error::engine("postgres", "", "the listener connection is gone"))?;
         rx.recv_timeout(Duration::from_secs(30))
             .map_err(|_| Error::engine("postgres", "", "the listener connection did not answer"))?
@@ -101,21 +117,33 @@ impl Engine for PgEngine {
         let key = (kind, name.to_string());
         let fresh = {
             let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-            watched.get(&key).is_some_and(|at| at.elapsed() < RENEW_EVERY)
+            watched
+                .get(&key)
+                .is_some_and(|at| at.elapsed() < RENEW_EVERY)
         };
         if !fresh {
             self.ask(|reply| Request::Watch(kind, name.to_string(), reply))?;
-            self.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(key, Instant::now());
+            self.watched
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, Instant::now());
         }
         Ok(())
     }
 
     fn listen(&self, channel_name: &str) -> Result<Subscription> {
-        let pg_channel = call_postgres(&mut *self.pool.get()?, "alk_channel", &[channel_name.into()])?;
+        let pg_channel = call_postgres(
+            &mut *self.pool.get()?,
+            "alk_channel",
+            &[channel_name.into()],
+        )?;
         let pg_channel = pg_channel.as_str().unwrap_or_default().to_string();
         let (tx, rx) = channel();
         self.ask(|reply| Request::Listen(pg_channel, tx, reply))?;
-        Ok(Subscription { channel: channel_name.to_string(), source: Box::new(PgNotifications(rx)) })
+        Ok(Subscription {
+            channel: channel_name.to_string(),
+            source: Box::new(PgNotifications(rx)),
+        })
     }
 
     fn fallback_poll(&self) -> Duration {
@@ -130,7 +158,11 @@ impl NotificationSource for PgNotifications {
         match self.0.recv_timeout(timeout) {
             Ok(v) => Ok(Some(v)),
             Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::engine("postgres", "", "the listener connection is gone")),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::engine(
+                "postgres",
+                "",
+                "the listener connection is gone",
+            )),
         }
     }
 }
@@ -150,7 +182,8 @@ fn listen_loop(mut client: postgres::Client, requests: Receiver<Request>, waker:
                     let _ = reply.send(r);
                 }
                 Ok(Request::Listen(pg_channel, tx, reply)) => {
-                    let r = client.batch_execute(&format!("LISTEN \"{}\"", pg_channel.replace('"', "\"\"")));
+                    let r = client
+                        .batch_execute(&format!("LISTEN \"{}\"", pg_channel.replace('"', "\"\"")));
                     subscribers.entry(pg_channel).or_default().push(tx);
                     let _ = reply.send(r.map_err(Error::from));
                 }
@@ -186,11 +219,16 @@ fn listen_loop(mut client: postgres::Client, requests: Receiver<Request>, waker:
 
 fn register(client: &mut postgres::Client, kind: Kind, name: &str) -> Result<()> {
     let f = match kind {
-        Kind::Queue if name.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX) => "alk_listen_outbox",
+        Kind::Queue if name.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX) => {
+            "alk_listen_outbox"
+        }
         Kind::Queue => "alk_listen_queue",
         Kind::Stream => "alk_listen_stream",
     };
-    let name = name.strip_prefix(alkstore_core::names::OUTBOX_QUEUE_PREFIX).filter(|_| f == "alk_listen_outbox").unwrap_or(name);
+    let name = name
+        .strip_prefix(alkstore_core::names::OUTBOX_QUEUE_PREFIX)
+        .filter(|_| f == "alk_listen_outbox")
+        .unwrap_or(name);
     call_postgres(client, f, &[name.into(), Arg::Num(REGISTRATION_TTL_S)]).map(|_| ())
 }
 

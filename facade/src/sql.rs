@@ -131,17 +131,31 @@ pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result
         (Res::Int, V::Integer(i)) => Value::from(i),
         (Res::Json | Res::Rows, V::Text(t)) => serde_json::from_str(&t)?,
         (Res::Text, V::Text(t)) => Value::String(t),
-        (_, other) => return Err(Error::engine("sqlite", "", format!("{f}: unexpected result {other:?}"))),
+        (_, other) => {
+            return Err(Error::engine(
+                "sqlite",
+                "",
+                format!("{f}: unexpected result {other:?}"),
+            ))
+        }
     })
 }
 
 /// Calls `f` on a PostgreSQL client or transaction with the functions installed.
-pub fn call_postgres(client: &mut impl postgres::GenericClient, f: &str, args: &[Arg]) -> Result<Value> {
+pub fn call_postgres(
+    client: &mut impl postgres::GenericClient,
+    f: &str,
+    args: &[Arg],
+) -> Result<Value> {
     let (types, res) = lookup(f);
-    let marks: Vec<String> = (0..args.len()).map(|i| format!("${}::text::{}", i + 1, types[i])).collect();
+    let marks: Vec<String> = (0..args.len())
+        .map(|i| format!("${}::text::{}", i + 1, types[i]))
+        .collect();
     let call = format!("{f}({})", marks.join(", "));
     let sql = match res {
-        Res::Rows => format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text FROM {call} r"),
+        Res::Rows => {
+            format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text FROM {call} r")
+        }
         Res::Void => format!("SELECT {call}::text"),
         _ => format!("SELECT to_jsonb({call})::text"),
     };
@@ -152,11 +166,16 @@ pub fn call_postgres(client: &mut impl postgres::GenericClient, f: &str, args: &
             Arg::Int(i) => Some(i.to_string()),
             Arg::Num(n) => Some(n.to_string()),
             Arg::Text(s) | Arg::Json(s) => Some(s.clone()),
-            Arg::Ids(ids) => Some(format!("{{{}}}", ids.iter().map(i64::to_string).collect::<Vec<_>>().join(","))),
+            Arg::Ids(ids) => Some(format!(
+                "{{{}}}",
+                ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+            )),
         })
         .collect();
-    let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
-        params.iter().map(|p| p as &(dyn postgres::types::ToSql + Sync)).collect();
+    let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = params
+        .iter()
+        .map(|p| p as &(dyn postgres::types::ToSql + Sync))
+        .collect();
     let row = client.query_one(sql.as_str(), &refs)?;
     let text: Option<String> = row.get(0);
     Ok(match (res, text) {

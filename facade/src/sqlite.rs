@@ -30,7 +30,10 @@ impl r2d2::ManageConnection for Manager {
         open_connection(&self.path)
     }
 
-    fn is_valid(&self, conn: &mut rusqlite::Connection) -> std::result::Result<(), rusqlite::Error> {
+    fn is_valid(
+        &self,
+        conn: &mut rusqlite::Connection,
+    ) -> std::result::Result<(), rusqlite::Error> {
         conn.execute_batch("")
     }
 
@@ -67,12 +70,19 @@ impl SqliteStore {
     /// Opens (creating if needed) the database file and alkstore's schema.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
-        let pool = r2d2::Pool::builder().max_size(8).build(Manager { path: path.clone() })?;
+        let pool = r2d2::Pool::builder()
+            .max_size(8)
+            .build(Manager { path: path.clone() })?;
         call_sqlite(&*pool.get()?, "alk_init", &[])?;
         let waker = Arc::new(Waker::default());
         watch_data_version(&path, Arc::downgrade(&waker))?;
         let engine = Arc::new(SqliteEngine { pool, waker });
-        Ok(SqliteStore { core: Core { engine: engine.clone() }, engine })
+        Ok(SqliteStore {
+            core: Core {
+                engine: engine.clone(),
+            },
+            engine,
+        })
     }
 
     /// Opens a transaction and gives its rusqlite connection for business rows.
@@ -86,7 +96,8 @@ impl SqliteStore {
 /// The watcher: one connection, one thread per store; stops with the store.
 fn watch_data_version(path: &Path, waker: Weak<Waker>) -> Result<()> {
     let conn = rusqlite::Connection::open(path)?;
-    let version = |c: &rusqlite::Connection| c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0));
+    let version =
+        |c: &rusqlite::Connection| c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0));
     let mut last = version(&conn)?;
     std::thread::Builder::new()
         .name("alkstore-sqlite-watch".into())
@@ -136,7 +147,10 @@ impl Engine for SqliteEngine {
         // Listening starts now: skip what was sent before.
         while source.fetch()? {}
         source.buffer.clear();
-        Ok(Subscription { channel: channel.to_string(), source: Box::new(source) })
+        Ok(Subscription {
+            channel: channel.to_string(),
+            source: Box::new(source),
+        })
     }
 
     fn fallback_poll(&self) -> Duration {
@@ -158,7 +172,11 @@ impl SqliteNotifications {
         let page = call_sqlite(
             &self.conn,
             "alk_notifications",
-            &[self.channel.as_str().into(), self.last_id.into(), Arg::Int(1000)],
+            &[
+                self.channel.as_str().into(),
+                self.last_id.into(),
+                Arg::Int(1000),
+            ],
         )?;
         let rows = page.as_array().cloned().unwrap_or_default();
         for n in &rows {

@@ -52,43 +52,67 @@ pub trait TxHandle {
     /// Enqueues a job that exists only if the transaction commits.
     fn enqueue_tx(&mut self, queue: &str, opts: &EnqueueOpts, payload: &Value) -> Result<i64> {
         names::validate(NameKind::Queue, queue)?;
-        let v = self.call("alk_enqueue", &[queue.into(), Arg::json(&opts.to_json()), Arg::json(payload)])?;
+        let v = self.call(
+            "alk_enqueue",
+            &[queue.into(), Arg::json(&opts.to_json()), Arg::json(payload)],
+        )?;
         int(v)
     }
 
     /// Enqueues into an outbox (ADR-014): the outbox name, not its backing queue.
-    fn outbox_enqueue_tx(&mut self, outbox: &str, opts: &EnqueueOpts, payload: &Value) -> Result<i64> {
+    fn outbox_enqueue_tx(
+        &mut self,
+        outbox: &str,
+        opts: &EnqueueOpts,
+        payload: &Value,
+    ) -> Result<i64> {
         names::validate(NameKind::Outbox, outbox)?;
-        let v = self.call("alk_outbox_enqueue", &[outbox.into(), Arg::json(&opts.to_json()), Arg::json(payload)])?;
+        let v = self.call(
+            "alk_outbox_enqueue",
+            &[
+                outbox.into(),
+                Arg::json(&opts.to_json()),
+                Arg::json(payload),
+            ],
+        )?;
         int(v)
     }
 
     /// Publishes an event; returns its offset.
     fn publish_tx(&mut self, stream: &str, payload: &Value) -> Result<i64> {
         names::validate(NameKind::Stream, stream)?;
-        int(self.call("alk_publish", &[stream.into(), Arg::json(payload), Arg::Null])?)
+        int(self.call(
+            "alk_publish",
+            &[stream.into(), Arg::json(payload), Arg::Null],
+        )?)
     }
 
     /// Sends a notification on commit.
     fn notify_tx(&mut self, channel: &str, payload: &Value) -> Result<()> {
         names::validate(NameKind::Channel, channel)?;
-        self.call("alk_notify", &[channel.into(), Arg::json(payload)]).map(|_| ())
+        self.call("alk_notify", &[channel.into(), Arg::json(payload)])
+            .map(|_| ())
     }
 
     /// Saves a consumer's offset; true if it advanced.
     fn save_offset_tx(&mut self, stream: &str, consumer: &str, offset: i64) -> Result<bool> {
         names::validate(NameKind::Stream, stream)?;
         names::validate(NameKind::Consumer, consumer)?;
-        boolean(self.call("alk_save_offset", &[stream.into(), consumer.into(), offset.into()])?)
+        boolean(self.call(
+            "alk_save_offset",
+            &[stream.into(), consumer.into(), offset.into()],
+        )?)
     }
 }
 
 pub(crate) fn int(v: Value) -> Result<i64> {
-    v.as_i64().ok_or_else(|| Error::engine("alkstore", "", format!("expected an integer, got {v}")))
+    v.as_i64()
+        .ok_or_else(|| Error::engine("alkstore", "", format!("expected an integer, got {v}")))
 }
 
 pub(crate) fn boolean(v: Value) -> Result<bool> {
-    v.as_bool().ok_or_else(|| Error::engine("alkstore", "", format!("expected a boolean, got {v}")))
+    v.as_bool()
+        .ok_or_else(|| Error::engine("alkstore", "", format!("expected a boolean, got {v}")))
 }
 
 fn opt_json(v: Value) -> Option<Value> {
@@ -100,7 +124,9 @@ fn payload<T: Serialize + ?Sized>(p: &T) -> Result<Arg> {
 }
 
 fn jobs(v: Value) -> Result<Vec<Job>> {
-    v.as_array().map(|a| a.iter().map(Job::from_json).collect()).unwrap_or_else(|| Ok(Vec::new()))
+    v.as_array()
+        .map(|a| a.iter().map(Job::from_json).collect())
+        .unwrap_or_else(|| Ok(Vec::new()))
 }
 
 /// A flag that asks workers and loops to stop.
@@ -142,7 +168,9 @@ fn wait_for<T>(
         if !found.is_empty() || left.is_zero() {
             return Ok(found);
         }
-        engine.waker().wait(&key, seen, left.min(engine.fallback_poll()));
+        engine
+            .waker()
+            .wait(&key, seen, left.min(engine.fallback_poll()));
     }
 }
 
@@ -156,7 +184,10 @@ pub struct Queue {
 impl Queue {
     pub(crate) fn new(engine: Arc<dyn Engine>, name: &str) -> Result<Queue> {
         names::validate(NameKind::Queue, name)?;
-        Ok(Queue { engine, name: name.to_string() })
+        Ok(Queue {
+            engine,
+            name: name.to_string(),
+        })
     }
 
     /// The queue's name.
@@ -171,24 +202,43 @@ impl Queue {
     /// Enqueues one job in its own transaction (use [`TxHandle::enqueue_tx`]
     /// to enqueue with your own rows).
     pub fn enqueue<T: Serialize + ?Sized>(&self, opts: &EnqueueOpts, job: &T) -> Result<i64> {
-        int(self.call("alk_enqueue", &[self.name.as_str().into(), Arg::json(&opts.to_json()), payload(job)?])?)
+        int(self.call(
+            "alk_enqueue",
+            &[
+                self.name.as_str().into(),
+                Arg::json(&opts.to_json()),
+                payload(job)?,
+            ],
+        )?)
     }
 
     /// Enqueues many jobs with the same options; ids in order.
     pub fn enqueue_batch<T: Serialize>(&self, opts: &EnqueueOpts, jobs: &[T]) -> Result<Vec<i64>> {
-        let v = self.call("alk_enqueue_batch", &[self.name.as_str().into(), Arg::json(&opts.to_json()), payload(jobs)?])?;
+        let v = self.call(
+            "alk_enqueue_batch",
+            &[
+                self.name.as_str().into(),
+                Arg::json(&opts.to_json()),
+                payload(jobs)?,
+            ],
+        )?;
         Ok(serde_json::from_value(v)?)
     }
 
     /// Claims up to `max_jobs` jobs now, in claim order.
     pub fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        jobs(self.call("alk_claim", &[self.name.as_str().into(), worker.into(), max_jobs.into()])?)
+        jobs(self.call(
+            "alk_claim",
+            &[self.name.as_str().into(), worker.into(), max_jobs.into()],
+        )?)
     }
 
     /// Claims, waiting up to `timeout` for work to arrive (woken by commits,
     /// not by polling). Empty when the time ran out.
     pub fn claim_wait(&self, worker: &str, max_jobs: i64, timeout: Duration) -> Result<Vec<Job>> {
-        wait_for(&*self.engine, Kind::Queue, &self.name, timeout, || self.claim(worker, max_jobs))
+        wait_for(&*self.engine, Kind::Queue, &self.name, timeout, || {
+            self.claim(worker, max_jobs)
+        })
     }
 
     /// Acks a job this worker holds; true if it did.
@@ -198,13 +248,30 @@ impl Queue {
 
     /// Acks many; returns how many.
     pub fn ack_batch(&self, job_ids: &[i64], worker: &str) -> Result<i64> {
-        int(self.call("alk_ack_batch", &[Arg::Ids(job_ids.to_vec()), worker.into()])?)
+        int(self.call(
+            "alk_ack_batch",
+            &[Arg::Ids(job_ids.to_vec()), worker.into()],
+        )?)
     }
 
     /// Gives a job back after an error: pending after `delay` (`None`: the
     /// stamped backoff), or dead when its attempts are used up.
-    pub fn retry(&self, job_id: i64, worker: &str, error: &str, delay: Option<Duration>) -> Result<Retried> {
-        let v = self.call("alk_retry", &[job_id.into(), worker.into(), error.into(), Arg::opt_secs(delay)])?;
+    pub fn retry(
+        &self,
+        job_id: i64,
+        worker: &str,
+        error: &str,
+        delay: Option<Duration>,
+    ) -> Result<Retried> {
+        let v = self.call(
+            "alk_retry",
+            &[
+                job_id.into(),
+                worker.into(),
+                error.into(),
+                Arg::opt_secs(delay),
+            ],
+        )?;
         Ok(match v.as_str() {
             Some("pending") => Retried::Pending,
             Some("dead") => Retried::Dead,
@@ -219,7 +286,10 @@ impl Queue {
 
     /// Extends a claim (`None`: by the stamped visibility timeout).
     pub fn heartbeat(&self, job_id: i64, worker: &str, extend: Option<Duration>) -> Result<bool> {
-        boolean(self.call("alk_heartbeat", &[job_id.into(), worker.into(), Arg::opt_secs(extend)])?)
+        boolean(self.call(
+            "alk_heartbeat",
+            &[job_id.into(), worker.into(), Arg::opt_secs(extend)],
+        )?)
     }
 
     /// Removes a pending or running job.
@@ -244,7 +314,10 @@ impl Queue {
 
     /// Merges options over the queue's; returns the result.
     pub fn configure(&self, opts: &QueueOpts) -> Result<Value> {
-        self.call("alk_queue_configure", &[self.name.as_str().into(), Arg::json(&opts.to_json())])
+        self.call(
+            "alk_queue_configure",
+            &[self.name.as_str().into(), Arg::json(&opts.to_json())],
+        )
     }
 
     /// The queue's resolved options.
@@ -269,38 +342,64 @@ impl Outbox {
     pub(crate) fn new(engine: Arc<dyn Engine>, name: &str) -> Result<Outbox> {
         names::validate(NameKind::Outbox, name)?;
         // The backing queue is reserved: reached here only through the outbox functions.
-        let queue = Queue { engine, name: names::outbox_queue(name) };
-        Ok(Outbox { queue, name: name.to_string() })
+        let queue = Queue {
+            engine,
+            name: names::outbox_queue(name),
+        };
+        Ok(Outbox {
+            queue,
+            name: name.to_string(),
+        })
     }
 
     /// Enqueues a message in its own transaction (use
     /// [`TxHandle::outbox_enqueue_tx`] to send it with your own rows).
     pub fn enqueue<T: Serialize + ?Sized>(&self, opts: &EnqueueOpts, message: &T) -> Result<i64> {
-        let args = [self.name.as_str().into(), Arg::json(&opts.to_json()), payload(message)?];
+        let args = [
+            self.name.as_str().into(),
+            Arg::json(&opts.to_json()),
+            payload(message)?,
+        ];
         int(self.queue.call("alk_outbox_enqueue", &args)?)
     }
 
     /// Claims up to `max_jobs` messages now.
     pub fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        jobs(self.queue.call("alk_outbox_claim", &[self.name.as_str().into(), worker.into(), max_jobs.into()])?)
+        jobs(self.queue.call(
+            "alk_outbox_claim",
+            &[self.name.as_str().into(), worker.into(), max_jobs.into()],
+        )?)
     }
 
     /// Claims, waiting up to `timeout` for a message.
     pub fn claim_wait(&self, worker: &str, max_jobs: i64, timeout: Duration) -> Result<Vec<Job>> {
         let q = &self.queue;
-        wait_for(&*q.engine, Kind::Queue, &q.name, timeout, || self.claim(worker, max_jobs))
+        wait_for(&*q.engine, Kind::Queue, &q.name, timeout, || {
+            self.claim(worker, max_jobs)
+        })
     }
 
     /// Delivers one message if there is one: claims it, calls `deliver`,
     /// acks on `Ok`, retries with the stamped backoff on `Err` (dead after
     /// the last attempt). Returns whether a message was processed.
-    pub fn run_once(&self, worker: &str, deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>) -> Result<bool> {
-        let Some(job) = self.claim(worker, 1)?.into_iter().next() else { return Ok(false) };
+    pub fn run_once(
+        &self,
+        worker: &str,
+        deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
+    ) -> Result<bool> {
+        let Some(job) = self.claim(worker, 1)?.into_iter().next() else {
+            return Ok(false);
+        };
         self.finish(worker, &job, deliver)?;
         Ok(true)
     }
 
-    fn finish(&self, worker: &str, job: &Job, deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>) -> Result<()> {
+    fn finish(
+        &self,
+        worker: &str,
+        job: &Job,
+        deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
+    ) -> Result<()> {
         match crate::worker::guarded(|| deliver(job)) {
             Ok(()) => self.queue.ack(job.id, worker).map(|_| ()),
             Err(e) => self.queue.retry(job.id, worker, &e, None).map(|_| ()),
@@ -309,7 +408,12 @@ impl Outbox {
 
     /// Delivers until `stop` is raised, waiting for messages without
     /// polling; returns how many were processed.
-    pub fn run(&self, worker: &str, deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>, stop: &Stop) -> Result<u64> {
+    pub fn run(
+        &self,
+        worker: &str,
+        deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
+        stop: &Stop,
+    ) -> Result<u64> {
         let mut done = 0;
         while !stop.is_stopped() {
             for job in self.claim_wait(worker, 1, Duration::from_millis(200))? {
@@ -322,7 +426,8 @@ impl Outbox {
 
     /// Counts per state of the backing queue.
     pub fn stats(&self) -> Result<Value> {
-        self.queue.call("alk_outbox_stats", &[self.name.as_str().into()])
+        self.queue
+            .call("alk_outbox_stats", &[self.name.as_str().into()])
     }
 
     /// The job functions (ack, retry, fail, get_job…) of the backing queue.
@@ -341,35 +446,60 @@ pub struct Stream {
 impl Stream {
     pub(crate) fn new(engine: Arc<dyn Engine>, name: &str) -> Result<Stream> {
         names::validate(NameKind::Stream, name)?;
-        Ok(Stream { engine, name: name.to_string() })
+        Ok(Stream {
+            engine,
+            name: name.to_string(),
+        })
     }
 
     /// Publishes an event in its own transaction; returns its offset.
     pub fn publish<T: Serialize + ?Sized>(&self, event: &T, key: Option<&str>) -> Result<i64> {
-        int(self.engine.call("alk_publish", &[self.name.as_str().into(), payload(event)?, Arg::opt_text(key)])?)
+        int(self.engine.call(
+            "alk_publish",
+            &[
+                self.name.as_str().into(),
+                payload(event)?,
+                Arg::opt_text(key),
+            ],
+        )?)
     }
 
     /// Up to `max` events after `after`, ascending.
     pub fn read(&self, after: i64, max: i64) -> Result<Vec<Event>> {
-        let v = self.engine.call("alk_read", &[self.name.as_str().into(), after.into(), max.into()])?;
-        v.as_array().map(|a| a.iter().map(Event::from_json).collect()).unwrap_or_else(|| Ok(Vec::new()))
+        let v = self.engine.call(
+            "alk_read",
+            &[self.name.as_str().into(), after.into(), max.into()],
+        )?;
+        v.as_array()
+            .map(|a| a.iter().map(Event::from_json).collect())
+            .unwrap_or_else(|| Ok(Vec::new()))
     }
 
     /// Saves a consumer's offset; true if it advanced.
     pub fn save_offset(&self, consumer: &str, offset: i64) -> Result<bool> {
-        boolean(self.engine.call("alk_save_offset", &[self.name.as_str().into(), consumer.into(), offset.into()])?)
+        boolean(self.engine.call(
+            "alk_save_offset",
+            &[self.name.as_str().into(), consumer.into(), offset.into()],
+        )?)
     }
 
     /// A consumer's saved offset (0 if none).
     pub fn get_offset(&self, consumer: &str) -> Result<i64> {
-        int(self.engine.call("alk_get_offset", &[self.name.as_str().into(), consumer.into()])?)
+        int(self.engine.call(
+            "alk_get_offset",
+            &[self.name.as_str().into(), consumer.into()],
+        )?)
     }
 
     /// A consumer that resumes from its saved offset.
     pub fn subscribe(&self, consumer: &str) -> Result<StreamSubscription> {
         names::validate(NameKind::Consumer, consumer)?;
         let position = self.get_offset(consumer)?;
-        Ok(StreamSubscription { stream: self.clone(), consumer: consumer.to_string(), position })
+        Ok(StreamSubscription {
+            stream: self.clone(),
+            consumer: consumer.to_string(),
+            position,
+        })
     }
 }
 
@@ -391,7 +521,9 @@ impl StreamSubscription {
     pub fn next_batch(&mut self, max: i64, timeout: Duration) -> Result<Vec<Event>> {
         let s = &self.stream;
         let after = self.position;
-        let events = wait_for(&*s.engine, Kind::Stream, &s.name, timeout, || s.read(after, max))?;
+        let events = wait_for(&*s.engine, Kind::Stream, &s.name, timeout, || {
+            s.read(after, max)
+        })?;
         if let Some(last) = events.last() {
             self.position = last.offset;
         }
@@ -428,7 +560,10 @@ impl Subscription {
     /// The next notification, or `None` after `timeout`.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Notification>> {
         let channel = self.channel.clone();
-        Ok(self.source.next(timeout)?.map(|payload| Notification { channel, payload }))
+        Ok(self
+            .source
+            .next(timeout)?
+            .map(|payload| Notification { channel, payload }))
     }
 
     /// Notifications as they come.
@@ -447,10 +582,24 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn acquire(engine: Arc<dyn Engine>, name: &str, owner: &str, ttl: Duration) -> Result<Option<LockGuard>> {
+    pub(crate) fn acquire(
+        engine: Arc<dyn Engine>,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<LockGuard>> {
         names::validate(NameKind::Lock, name)?;
-        let v = engine.call("alk_lock_acquire", &[name.into(), owner.into(), Arg::Num(ttl.as_secs_f64())])?;
-        Ok(v.as_i64().map(|token| LockGuard { engine, name: name.into(), owner: owner.into(), token, released: false }))
+        let v = engine.call(
+            "alk_lock_acquire",
+            &[name.into(), owner.into(), Arg::Num(ttl.as_secs_f64())],
+        )?;
+        Ok(v.as_i64().map(|token| LockGuard {
+            engine,
+            name: name.into(),
+            owner: owner.into(),
+            token,
+            released: false,
+        }))
     }
 
     /// The fencing token: larger for every new acquisition of this name.
@@ -460,21 +609,31 @@ impl LockGuard {
 
     /// Extends the lease; false if it had expired (it is no longer held).
     pub fn renew(&self, ttl: Duration) -> Result<bool> {
-        let args = [self.name.as_str().into(), self.owner.as_str().into(), Arg::Num(ttl.as_secs_f64())];
+        let args = [
+            self.name.as_str().into(),
+            self.owner.as_str().into(),
+            Arg::Num(ttl.as_secs_f64()),
+        ];
         boolean(self.engine.call("alk_lock_renew", &args)?)
     }
 
     /// Releases the lease; false if it had expired.
     pub fn release(mut self) -> Result<bool> {
         self.released = true;
-        boolean(self.engine.call("alk_lock_release", &[self.name.as_str().into(), self.owner.as_str().into()])?)
+        boolean(self.engine.call(
+            "alk_lock_release",
+            &[self.name.as_str().into(), self.owner.as_str().into()],
+        )?)
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            let _ = self.engine.call("alk_lock_release", &[self.name.as_str().into(), self.owner.as_str().into()]);
+            let _ = self.engine.call(
+                "alk_lock_release",
+                &[self.name.as_str().into(), self.owner.as_str().into()],
+            );
         }
     }
 }
@@ -495,7 +654,9 @@ impl Core {
         Stream::new(self.engine.clone(), name)
     }
     pub fn notify(&self, channel: &str, payload: &Value) -> Result<()> {
-        self.engine.call("alk_notify", &[channel.into(), Arg::json(payload)]).map(|_| ())
+        self.engine
+            .call("alk_notify", &[channel.into(), Arg::json(payload)])
+            .map(|_| ())
     }
     pub fn listen(&self, channel: &str) -> Result<Subscription> {
         names::validate(NameKind::Channel, channel)?;
@@ -531,7 +692,12 @@ macro_rules! impl_store {
             fn listen(&self, channel: &str) -> $crate::Result<$crate::Subscription> {
                 self.core.listen(channel)
             }
-            fn lock(&self, name: &str, owner: &str, ttl: std::time::Duration) -> $crate::Result<Option<$crate::LockGuard>> {
+            fn lock(
+                &self,
+                name: &str,
+                owner: &str,
+                ttl: std::time::Duration,
+            ) -> $crate::Result<Option<$crate::LockGuard>> {
                 self.core.lock(name, owner, ttl)
             }
             fn get_job(&self, job_id: i64) -> $crate::Result<Option<serde_json::Value>> {

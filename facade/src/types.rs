@@ -97,7 +97,10 @@ pub(crate) fn int(v: &Value, key: &str) -> Result<i64> {
 }
 
 fn text(v: &Value, key: &str) -> Result<String> {
-    v[key].as_str().map(str::to_string).ok_or_else(|| bad(key, v))
+    v[key]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| bad(key, v))
 }
 
 /// Times come as `…Z` from SQLite and `…+00:00` (microseconds) from

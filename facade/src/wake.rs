@@ -19,7 +19,10 @@ impl Waker {
     /// The current generation of `key` (and of [`ANY`]).
     pub fn seen(&self, key: &str) -> (u64, u64) {
         let g = self.generations.lock().unwrap_or_else(|e| e.into_inner());
-        (g.get(key).copied().unwrap_or(0), g.get(ANY).copied().unwrap_or(0))
+        (
+            g.get(key).copied().unwrap_or(0),
+            g.get(ANY).copied().unwrap_or(0),
+        )
     }
 
     /// Marks `key` as changed and wakes its waiters.
@@ -36,7 +39,10 @@ impl Waker {
         let deadline = Instant::now() + timeout;
         let mut g = self.generations.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let now = (g.get(key).copied().unwrap_or(0), g.get(ANY).copied().unwrap_or(0));
+            let now = (
+                g.get(key).copied().unwrap_or(0),
+                g.get(ANY).copied().unwrap_or(0),
+            );
             if now != seen {
                 return true;
             }
@@ -44,7 +50,11 @@ impl Waker {
             if left.is_zero() {
                 return false;
             }
-            g = self.changed.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0;
+            g = self
+                .changed
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }

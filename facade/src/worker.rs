@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Runs `f`, turning a panic into an error message.
-pub(crate) fn guarded(f: impl FnOnce() -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+pub(crate) fn guarded(
+    f: impl FnOnce() -> std::result::Result<(), String>,
+) -> std::result::Result<(), String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(panic) => {
@@ -47,7 +49,11 @@ pub struct Worker {
 impl Worker {
     /// A worker named `name` (each handler claims as `name-<n>`).
     pub fn new(queue: Queue, name: &str) -> Worker {
-        Worker { queue, name: name.to_string(), concurrency: 1 }
+        Worker {
+            queue,
+            name: name.to_string(),
+            concurrency: 1,
+        }
     }
 
     /// How many jobs run at once (default 1).
@@ -69,7 +75,9 @@ impl Worker {
             let threads: Vec<_> = (0..self.concurrency)
                 .map(|n| {
                     let (handler, handled) = (&handler, &handled);
-                    s.spawn(move || self.handle(&format!("{}-{n}", self.name), stop, handler, handled))
+                    s.spawn(move || {
+                        self.handle(&format!("{}-{n}", self.name), stop, handler, handled)
+                    })
                 })
                 .collect();
             for t in threads {
@@ -85,11 +93,16 @@ impl Worker {
         F: Fn(&Job) -> std::result::Result<(), String> + Sync,
     {
         while !stop.is_stopped() {
-            for job in self.queue.claim_wait(worker, 1, Duration::from_millis(200))? {
+            for job in self
+                .queue
+                .claim_wait(worker, 1, Duration::from_millis(200))?
+            {
                 let outcome = self.with_heartbeat(&job, worker, || guarded(|| handler(&job)));
                 match outcome {
                     Ok(()) => self.queue.ack(job.id, worker)?,
-                    Err(e) => self.queue.retry(job.id, worker, &e, None)? != crate::Retried::NotHeld,
+                    Err(e) => {
+                        self.queue.retry(job.id, worker, &e, None)? != crate::Retried::NotHeld
+                    }
                 };
                 handled.fetch_add(1, Ordering::Relaxed);
             }

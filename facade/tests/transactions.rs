@@ -14,7 +14,9 @@ fn rollback_drops_every_tx_write_and_commit_makes_them_visible() {
         let mut listener = store.listen(&ch).unwrap();
         let mut tx = store.begin().unwrap();
         let job = tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!(1)).unwrap();
-        let msg = tx.outbox_enqueue_tx(&o, &EnqueueOpts::new(), &json!({"to": "x"})).unwrap();
+        let msg = tx
+            .outbox_enqueue_tx(&o, &EnqueueOpts::new(), &json!({"to": "x"}))
+            .unwrap();
         assert_eq!(tx.publish_tx(&s, &json!("e")).unwrap(), 1);
         assert!(tx.save_offset_tx(&s, "c", 1).unwrap());
         tx.notify_tx(&ch, &json!("rolled back")).unwrap();
@@ -24,20 +26,41 @@ fn rollback_drops_every_tx_write_and_commit_makes_them_visible() {
         assert!(store.outbox(&o).unwrap().claim("w", 10).unwrap().is_empty());
         assert!(store.stream(&s).unwrap().read(0, 10).unwrap().is_empty());
         assert_eq!(store.stream(&s).unwrap().get_offset("c").unwrap(), 0);
-        assert_eq!(listener.recv_timeout(ms(300)).unwrap(), None, "[{}] no notification after rollback", target.name());
+        assert_eq!(
+            listener.recv_timeout(ms(300)).unwrap(),
+            None,
+            "[{}] no notification after rollback",
+            target.name()
+        );
 
         let mut tx = store.begin().unwrap();
-        let msg = tx.outbox_enqueue_tx(&o, &EnqueueOpts::new().max_attempts(2), &json!({"to": "y"})).unwrap();
+        let msg = tx
+            .outbox_enqueue_tx(&o, &EnqueueOpts::new().max_attempts(2), &json!({"to": "y"}))
+            .unwrap();
         tx.notify_tx(&ch, &json!({"n": 1})).unwrap();
         assert_eq!(store.get_job(msg).unwrap(), None, "invisible before commit");
         tx.commit().unwrap();
-        let n = listener.recv_timeout(ms(5000)).unwrap().expect("notified after commit");
-        assert_eq!((n.channel.as_str(), n.payload), (ch.as_str(), json!({"n": 1})));
+        let n = listener
+            .recv_timeout(ms(5000))
+            .unwrap()
+            .expect("notified after commit");
+        assert_eq!(
+            (n.channel.as_str(), n.payload),
+            (ch.as_str(), json!({"n": 1}))
+        );
         let outbox = store.outbox(&o).unwrap();
         let mut seen = Vec::new();
-        assert!(outbox.run_once("deliverer", &mut |job| { seen.push(job.payload.clone()); Ok(()) }).unwrap());
+        assert!(outbox
+            .run_once("deliverer", &mut |job| {
+                seen.push(job.payload.clone());
+                Ok(())
+            })
+            .unwrap());
         assert_eq!(seen, vec![json!({"to": "y"})]);
-        assert!(!outbox.run_once("deliverer", &mut |_| Ok(())).unwrap(), "exactly the committed one");
+        assert!(
+            !outbox.run_once("deliverer", &mut |_| Ok(())).unwrap(),
+            "exactly the committed one"
+        );
     }
 }
 
@@ -60,20 +83,41 @@ fn outbox_names_on_the_tx_path_are_checked_like_everywhere_else() {
     for target in targets() {
         let store = target.open();
         let mut tx = store.begin().unwrap();
-        let reserved = tx.outbox_enqueue_tx("__alkstore_x", &EnqueueOpts::new(), &json!(1)).unwrap_err();
-        assert!(matches!(reserved, Error::ReservedName(_)), "[{}] {reserved:?}", target.name());
-        let empty = tx.outbox_enqueue_tx("", &EnqueueOpts::new(), &json!(1)).unwrap_err();
+        let reserved = tx
+            .outbox_enqueue_tx("__alkstore_x", &EnqueueOpts::new(), &json!(1))
+            .unwrap_err();
+        assert!(
+            matches!(reserved, Error::ReservedName(_)),
+            "[{}] {reserved:?}",
+            target.name()
+        );
+        let empty = tx
+            .outbox_enqueue_tx("", &EnqueueOpts::new(), &json!(1))
+            .unwrap_err();
         assert!(matches!(empty, Error::InvalidName(_)), "{empty:?}");
         // The backing queue is not reachable as a queue, on the tx path either.
-        let backing = tx.enqueue_tx("__alkstore_outbox:mail", &EnqueueOpts::new(), &json!(1)).unwrap_err();
+        let backing = tx
+            .enqueue_tx("__alkstore_outbox:mail", &EnqueueOpts::new(), &json!(1))
+            .unwrap_err();
         assert!(matches!(backing, Error::ReservedName(_)), "{backing:?}");
         tx.commit().unwrap();
         // Handles check their name when created.
-        assert!(matches!(store.queue("__alkstore_outbox:mail"), Err(Error::ReservedName(_))));
+        assert!(matches!(
+            store.queue("__alkstore_outbox:mail"),
+            Err(Error::ReservedName(_))
+        ));
         assert!(matches!(store.outbox(""), Err(Error::InvalidName(_))));
-        assert!(matches!(store.stream("__alkstore_s"), Err(Error::ReservedName(_))));
+        assert!(matches!(
+            store.stream("__alkstore_s"),
+            Err(Error::ReservedName(_))
+        ));
         assert!(matches!(store.listen(""), Err(Error::InvalidName(_))));
-        let bad = store.queue("q").unwrap().enqueue(&EnqueueOpts::new().delay(ms(1)).run_at(std::time::SystemTime::now()), &json!(1));
+        let bad = store.queue("q").unwrap().enqueue(
+            &EnqueueOpts::new()
+                .delay(ms(1))
+                .run_at(std::time::SystemTime::now()),
+            &json!(1),
+        );
         assert!(matches!(bad, Err(Error::InvalidOptions(_))), "{bad:?}");
     }
 }
@@ -85,8 +129,13 @@ fn stamped_options_are_identical_across_engines() {
         let store = target.open();
         let o = fresh("stamp");
         let mut tx = store.begin().unwrap();
-        let opts = EnqueueOpts::new().priority(3).max_attempts(2).expires_in(ms(100_000));
-        let id = tx.outbox_enqueue_tx(&o, &opts, &json!({"k": [1, 2.5, null]})).unwrap();
+        let opts = EnqueueOpts::new()
+            .priority(3)
+            .max_attempts(2)
+            .expires_in(ms(100_000));
+        let id = tx
+            .outbox_enqueue_tx(&o, &opts, &json!({"k": [1, 2.5, null]}))
+            .unwrap();
         tx.commit().unwrap();
         let mut doc = store.get_job(id).unwrap().unwrap();
         for k in ["id", "queue", "run_at", "created_at", "expires_at"] {
@@ -108,14 +157,31 @@ fn business_rows_go_through_the_engine_transaction() {
             common::Target::Sqlite(_) => {
                 let store = target.sqlite();
                 let mut tx = store.transaction().unwrap();
-                tx.conn().execute_batch(&format!("CREATE TABLE {table} (item TEXT); INSERT INTO {table} VALUES ('book')")).unwrap();
-                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "book"})).unwrap();
+                tx.conn()
+                    .execute_batch(&format!(
+                        "CREATE TABLE {table} (item TEXT); INSERT INTO {table} VALUES ('book')"
+                    ))
+                    .unwrap();
+                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "book"}))
+                    .unwrap();
                 tx.rollback().unwrap();
                 let mut tx = store.transaction().unwrap();
-                let gone: i64 = tx.conn().query_row("SELECT count(*) FROM sqlite_schema WHERE name = ?1", [&table], |r| r.get(0)).unwrap();
+                let gone: i64 = tx
+                    .conn()
+                    .query_row(
+                        "SELECT count(*) FROM sqlite_schema WHERE name = ?1",
+                        [&table],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
                 assert_eq!(gone, 0);
-                tx.conn().execute_batch(&format!("CREATE TABLE {table} (item TEXT); INSERT INTO {table} VALUES ('pen')")).unwrap();
-                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "pen"})).unwrap();
+                tx.conn()
+                    .execute_batch(&format!(
+                        "CREATE TABLE {table} (item TEXT); INSERT INTO {table} VALUES ('pen')"
+                    ))
+                    .unwrap();
+                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "pen"}))
+                    .unwrap();
                 tx.commit().unwrap();
                 let jobs = store.queue(&q).unwrap().claim("w", 10).unwrap();
                 assert_eq!(jobs.len(), 1);
@@ -124,17 +190,37 @@ fn business_rows_go_through_the_engine_transaction() {
             common::Target::Postgres(_) => {
                 let store = target.postgres();
                 let mut tx = store.transaction().unwrap();
-                tx.client().batch_execute(&format!("CREATE TABLE {table} (item text); INSERT INTO {table} VALUES ('book')")).unwrap();
-                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "book"})).unwrap();
+                tx.client()
+                    .batch_execute(&format!(
+                        "CREATE TABLE {table} (item text); INSERT INTO {table} VALUES ('book')"
+                    ))
+                    .unwrap();
+                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "book"}))
+                    .unwrap();
                 tx.rollback().unwrap();
                 let mut tx = store.transaction().unwrap();
-                let n: i64 = tx.client().query_one("SELECT count(*) FROM pg_tables WHERE tablename = $1", &[&table]).unwrap().get(0);
+                let n: i64 = tx
+                    .client()
+                    .query_one(
+                        "SELECT count(*) FROM pg_tables WHERE tablename = $1",
+                        &[&table],
+                    )
+                    .unwrap()
+                    .get(0);
                 assert_eq!(n, 0);
-                tx.client().batch_execute(&format!("CREATE TABLE {table} (item text); INSERT INTO {table} VALUES ('pen')")).unwrap();
-                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "pen"})).unwrap();
+                tx.client()
+                    .batch_execute(&format!(
+                        "CREATE TABLE {table} (item text); INSERT INTO {table} VALUES ('pen')"
+                    ))
+                    .unwrap();
+                tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({"item": "pen"}))
+                    .unwrap();
                 tx.commit().unwrap();
                 let jobs = store.queue(&q).unwrap().claim("w", 10).unwrap();
-                assert_eq!(jobs.iter().map(|j| j.payload.clone()).collect::<Vec<_>>(), vec![json!({"item": "pen"})]);
+                assert_eq!(
+                    jobs.iter().map(|j| j.payload.clone()).collect::<Vec<_>>(),
+                    vec![json!({"item": "pen"})]
+                );
             }
         }
     }

@@ -17,7 +17,9 @@ pub enum Target {
 impl Target {
     pub fn open(&self) -> Box<dyn Store> {
         match self {
-            Target::Sqlite(dir) => Box::new(SqliteStore::open(dir.path().join("facade.db")).unwrap()),
+            Target::Sqlite(dir) => {
+                Box::new(SqliteStore::open(dir.path().join("facade.db")).unwrap())
+            }
             Target::Postgres(url) => Box::new(PgStore::connect(url).unwrap()),
         }
     }
@@ -56,7 +58,9 @@ pub fn targets() -> Vec<Target> {
     let mut out = vec![Target::Sqlite(Arc::new(tempfile::tempdir().unwrap()))];
     match std::env::var("ALKSTORE_PG_URL") {
         Ok(url) => out.push(Target::Postgres(url)),
-        Err(_) if std::env::var_os("ALKSTORE_REQUIRE_PG").is_some() => panic!("ALKSTORE_PG_URL is not set"),
+        Err(_) if std::env::var_os("ALKSTORE_REQUIRE_PG").is_some() => {
+            panic!("ALKSTORE_PG_URL is not set")
+        }
         Err(_) => eprintln!("note: ALKSTORE_PG_URL not set: PostgreSQL not tested"),
     }
     out
@@ -65,8 +69,15 @@ pub fn targets() -> Vec<Target> {
 /// A name no other test or run uses (the PostgreSQL database is shared).
 pub fn fresh(base: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{base}-{}-{nanos}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{base}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 pub fn ms(n: u64) -> std::time::Duration {
