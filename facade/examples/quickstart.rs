@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let store = alkstore::SqliteStore::open(dir.path().join("shop.db"))?;
 
-    let mut tx = store.transaction()?;
+    let tx = store.transaction()?;
     tx.conn()
         .execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)")?;
     tx.commit()?;

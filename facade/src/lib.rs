@@ -32,6 +32,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod engine;
 mod error;
 mod opts;

@@ -1,9 +1,11 @@
 //! The harness of the cross-engine suite.
 //!
 //! A test body talks to a [`Db`] — one connection to one engine — by
-//! function name and typed arguments, and gets every result back as JSON
-//! in one shape, whatever the engine's idiom (SQLite's JSON text and 0/1,
-//! PostgreSQL's `SETOF` rows, `bigint[]` and booleans). [`targets`] lists
+//! function name and typed arguments, through the facade's call layer
+//! (`alkstore::sql`, which every typed handle of the facade uses), and gets
+//! every result back as JSON in one shape, whatever the engine's idiom
+//! (SQLite's JSON text and 0/1, PostgreSQL's `SETOF` rows, `bigint[]` and
+//! booleans). [`targets`] lists
 //! the engines to run each body on: SQLite always (a fresh file), and
 //! PostgreSQL installed as an extension (`ALKSTORE_PG_URL`) and as the
 //! plain SQL script (`ALKSTORE_PG_PLAIN_URL`) when set; `scripts/test.sh`
@@ -15,22 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One argument of a call.
-#[derive(Clone, Debug)]
-pub enum Arg {
-    /// SQL NULL.
-    Null,
-    /// An integer.
-    Int(i64),
-    /// A number (seconds).
-    Num(f64),
-    /// Text (a name, an error message).
-    Text(String),
-    /// JSON text (a payload, options).
-    Json(String),
-    /// A list of job ids (SQLite: JSON array text; PostgreSQL: `bigint[]`).
-    Ids(Vec<i64>),
-}
+pub use alkstore::sql::Arg;
 
 /// Text argument.
 pub fn t(s: &str) -> Arg {
@@ -54,52 +41,13 @@ pub struct Failure {
 /// The result of a call, as JSON.
 pub type Out = Result<Value, Failure>;
 
-enum Res {
-    Int,
-    Bool,
-    Text,
-    Json,
-    Rows,
-    Void,
-}
-
-/// Every function: PostgreSQL argument types and the result's kind.
-const FUNCTIONS: &[(&str, &[&str], Res)] = &[
-    ("alk_init", &[], Res::Int),
-    ("alk_enqueue", &["text", "jsonb", "jsonb"], Res::Int),
-    ("alk_enqueue_batch", &["text", "jsonb", "jsonb"], Res::Json),
-    ("alk_claim", &["text", "text", "int4"], Res::Rows),
-    ("alk_ack", &["int8", "text"], Res::Bool),
-    ("alk_ack_batch", &["int8[]", "text"], Res::Int),
-    ("alk_retry", &["int8", "text", "text", "float8"], Res::Text),
-    ("alk_fail", &["int8", "text", "text"], Res::Bool),
-    ("alk_heartbeat", &["int8", "text", "float8"], Res::Bool),
-    ("alk_cancel", &["int8"], Res::Bool),
-    ("alk_get_job", &["int8"], Res::Json),
-    ("alk_requeue_dead", &["int8"], Res::Bool),
-    ("alk_queue_configure", &["text", "jsonb"], Res::Json),
-    ("alk_queue_opts", &["text"], Res::Json),
-    ("alk_queue_stats", &["text"], Res::Json),
-    ("alk_sweep", &["text"], Res::Int),
-    ("alk_outbox_enqueue", &["text", "jsonb", "jsonb"], Res::Int),
-    ("alk_outbox_claim", &["text", "text", "int4"], Res::Rows),
-    ("alk_outbox_stats", &["text"], Res::Json),
-    ("alk_publish", &["text", "jsonb", "text"], Res::Int),
-    ("alk_read", &["text", "int8", "int4"], Res::Rows),
-    ("alk_save_offset", &["text", "text", "int8"], Res::Bool),
-    ("alk_get_offset", &["text", "text"], Res::Int),
-    ("alk_notify", &["text", "jsonb"], Res::Void),
-    ("alk_lock_acquire", &["text", "text", "float8"], Res::Int),
-    ("alk_lock_renew", &["text", "text", "float8"], Res::Bool),
-    ("alk_lock_release", &["text", "text"], Res::Bool),
-];
-
-fn lookup(f: &str) -> (&'static [&'static str], &'static Res) {
-    FUNCTIONS
-        .iter()
-        .find(|(name, _, _)| *name == f)
-        .map(|(_, types, res)| (*types, res))
-        .unwrap_or_else(|| panic!("unknown function {f}"))
+fn failure(e: alkstore::Error) -> Failure {
+    let message = e.to_string();
+    let code = match &e {
+        alkstore::Error::Engine { code, .. } => code.clone(),
+        contract => contract.code().unwrap_or_default().to_string(),
+    };
+    Failure { code, message }
 }
 
 /// One connection to one engine.
@@ -273,49 +221,7 @@ impl Db for Sqlite {
     }
 
     fn call(&mut self, f: &str, args: &[Arg]) -> Out {
-        let (_, res) = lookup(f);
-        let marks: Vec<String> = (1..=args.len()).map(|i| format!("?{i}")).collect();
-        let sql = format!("SELECT {f}({})", marks.join(", "));
-        let params: Vec<rusqlite::types::Value> = args
-            .iter()
-            .map(|a| match a {
-                Arg::Null => rusqlite::types::Value::Null,
-                Arg::Int(i) => (*i).into(),
-                Arg::Num(n) => (*n).into(),
-                Arg::Text(s) | Arg::Json(s) => s.clone().into(),
-                Arg::Ids(ids) => serde_json::to_string(ids).unwrap().into(),
-            })
-            .collect();
-        let got = self
-            .conn
-            .query_row(&sql, rusqlite::params_from_iter(params), |r| {
-                r.get::<_, rusqlite::types::Value>(0)
-            });
-        use rusqlite::types::Value as V;
-        match got {
-            Ok(v) => Ok(match (res, v) {
-                (_, V::Null) => Value::Null,
-                (Res::Bool, V::Integer(i)) => Value::Bool(i != 0),
-                (Res::Int, V::Integer(i)) => Value::from(i),
-                (Res::Json | Res::Rows, V::Text(t)) => {
-                    serde_json::from_str(&t).expect("JSON result")
-                }
-                (Res::Text, V::Text(t)) => Value::String(t),
-                (Res::Void, _) => Value::Null,
-                (_, other) => panic!("{f}: unexpected SQLite result {other:?}"),
-            }),
-            Err(rusqlite::Error::SqliteFailure(e, msg)) => {
-                let message = msg.unwrap_or_default();
-                let code = alkstore_core::ContractError::parse(&message)
-                    .map(|c| c.code.code().to_string())
-                    .unwrap_or_else(|| format!("sqlite:{}", e.extended_code));
-                Err(Failure { code, message })
-            }
-            Err(e) => Err(Failure {
-                code: "sqlite".into(),
-                message: e.to_string(),
-            }),
-        }
+        alkstore::sql::call_sqlite(&self.conn, f, args).map_err(failure)
     }
 
     fn exec(&mut self, sql: &str) {
@@ -364,60 +270,7 @@ impl Db for Pg {
     }
 
     fn call(&mut self, f: &str, args: &[Arg]) -> Out {
-        let (types, res) = lookup(f);
-        let marks: Vec<String> = args
-            .iter()
-            .enumerate()
-            .map(|(i, _)| format!("$%{}::text::{}", i + 1, types[i]))
-            .collect();
-        let call = format!("{f}({})", marks.join(", ")).replace("$%", "$");
-        let sql = match res {
-            Res::Rows => {
-                format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text FROM {call} r")
-            }
-            Res::Void => format!("SELECT {call}::text"),
-            _ => format!("SELECT to_jsonb({call})::text"),
-        };
-        let params: Vec<Option<String>> = args
-            .iter()
-            .map(|a| match a {
-                Arg::Null => None,
-                Arg::Int(i) => Some(i.to_string()),
-                Arg::Num(n) => Some(n.to_string()),
-                Arg::Text(s) | Arg::Json(s) => Some(s.clone()),
-                Arg::Ids(ids) => Some(format!(
-                    "{{{}}}",
-                    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
-                )),
-            })
-            .collect();
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = params
-            .iter()
-            .map(|p| p as &(dyn postgres::types::ToSql + Sync))
-            .collect();
-        match self.client.query_one(sql.as_str(), &refs) {
-            Ok(row) => {
-                let text: Option<String> = row.get(0);
-                Ok(match (res, text) {
-                    (Res::Void, _) | (_, None) => Value::Null,
-                    (_, Some(t)) => serde_json::from_str(&t).expect("JSON result"),
-                })
-            }
-            Err(e) => match e.as_db_error() {
-                Some(db) => {
-                    // Text that is not JSON fails in jsonb's input before alkstore runs (contract §3).
-                    let code = match db.code().code() {
-                        "22P02" if db.message().contains("json") => "ALK04".to_string(),
-                        c => c.to_string(),
-                    };
-                    Err(Failure {
-                        code,
-                        message: db.message().to_string(),
-                    })
-                }
-                None => panic!("[{}] {f}: {e}", self.engine()),
-            },
-        }
+        alkstore::sql::call_postgres(&mut self.client, f, args).map_err(failure)
     }
 
     fn exec(&mut self, sql: &str) {
