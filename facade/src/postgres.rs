@@ -55,12 +55,14 @@ impl PgStore {
             .build(Manager::new(config.clone(), NoTls))?;
         call_postgres(&mut *pool.get()?, "alk_init", &[])?;
         let waker = Arc::new(Waker::default());
-        let listener = config.connect(NoTls)?;
+        let mut listener_config = config.clone();
+        listener_config.application_name("alkstore-listener");
+        let listener = listener_config.connect(NoTls)?;
         let (tx, rx) = channel();
         let w = waker.clone();
         std::thread::Builder::new()
             .name("alkstore-pg-listen".into())
-            .spawn(move || listen_loop(listener, rx, w))
+            .spawn(move || listen_loop(listener_config, listener, rx, w))
             .map_err(|e| Error::engine("postgres", "", e.to_string()))?;
         let engine = Arc::new(PgEngine {
             pool,
@@ -167,52 +169,126 @@ impl NotificationSource for PgNotifications {
     }
 }
 
-/// The listener thread: registrations, LISTEN, and dispatch of notifications.
-fn listen_loop(mut client: postgres::Client, requests: Receiver<Request>, waker: Arc<Waker>) {
+/// The listener thread: registrations, LISTEN, and dispatch of
+/// notifications. If its connection is lost it reconnects, registers and
+/// LISTENs again, and wakes every waiter (a notification may have been
+/// missed meanwhile); until then waiters fall back to polling.
+fn listen_loop(
+    config: postgres::Config,
+    mut client: postgres::Client,
+    requests: Receiver<Request>,
+    waker: Arc<Waker>,
+) {
     let mut registered: HashMap<(Kind, String), Instant> = HashMap::new();
     let mut subscribers: HashMap<String, Vec<Sender<Value>>> = HashMap::new();
+    loop {
+        match serve(
+            &mut client,
+            &requests,
+            &waker,
+            &mut registered,
+            &mut subscribers,
+        ) {
+            Served::StoreGone => return,
+            Served::ConnectionLost => {}
+        }
+        client = loop {
+            std::thread::sleep(Duration::from_millis(200));
+            // Meanwhile, remember what is asked for: it is set up on reconnect.
+            loop {
+                match requests.try_recv() {
+                    Ok(Request::Watch(kind, name, reply)) => {
+                        registered.insert((kind, name), Instant::now());
+                        let _ = reply.send(Ok(()));
+                    }
+                    Ok(Request::Listen(pg_channel, tx, reply)) => {
+                        subscribers.entry(pg_channel).or_default().push(tx);
+                        let _ = reply.send(Ok(()));
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            }
+            let Ok(mut c) = config.connect(NoTls) else {
+                continue;
+            };
+            let relisten = subscribers
+                .keys()
+                .all(|ch| c.batch_execute(&listen_sql(ch)).is_ok());
+            let reregister = registered
+                .keys()
+                .all(|(kind, name)| register(&mut c, *kind, name).is_ok());
+            if relisten && reregister {
+                break c;
+            }
+        };
+        registered.values_mut().for_each(|at| *at = Instant::now());
+        waker.bump(crate::wake::ANY);
+    }
+}
+
+enum Served {
+    StoreGone,
+    ConnectionLost,
+}
+
+fn listen_sql(pg_channel: &str) -> String {
+    format!("LISTEN \"{}\"", pg_channel.replace('"', "\"\""))
+}
+
+fn serve(
+    client: &mut postgres::Client,
+    requests: &Receiver<Request>,
+    waker: &Waker,
+    registered: &mut HashMap<(Kind, String), Instant>,
+    subscribers: &mut HashMap<String, Vec<Sender<Value>>>,
+) -> Served {
     loop {
         loop {
             match requests.try_recv() {
                 Ok(Request::Watch(kind, name, reply)) => {
-                    let r = register(&mut client, kind, &name);
+                    let r = register(client, kind, &name);
                     if r.is_ok() {
                         registered.insert((kind, name), Instant::now());
                     }
                     let _ = reply.send(r);
                 }
                 Ok(Request::Listen(pg_channel, tx, reply)) => {
-                    let r = client
-                        .batch_execute(&format!("LISTEN \"{}\"", pg_channel.replace('"', "\"\"")));
+                    let r = client.batch_execute(&listen_sql(&pg_channel));
                     subscribers.entry(pg_channel).or_default().push(tx);
                     let _ = reply.send(r.map_err(Error::from));
                 }
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => return, // the store is gone
+                Err(TryRecvError::Disconnected) => return Served::StoreGone,
             }
         }
         for ((kind, name), at) in registered.iter_mut() {
-            if at.elapsed() >= RENEW_EVERY && register(&mut client, *kind, name).is_ok() {
+            if at.elapsed() >= RENEW_EVERY && register(client, *kind, name).is_ok() {
                 *at = Instant::now();
             }
         }
-        let mut notifications = client.notifications();
-        let mut it = notifications.timeout_iter(Duration::from_millis(20));
-        loop {
-            match it.next() {
-                Ok(Some(n)) => match n.channel() {
-                    "alkstore_jobs" => waker.bump(&Kind::Queue.key(n.payload())),
-                    "alkstore_events" => waker.bump(&Kind::Stream.key(n.payload())),
-                    other => {
-                        let payload = serde_json::from_str(n.payload()).unwrap_or(Value::Null);
-                        if let Some(subs) = subscribers.get_mut(other) {
-                            subs.retain(|s| s.send(payload.clone()).is_ok());
+        {
+            let mut notifications = client.notifications();
+            let mut it = notifications.timeout_iter(Duration::from_millis(20));
+            loop {
+                match it.next() {
+                    Ok(Some(n)) => match n.channel() {
+                        "alkstore_jobs" => waker.bump(&Kind::Queue.key(n.payload())),
+                        "alkstore_events" => waker.bump(&Kind::Stream.key(n.payload())),
+                        other => {
+                            let payload = serde_json::from_str(n.payload()).unwrap_or(Value::Null);
+                            if let Some(subs) = subscribers.get_mut(other) {
+                                subs.retain(|s| s.send(payload.clone()).is_ok());
+                            }
                         }
-                    }
-                },
-                Ok(None) => break,
-                Err(_) => return, // connection lost: waiters fall back to polling
+                    },
+                    Ok(None) => break,
+                    Err(_) => return Served::ConnectionLost,
+                }
             }
+        }
+        if client.is_closed() {
+            return Served::ConnectionLost;
         }
     }
 }
