@@ -1,0 +1,94 @@
+-- alkstore schema for SQLite, version 1.
+-- Run idempotently on first use (or by SELECT alk_init()). Internal: only the
+-- alk_* functions are API. Times are integer epoch milliseconds; durations
+-- integer milliseconds.
+
+CREATE TABLE IF NOT EXISTS alk_meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- Per-queue options; a queue never configured has no row and uses defaults.
+CREATE TABLE IF NOT EXISTS alk_queues (
+  queue                 TEXT PRIMARY KEY,
+  visibility_timeout_ms INTEGER NOT NULL,
+  max_attempts          INTEGER NOT NULL,
+  backoff_base_ms       INTEGER NOT NULL,
+  backoff_max_ms        INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- Jobs of every queue. AUTOINCREMENT so that the id of a committed job is
+-- never reused, even after the highest one is acked (deleted).
+CREATE TABLE IF NOT EXISTS alk_jobs (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  queue                 TEXT    NOT NULL,
+  -- ORs, not IN (…): a 3-value IN list costs a temporary table per write.
+  state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'),
+  payload               TEXT    NOT NULL,
+  priority              INTEGER NOT NULL,
+  attempts              INTEGER NOT NULL,
+  max_attempts          INTEGER NOT NULL,
+  visibility_timeout_ms INTEGER NOT NULL,
+  backoff_base_ms       INTEGER NOT NULL,
+  backoff_max_ms        INTEGER NOT NULL,
+  run_at                INTEGER NOT NULL,
+  created_at            INTEGER NOT NULL,
+  claimed_by            TEXT,
+  claim_expires_at      INTEGER,
+  expires_at            INTEGER,
+  last_error            TEXT
+);
+
+-- Claim order among runnable jobs. Partial: dead jobs are not in it and
+-- acked jobs are deleted, so claim cost does not grow with history.
+CREATE INDEX IF NOT EXISTS alk_jobs_pending
+  ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+-- Running jobs by claim expiry: finding expired claims costs one seek
+-- however many jobs are running.
+CREATE INDEX IF NOT EXISTS alk_jobs_running
+  ON alk_jobs (queue, claim_expires_at) WHERE state = 'running';
+-- Dead jobs, for stats and inspection without reading the rest.
+CREATE INDEX IF NOT EXISTS alk_jobs_dead ON alk_jobs (queue, id) WHERE state = 'dead';
+-- Pending jobs with an expiry, for the claim-time and alk_sweep dead-lettering.
+CREATE INDEX IF NOT EXISTS alk_jobs_expiring
+  ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
+
+-- Stream events. Offsets are dense per stream: each is max + 1 under
+-- SQLite's single writer, so a rolled-back publish leaves no gap.
+CREATE TABLE IF NOT EXISTS alk_events (
+  id         INTEGER PRIMARY KEY,
+  stream     TEXT    NOT NULL,
+  "offset"   INTEGER NOT NULL,
+  key        TEXT,
+  payload    TEXT    NOT NULL,
+  created_at INTEGER NOT NULL,
+  UNIQUE (stream, "offset")
+);
+
+CREATE TABLE IF NOT EXISTS alk_offsets (
+  stream     TEXT    NOT NULL,
+  consumer   TEXT    NOT NULL,
+  "offset"   INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (stream, consumer)
+) WITHOUT ROWID;
+
+-- Notifications: listeners read rows newer than the last id they saw after
+-- a wake-up; rows older than a few minutes are pruned by alk_notify.
+CREATE TABLE IF NOT EXISTS alk_notifications (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  channel    TEXT    NOT NULL,
+  payload    TEXT    NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS alk_notifications_channel ON alk_notifications (channel, id);
+
+-- Leases. A row outlives its release so the next token is always larger.
+CREATE TABLE IF NOT EXISTS alk_locks (
+  name       TEXT PRIMARY KEY,
+  owner      TEXT,
+  token      INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+INSERT OR IGNORE INTO alk_meta (key, value) VALUES ('schema_version', '1');
