@@ -5,10 +5,18 @@
 //! error taxonomy of contract v1 §3, the name rules of §2, the option
 //! parsing of §5, and the time formats of §4.
 
+pub mod catalogue;
 pub mod error;
 pub mod names;
 pub mod opts;
+pub mod pg_constants;
 pub mod time;
+
+/// The version of alkstore this build is (the extension's and the libraries').
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The schema version this build creates and migrates to, on both engines.
+pub const SCHEMA_VERSION: i64 = 2;
 
 pub use error::{err, Code, ContractError};
 pub use names::NameKind;

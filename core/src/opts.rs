@@ -11,6 +11,9 @@ use serde_json::{Map, Value};
 /// The longest duration any option takes: 100 years, in seconds.
 pub const MAX_DURATION_S: f64 = 3_153_600_000.0;
 
+/// The largest `max_jobs` / `max_events` a call may ask for.
+pub const MAX_BATCH: i64 = 1000;
+
 /// Per-queue options, stored in the database and stamped onto each job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueOpts {

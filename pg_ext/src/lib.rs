@@ -8,13 +8,20 @@
 
 ::pgrx::pg_module_magic!();
 
-// The install script, in order. scripts/build-plain-sql.sh reads this list
-// to build the plain SQL install from the same files.
+// The install script, in order: the schema, then the code (every function
+// CREATE OR REPLACE, so upgrades re-run it). scripts/lib/pg-sources.sh reads
+// this list to build the plain SQL install and the update scripts
+// (pg_ext/sql/alkstore--<old>--<new>.sql) from the same files.
 ::pgrx::extension_sql_file!("../../sql/postgres/schema.sql", name = "schema", bootstrap);
+::pgrx::extension_sql_file!(
+    "../../sql/postgres/constants.sql",
+    name = "constants",
+    requires = ["schema"]
+);
 ::pgrx::extension_sql_file!(
     "../../sql/postgres/common.sql",
     name = "common",
-    requires = ["schema"]
+    requires = ["constants"]
 );
 ::pgrx::extension_sql_file!(
     "../../sql/postgres/wake.sql",
@@ -45,6 +52,11 @@
     "../../sql/postgres/lock.sql",
     name = "lock",
     requires = ["notify"]
+);
+::pgrx::extension_sql_file!(
+    "../../sql/postgres/version.sql",
+    name = "version",
+    requires = ["lock"]
 );
 
 /// In-server tests (`cargo pgrx test`): the extension installs and its

@@ -4,49 +4,43 @@
 -- schema-qualified.
 
 -- Milliseconds as JSON seconds: 60 (whole) or 0.25 (fraction), as on SQLite.
-CREATE FUNCTION alkstore.seconds(ms bigint) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alkstore.seconds(ms bigint) RETURNS jsonb
 LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN ms % 1000 = 0 THEN to_jsonb(ms / 1000) ELSE to_jsonb(trim_scale(ms / 1000.0)) END
 $$;
 
 -- A time as an RFC 3339 UTC string with milliseconds.
-CREATE FUNCTION alkstore.ts(t timestamptz) RETURNS text
+CREATE OR REPLACE FUNCTION alkstore.ts(t timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
 
 -- Raises a contract error: SQLSTATE = code, message "alkstore: Variant: detail".
-CREATE FUNCTION alkstore.raise(code text, detail text) RETURNS void
+CREATE OR REPLACE FUNCTION alkstore.raise(code text, detail text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION USING
     ERRCODE = code,
-    MESSAGE = 'alkstore: ' || CASE code
-      WHEN 'ALK01' THEN 'InvalidName'
-      WHEN 'ALK02' THEN 'ReservedName'
-      WHEN 'ALK03' THEN 'InvalidOptions'
-      WHEN 'ALK04' THEN 'InvalidPayload'
-      ELSE 'InvalidArgument' END || ': ' || detail;
+    MESSAGE = 'alkstore: ' || coalesce(alkstore.variant(code), 'InvalidArgument') || ': ' || detail;
 END $$;
 
 -- Checks a name of the given kind (contract §2) and returns it.
-CREATE FUNCTION alkstore.name(kind text, name text) RETURNS text
+CREATE OR REPLACE FUNCTION alkstore.name(kind text, name text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   IF name IS NULL THEN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be NULL');
   ELSIF name = '' THEN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be empty');
-  ELSIF kind IN ('queue', 'outbox', 'stream', 'channel', 'lock')
-        AND starts_with(name, '__alkstore_') THEN
-    PERFORM alkstore.raise('ALK02', format('%s name %s starts with the reserved prefix "__alkstore_"',
-      kind, to_json(name)));
+  ELSIF alkstore.namespaced(kind) AND starts_with(name, alkstore.reserved_prefix()) THEN
+    PERFORM alkstore.raise('ALK02', format('%s name %s starts with the reserved prefix %s',
+      kind, to_json(name), to_json(alkstore.reserved_prefix())));
   END IF;
   RETURN name;
 END $$;
 
 -- A payload must be a JSON value; SQL NULL is not one.
-CREATE FUNCTION alkstore.payload(what text, payload jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alkstore.payload(what text, payload jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   IF payload IS NULL THEN
@@ -56,7 +50,7 @@ BEGIN
 END $$;
 
 -- Seconds (a JSON number, fractions kept to the millisecond) as milliseconds.
-CREATE FUNCTION alkstore.duration_ms(key text, v jsonb, positive boolean) RETURNS bigint
+CREATE OR REPLACE FUNCTION alkstore.duration_ms(key text, v jsonb, positive boolean) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   s  numeric;
@@ -66,20 +60,20 @@ BEGIN
     PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, v));
   END IF;
   s := (v #>> '{}')::numeric;
-  IF s < 0 OR s > 3153600000 THEN
+  IF s < 0 OR s > alkstore.max_duration_s() THEN
     ms := -1;
   ELSE
     ms := round(s * 1000);
   END IF;
   IF ms < 0 OR (positive AND ms < 1) THEN
-    PERFORM alkstore.raise('ALK03', format('%s must be %s and at most 3153600000 seconds, got %s',
-      key, CASE WHEN positive THEN 'at least 0.001' ELSE 'at least 0' END, v));
+    PERFORM alkstore.raise('ALK03', format('%s must be %s and at most %s seconds, got %s',
+      key, CASE WHEN positive THEN 'at least 0.001' ELSE 'at least 0' END, alkstore.max_duration_s(), v));
   END IF;
   RETURN ms;
 END $$;
 
 -- A whole JSON number in [lo, hi].
-CREATE FUNCTION alkstore.whole(key text, v jsonb, lo bigint, hi bigint) RETURNS bigint
+CREATE OR REPLACE FUNCTION alkstore.whole(key text, v jsonb, lo bigint, hi bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   n numeric;
@@ -95,7 +89,7 @@ BEGIN
 END $$;
 
 -- Seconds for the argument positions that take them (delay_s, extend_s, ttl_s).
-CREATE FUNCTION alkstore.arg_ms(what text, s double precision, positive boolean) RETURNS bigint
+CREATE OR REPLACE FUNCTION alkstore.arg_ms(what text, s double precision, positive boolean) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   ms bigint;
@@ -103,31 +97,31 @@ BEGIN
   IF s IS NULL THEN
     RETURN NULL;
   END IF;
-  IF s < 0 OR s > 3153600000 OR s = 'NaN'::float8 THEN
+  IF s < 0 OR s > alkstore.max_duration_s() OR s = 'NaN'::float8 THEN
     ms := -1;
   ELSE
     ms := round(s::numeric * 1000);
   END IF;
   IF ms < 0 OR (positive AND ms < 1) THEN
-    PERFORM alkstore.raise('ALK05', format('%s must be %s and at most 3153600000 seconds, got %s',
-      what, CASE WHEN positive THEN 'greater than 0' ELSE 'at least 0' END, s));
+    PERFORM alkstore.raise('ALK05', format('%s must be %s and at most %s seconds, got %s',
+      what, CASE WHEN positive THEN 'greater than 0' ELSE 'at least 0' END, alkstore.max_duration_s(), s));
   END IF;
   RETURN ms;
 END $$;
 
--- A batch size (max_jobs, max_events) from 1 to 1000.
-CREATE FUNCTION alkstore.batch(what text, n integer) RETURNS integer
+-- A batch size (max_jobs, max_events) from 1 to alkstore.max_batch().
+CREATE OR REPLACE FUNCTION alkstore.batch(what text, n integer) RETURNS integer
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   IF n IS NULL THEN
     PERFORM alkstore.raise('ALK05', what || ' must not be NULL');
-  ELSIF n < 1 OR n > 1000 THEN
-    PERFORM alkstore.raise('ALK05', format('%s must be between 1 and 1000, got %s', what, n));
+  ELSIF n < 1 OR n > alkstore.max_batch() THEN
+    PERFORM alkstore.raise('ALK05', format('%s must be between 1 and %s, got %s', what, alkstore.max_batch(), n));
   END IF;
   RETURN n;
 END $$;
 
-CREATE FUNCTION alkstore.job_id(id bigint) RETURNS bigint
+CREATE OR REPLACE FUNCTION alkstore.job_id(id bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   IF id IS NULL THEN
@@ -137,17 +131,8 @@ BEGIN
 END $$;
 
 -- Queue options (contract §5): the stored row, or the defaults.
-CREATE TYPE alkstore.queue_opts AS (
-  visibility_timeout_ms bigint,
-  max_attempts          integer,
-  backoff_base_ms       bigint,
-  backoff_max_ms        bigint
-);
 
-CREATE FUNCTION alkstore.default_queue_opts() RETURNS alkstore.queue_opts
-LANGUAGE sql IMMUTABLE AS $$ SELECT ROW(60000, 5, 5000, 3600000)::alkstore.queue_opts $$;
-
-CREATE FUNCTION alkstore.queue_opts(q text) RETURNS alkstore.queue_opts
+CREATE OR REPLACE FUNCTION alkstore.queue_opts(q text) RETURNS alkstore.queue_opts
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   r alkstore.queue_opts;
@@ -155,13 +140,13 @@ BEGIN
   SELECT c.visibility_timeout_ms, c.max_attempts, c.backoff_base_ms, c.backoff_max_ms INTO r
     FROM alkstore.queues c WHERE c.queue = q;
   IF NOT FOUND THEN
-    r := ROW(60000, 5, 5000, 3600000);
+    r := alkstore.default_queue_opts();
   END IF;
   RETURN r;
 END $$;
 
 -- Merges the keys of `opts` over `base`; rejects anything else.
-CREATE FUNCTION alkstore.merge_queue_opts(base alkstore.queue_opts, opts jsonb) RETURNS alkstore.queue_opts
+CREATE OR REPLACE FUNCTION alkstore.merge_queue_opts(base alkstore.queue_opts, opts jsonb) RETURNS alkstore.queue_opts
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   k text;
@@ -187,7 +172,7 @@ BEGIN
   RETURN r;
 END $$;
 
-CREATE FUNCTION alkstore.queue_opts_json(o alkstore.queue_opts) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alkstore.queue_opts_json(o alkstore.queue_opts) RETURNS jsonb
 LANGUAGE sql IMMUTABLE AS $$
   SELECT jsonb_build_object(
     'visibility_timeout_s', alkstore.seconds(o.visibility_timeout_ms),
@@ -197,14 +182,8 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Enqueue options, resolved against the time of enqueue.
-CREATE TYPE alkstore.enqueue_opts AS (
-  run_at       timestamptz,
-  priority     integer,
-  max_attempts integer,     -- NULL: the queue's
-  expires_at   timestamptz  -- NULL: never
-);
 
-CREATE FUNCTION alkstore.enqueue_opts(opts jsonb, now timestamptz) RETURNS alkstore.enqueue_opts
+CREATE OR REPLACE FUNCTION alkstore.enqueue_opts(opts jsonb, now timestamptz) RETURNS alkstore.enqueue_opts
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   k        text;

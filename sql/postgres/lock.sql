@@ -2,7 +2,7 @@
 -- lock serialises racing owners, and the row outlives its release, so every
 -- new acquisition gets a larger token than any before for that name.
 
-CREATE FUNCTION alk_lock_acquire(name text, owner text, ttl_s double precision) RETURNS bigint
+CREATE OR REPLACE FUNCTION alk_lock_acquire(name text, owner text, ttl_s double precision) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   n     text := alkstore.name('lock', name);
@@ -24,7 +24,7 @@ BEGIN
   RETURN token; -- NULL: another owner holds an unexpired lease
 END $$;
 
-CREATE FUNCTION alk_lock_renew(name text, owner text, ttl_s double precision) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_lock_renew(name text, owner text, ttl_s double precision) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   n   text := alkstore.name('lock', name);
@@ -40,7 +40,7 @@ BEGIN
   RETURN FOUND;
 END $$;
 
-CREATE FUNCTION alk_lock_release(name text, owner text) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_lock_release(name text, owner text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   n text := alkstore.name('lock', name);
@@ -50,10 +50,3 @@ BEGIN
    WHERE l.name = n AND l.owner = o AND l.expires_at > clock_timestamp();
   RETURN FOUND;
 END $$;
-
--- The schema is created by CREATE EXTENSION (or the plain SQL install);
--- alk_init() exists on both engines and returns the schema version.
-CREATE FUNCTION alk_init() RETURNS integer
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT m.value::integer FROM alkstore.meta m WHERE m.key = 'schema_version'
-$$;

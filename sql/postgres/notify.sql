@@ -6,13 +6,13 @@
 -- names. alk_channel(C) returns it; LISTEN quotes it as an identifier:
 --   SELECT format('LISTEN %I', alk_channel('orders'));  -- LISTEN "alk:orders"
 
-CREATE FUNCTION alk_channel(channel text) RETURNS text
+CREATE OR REPLACE FUNCTION alk_channel(channel text) RETURNS text
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT CASE WHEN octet_length(c.n) <= 59 THEN 'alk:' || c.n ELSE 'alk#' || md5(c.n) END
     FROM (SELECT alkstore.name('channel', channel) AS n) c
 $$;
 
-CREATE FUNCTION alk_notify(channel text, payload jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION alk_notify(channel text, payload jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   ch   text := alkstore.name('channel', channel);

@@ -2,16 +2,16 @@
 -- queue __alkstore_outbox:{name} here, with fixed options; the reserved
 -- prefix keeps that queue out of reach of the queue functions.
 
-CREATE FUNCTION alkstore.outbox_queue(outbox text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$ SELECT '__alkstore_outbox:' || alkstore.name('outbox', outbox) $$;
+CREATE OR REPLACE FUNCTION alkstore.outbox_queue(outbox text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT alkstore.outbox_prefix() || alkstore.name('outbox', outbox) $$;
 
-CREATE FUNCTION alk_outbox_enqueue(outbox text, opts jsonb, payload jsonb) RETURNS bigint
+CREATE OR REPLACE FUNCTION alk_outbox_enqueue(outbox text, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   RETURN alkstore.enqueue(alkstore.outbox_queue(outbox), alkstore.default_queue_opts(), opts, payload);
 END $$;
 
-CREATE FUNCTION alk_outbox_claim(outbox text, worker text, max_jobs integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION alk_outbox_claim(outbox text, worker text, max_jobs integer DEFAULT 1)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -20,7 +20,7 @@ BEGIN
                                             alkstore.batch('max_jobs', $3));
 END $$;
 
-CREATE FUNCTION alk_outbox_stats(outbox text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alk_outbox_stats(outbox text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   RETURN alkstore.stats(alkstore.outbox_queue(outbox));

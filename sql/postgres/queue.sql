@@ -5,7 +5,7 @@
 -- Inserts one job stamped with the resolved options (shared by queues and
 -- outboxes). PL/pgSQL throughout the hot paths: its statement plans are
 -- cached per session, where a SQL-language function is planned per call.
-CREATE FUNCTION alkstore.enqueue(q text, stamped alkstore.queue_opts, opts jsonb, payload jsonb) RETURNS bigint
+CREATE OR REPLACE FUNCTION alkstore.enqueue(q text, stamped alkstore.queue_opts, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
   now timestamptz := clock_timestamp();
@@ -22,7 +22,7 @@ BEGIN
   RETURN id;
 END $$;
 
-CREATE FUNCTION alkstore.enqueue_batch(q text, stamped alkstore.queue_opts, opts jsonb, payloads jsonb)
+CREATE OR REPLACE FUNCTION alkstore.enqueue_batch(q text, stamped alkstore.queue_opts, opts jsonb, payloads jsonb)
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -52,7 +52,7 @@ END $$;
 -- Claims up to max_jobs in claim order (priority DESC, run_at, id) among
 -- runnable pending jobs and running jobs whose claim expired. FOR UPDATE
 -- SKIP LOCKED: concurrent claimers never block on or share a job.
-CREATE FUNCTION alkstore.claim(q text, worker text, max_jobs integer)
+CREATE OR REPLACE FUNCTION alkstore.claim(q text, worker text, max_jobs integer)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
@@ -106,7 +106,7 @@ BEGIN
    ORDER BY c.priority DESC, c.run_at, c.id;
 END $$;
 
-CREATE FUNCTION alk_enqueue(queue text, opts jsonb, payload jsonb) RETURNS bigint
+CREATE OR REPLACE FUNCTION alk_enqueue(queue text, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q text := alkstore.name('queue', queue);
@@ -114,7 +114,7 @@ BEGIN
   RETURN alkstore.enqueue(q, alkstore.queue_opts(q), opts, payload);
 END $$;
 
-CREATE FUNCTION alk_enqueue_batch(queue text, opts jsonb, payloads jsonb) RETURNS bigint[]
+CREATE OR REPLACE FUNCTION alk_enqueue_batch(queue text, opts jsonb, payloads jsonb) RETURNS bigint[]
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q text := alkstore.name('queue', queue);
@@ -124,7 +124,7 @@ END $$;
 
 -- The first argument is named queue_name: PostgreSQL does not allow an
 -- argument and a result column (queue) of the same name.
-CREATE FUNCTION alk_claim(queue_name text, worker text, max_jobs integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION alk_claim(queue_name text, worker text, max_jobs integer DEFAULT 1)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -133,7 +133,7 @@ BEGIN
                                             alkstore.batch('max_jobs', $3));
 END $$;
 
-CREATE FUNCTION alk_ack(job_id bigint, worker text) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   DELETE FROM alkstore.jobs j
@@ -142,7 +142,7 @@ BEGIN
   RETURN FOUND;
 END $$;
 
-CREATE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
+CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   n integer;
@@ -156,7 +156,7 @@ BEGIN
   RETURN n;
 END $$;
 
-CREATE FUNCTION alk_retry(job_id bigint, worker text, error text, delay_s double precision DEFAULT NULL)
+CREATE OR REPLACE FUNCTION alk_retry(job_id bigint, worker text, error text, delay_s double precision DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -177,7 +177,7 @@ BEGIN
   RETURN result;
 END $$;
 
-CREATE FUNCTION alk_fail(job_id bigint, worker text, error text) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_fail(job_id bigint, worker text, error text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   UPDATE alkstore.jobs j
@@ -187,7 +187,7 @@ BEGIN
   RETURN FOUND;
 END $$;
 
-CREATE FUNCTION alk_heartbeat(job_id bigint, worker text, extend_s double precision DEFAULT NULL)
+CREATE OR REPLACE FUNCTION alk_heartbeat(job_id bigint, worker text, extend_s double precision DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -201,14 +201,14 @@ BEGIN
   RETURN FOUND;
 END $$;
 
-CREATE FUNCTION alk_cancel(job_id bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_cancel(job_id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   DELETE FROM alkstore.jobs j WHERE j.id = alkstore.job_id(job_id) AND j.state IN ('pending', 'running');
   RETURN FOUND;
 END $$;
 
-CREATE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   RETURN (SELECT jsonb_build_object(
@@ -225,7 +225,7 @@ END $$;
 
 -- Requeue also clears the expiry: putting a dead job back is an explicit
 -- decision to run it.
-CREATE FUNCTION alk_requeue_dead(job_id bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_requeue_dead(job_id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   UPDATE alkstore.jobs j
@@ -239,7 +239,7 @@ END $$;
 
 -- Merges the given keys over the queue's options in one statement, so
 -- concurrent configures of different keys do not lose each other's keys.
-CREATE FUNCTION alk_queue_configure(queue text, opts jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alk_queue_configure(queue text, opts jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q      text := alkstore.name('queue', queue);
@@ -257,7 +257,7 @@ BEGIN
   RETURN alkstore.queue_opts_json(merged);
 END $$;
 
-CREATE FUNCTION alk_queue_opts(queue text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alk_queue_opts(queue text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   RETURN alkstore.queue_opts_json(alkstore.queue_opts(alkstore.name('queue', queue)));
@@ -265,7 +265,7 @@ END $$;
 
 -- Each count reads one partial index, so stats cost does not grow with
 -- the other states' history.
-CREATE FUNCTION alkstore.stats(q text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alkstore.stats(q text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   now    timestamptz := clock_timestamp();
@@ -284,13 +284,13 @@ BEGIN
            ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END);
 END $$;
 
-CREATE FUNCTION alk_queue_stats(queue text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION alk_queue_stats(queue text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   RETURN alkstore.stats(alkstore.name('queue', queue));
 END $$;
 
-CREATE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
+CREATE OR REPLACE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q   text := CASE WHEN queue IS NULL THEN NULL ELSE alkstore.name('queue', queue) END;

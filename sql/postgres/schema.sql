@@ -12,7 +12,7 @@ CREATE TABLE alkstore.meta (
   key   text PRIMARY KEY,
   value text NOT NULL
 );
-INSERT INTO alkstore.meta (key, value) VALUES ('schema_version', '1');
+INSERT INTO alkstore.meta (key, value) VALUES ('schema_version', '2');
 
 -- Per-queue options; a queue never configured has no row and uses defaults.
 CREATE TABLE alkstore.queues (
@@ -96,6 +96,22 @@ CREATE TABLE alkstore.waiters (
   pid        integer     NOT NULL,
   expires_at timestamptz NOT NULL,
   PRIMARY KEY (kind, name, pid)
+);
+
+-- Queue options (contract §5): as stored and stamped.
+CREATE TYPE alkstore.queue_opts AS (
+  visibility_timeout_ms bigint,
+  max_attempts          integer,
+  backoff_base_ms       bigint,
+  backoff_max_ms        bigint
+);
+
+-- Enqueue options, resolved against the time of enqueue.
+CREATE TYPE alkstore.enqueue_opts AS (
+  run_at       timestamptz,
+  priority     integer,
+  max_attempts integer,     -- NULL: the queue's
+  expires_at   timestamptz  -- NULL: never
 );
 
 REVOKE ALL ON ALL TABLES IN SCHEMA alkstore FROM PUBLIC;

@@ -3,7 +3,7 @@
 -- are dense (a rollback gives its offset back) and commit in offset order
 -- (a reader that has read up to N never later sees a new event <= N).
 
-CREATE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
+CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   s      text := alkstore.name('stream', stream);
@@ -19,7 +19,7 @@ BEGIN
   RETURN offset_;
 END $$;
 
-CREATE FUNCTION alk_read(stream text, after_offset bigint, max_events integer)
+CREATE OR REPLACE FUNCTION alk_read(stream text, after_offset bigint, max_events integer)
 RETURNS TABLE ("offset" bigint, key text, payload jsonb, created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -36,7 +36,7 @@ BEGIN
    ORDER BY e."offset" LIMIT n;
 END $$;
 
-CREATE FUNCTION alk_save_offset(stream text, consumer text, "offset" bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_save_offset(stream text, consumer text, "offset" bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   s text := alkstore.name('stream', stream);
@@ -57,7 +57,7 @@ BEGIN
   RETURN FOUND;
 END $$;
 
-CREATE FUNCTION alk_get_offset(stream text, consumer text) RETURNS bigint
+CREATE OR REPLACE FUNCTION alk_get_offset(stream text, consumer text) RETURNS bigint
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   s text := alkstore.name('stream', stream);

@@ -10,13 +10,13 @@
 -- PostgreSQL delivers one notification per channel and payload per
 -- transaction, however many jobs or events it wrote.
 
-CREATE FUNCTION alkstore.wake_payload(name text) RETURNS text
+CREATE OR REPLACE FUNCTION alkstore.wake_payload(name text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN octet_length(name) < 7900 THEN name ELSE 'md5:' || md5(name) END
 $$;
 
 -- Called by enqueue and publish: notify if anyone waits.
-CREATE FUNCTION alkstore.wake(kind "char", name text) RETURNS void
+CREATE OR REPLACE FUNCTION alkstore.wake(kind "char", name text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM 1 FROM alkstore.waiters w
@@ -32,7 +32,7 @@ END $$;
 -- the channel; returns the channel. Register, then claim (or read), then
 -- wait: work committed after the registration is announced, work committed
 -- before it is found by the claim.
-CREATE FUNCTION alkstore.wait_on(kind "char", name text, ttl_s double precision) RETURNS text
+CREATE OR REPLACE FUNCTION alkstore.wait_on(kind "char", name text, ttl_s double precision) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
   ttl_ms  bigint := coalesce(alkstore.arg_ms('ttl_s', ttl_s, true), 60000);
@@ -48,39 +48,39 @@ BEGIN
 END $$;
 
 -- Ends this session's registration.
-CREATE FUNCTION alkstore.wait_off(kind "char", name text) RETURNS boolean
+CREATE OR REPLACE FUNCTION alkstore.wait_off(kind "char", name text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
   DELETE FROM alkstore.waiters w WHERE w.kind = wait_off.kind AND w.name = wait_off.name AND w.pid = pg_backend_pid();
   RETURN FOUND;
 END $$;
 
-CREATE FUNCTION alk_listen_queue(queue text, ttl_s double precision DEFAULT 60) RETURNS text
+CREATE OR REPLACE FUNCTION alk_listen_queue(queue text, ttl_s double precision DEFAULT 60) RETURNS text
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT alkstore.wait_on('q', alkstore.name('queue', queue), ttl_s)
 $$;
 
-CREATE FUNCTION alk_listen_outbox(outbox text, ttl_s double precision DEFAULT 60) RETURNS text
+CREATE OR REPLACE FUNCTION alk_listen_outbox(outbox text, ttl_s double precision DEFAULT 60) RETURNS text
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.wait_on('q', '__alkstore_outbox:' || alkstore.name('outbox', outbox), ttl_s)
+  SELECT alkstore.wait_on('q', alkstore.outbox_prefix() || alkstore.name('outbox', outbox), ttl_s)
 $$;
 
-CREATE FUNCTION alk_listen_stream(stream text, ttl_s double precision DEFAULT 60) RETURNS text
+CREATE OR REPLACE FUNCTION alk_listen_stream(stream text, ttl_s double precision DEFAULT 60) RETURNS text
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT alkstore.wait_on('s', alkstore.name('stream', stream), ttl_s)
 $$;
 
-CREATE FUNCTION alk_unlisten_queue(queue text) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_unlisten_queue(queue text) RETURNS boolean
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT alkstore.wait_off('q', alkstore.name('queue', queue))
 $$;
 
-CREATE FUNCTION alk_unlisten_outbox(outbox text) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_unlisten_outbox(outbox text) RETURNS boolean
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT alkstore.wait_off('q', '__alkstore_outbox:' || alkstore.name('outbox', outbox))
+  SELECT alkstore.wait_off('q', alkstore.outbox_prefix() || alkstore.name('outbox', outbox))
 $$;
 
-CREATE FUNCTION alk_unlisten_stream(stream text) RETURNS boolean
+CREATE OR REPLACE FUNCTION alk_unlisten_stream(stream text) RETURNS boolean
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT alkstore.wait_off('s', alkstore.name('stream', stream))
 $$;

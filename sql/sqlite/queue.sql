@@ -24,6 +24,11 @@ ROLLBACK TO alkstore_call;
 -- name: schema_version
 SELECT value FROM alk_meta WHERE key = 'schema_version';
 
+-- The library version that created or last migrated the schema.
+-- name: record_version
+INSERT INTO alk_meta (key, value) VALUES ('version', ?1)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
 -- name: queue_opts
 SELECT visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms
 FROM alk_queues WHERE queue = ?1;

@@ -1,4 +1,5 @@
--- alkstore schema for SQLite, version 1.
+-- alkstore schema for SQLite, version 2 (alkstore 0.2.0): what a fresh database
+-- gets. A database of an older version is brought here by sql/sqlite/migrate/.
 -- Run idempotently on first use (or by SELECT alk_init()). Internal: only the
 -- alk_* functions are API. Times are integer epoch milliseconds; durations
 -- integer milliseconds.
@@ -91,4 +92,4 @@ CREATE TABLE IF NOT EXISTS alk_locks (
   expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 
-INSERT OR IGNORE INTO alk_meta (key, value) VALUES ('schema_version', '1');
+INSERT OR IGNORE INTO alk_meta (key, value) VALUES ('schema_version', '2');

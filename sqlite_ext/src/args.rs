@@ -8,8 +8,7 @@ use serde_json::Value;
 use sqlite_loadable::ext::sqlite3_value;
 use std::borrow::Cow;
 
-/// The largest `max_jobs` / `max_events` a call may ask for.
-pub const MAX_BATCH: i64 = 1000;
+pub use alkstore_core::opts::MAX_BATCH;
 
 type Result<T> = std::result::Result<T, ContractError>;
 

@@ -26,6 +26,9 @@ pub struct ConnState {
     cache: Mutex<HashMap<&'static str, Stmt>>,
     anchored: AtomicBool,
     schema_checked: AtomicBool,
+    /// This connection created or migrated the schema in a transaction that
+    /// may still roll back: check again until that is settled.
+    schema_pending: AtomicBool,
 }
 
 /// The connection a function runs on, with its state.
@@ -37,6 +40,8 @@ pub struct Conn<'a> {
     /// a call that fails its argument checks never takes the write lock.
     pending_begin: Cell<Option<&'static str>>,
     began: Cell<bool>,
+    /// The call runs inside the caller's explicit transaction.
+    in_caller_txn: bool,
 }
 
 /// A statement borrowed from the cache; goes back (reset) when dropped.
@@ -83,6 +88,7 @@ impl<'a> Conn<'a> {
             state,
             pending_begin: Cell::new(None),
             began: Cell::new(false),
+            in_caller_txn: ffi::txn_state(db) == TxnState::Explicit,
         }
     }
 
@@ -128,27 +134,81 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// Checks the schema once per connection, creating it on first use.
+    /// Checks the schema once per connection: creates it on first use, and
+    /// migrates an older one (contract v1.1 §B) inside the caller's
+    /// transaction, or in a savepoint of its own outside one.
     pub fn ensure_schema(&self) -> Result<()> {
-        if self.state.schema_checked.load(Ordering::Acquire) {
+        let st = self.state;
+        if st.schema_checked.load(Ordering::Acquire) && !st.schema_pending.load(Ordering::Acquire) {
             return Ok(());
         }
-        match self.read_version() {
-            Ok(Some(v)) if v > sql::SCHEMA_VERSION => {
-                return Err(Error::Db(DbError {
-                    code: 1,
-                    message: format!(
-                    "alkstore: the database has schema version {v}, newer than this extension's {}",
+        let own = matches!(
+            ffi::txn_state(self.db),
+            TxnState::AutocommitIdle | TxnState::AutocommitReading
+        );
+        if own {
+            self.control("savepoint")?;
+        }
+        let changed = self.bring_schema_current();
+        let changed = match (own, changed) {
+            (true, Ok(changed)) => self.control("release").map(|_| changed),
+            (true, Err(e)) => {
+                let _ = self.control("rollback_to");
+                let _ = self.control("release");
+                Err(e)
+            }
+            (false, result) => result,
+        }?;
+        // A change inside a transaction (the caller's, or this call's own
+        // BEGIN) is settled once that commits: until then every call checks.
+        // A check that found the schema current outside the caller's
+        // transaction saw committed tables.
+        if changed && !own {
+            st.schema_pending.store(true, Ordering::Release);
+        } else if !self.in_caller_txn {
+            st.schema_pending.store(false, Ordering::Release);
+        }
+        st.schema_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Creates or migrates the schema as needed; true if it changed anything.
+    fn bring_schema_current(&self) -> Result<bool> {
+        let version = match self.read_version() {
+            Ok(v) => v,
+            Err(e) if e.is_missing_schema() => None,
+            Err(e) => return Err(e),
+        };
+        match version {
+            Some(v) if v > sql::SCHEMA_VERSION => Err(Error::Db(DbError {
+                code: 1,
+                message: format!(
+                    "alkstore: the database has schema version {v}, newer than this library's \
+                     (alkstore {} knows schema {}): upgrade the alkstore library",
+                    alkstore_core::VERSION,
                     sql::SCHEMA_VERSION
                 ),
-                }))
+            })),
+            Some(v) if v == sql::SCHEMA_VERSION => Ok(false),
+            Some(v) => {
+                for (_, script) in sql::MIGRATIONS.iter().filter(|(to, _)| *to > v) {
+                    Stmt::exec_script(self.db, script)?;
+                }
+                self.record_version()?;
+                Ok(true)
             }
-            Ok(Some(_)) => {}
-            Ok(None) => self.create_schema()?,
-            Err(e) if e.is_missing_schema() => self.create_schema()?,
-            Err(e) => return Err(e),
+            None => {
+                Stmt::exec_script(self.db, sql::SCHEMA)?;
+                self.record_version()?;
+                Ok(true)
+            }
         }
-        self.state.schema_checked.store(true, Ordering::Release);
+    }
+
+    fn record_version(&self) -> Result<()> {
+        let mut st = self.stmt_unchecked("record_version")?;
+        st.bind_text(1, alkstore_core::VERSION);
+        st.run()?;
         Ok(())
     }
 
@@ -161,9 +221,10 @@ impl<'a> Conn<'a> {
         })
     }
 
-    /// Runs the idempotent schema script.
-    pub fn create_schema(&self) -> Result<()> {
-        Ok(Stmt::exec_script(self.db, sql::SCHEMA)?)
+    /// The schema version of the database, after bringing it current.
+    pub fn schema_version(&self) -> Result<i64> {
+        self.ensure_schema()?;
+        Ok(self.read_version()?.unwrap_or(0))
     }
 
     /// Runs `f` as one atomic unit. Inside the caller's transaction (or a
@@ -185,6 +246,10 @@ impl<'a> Conn<'a> {
             return result; // nothing ran: bad arguments, or nothing to do
         }
         let result = result.and_then(|v| self.control(commit).map(|_| v));
+        if result.is_ok() {
+            // Whatever schema this call created or migrated is committed.
+            self.state.schema_pending.store(false, Ordering::Release);
+        }
         if result.is_err() && ffi::txn_state(self.db) == TxnState::Explicit {
             let _ = self.control(undo);
             if undo == "rollback_to" {

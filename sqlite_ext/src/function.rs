@@ -6,6 +6,7 @@ use crate::conn::{Conn, ConnState};
 use crate::error::Result;
 use crate::ffi;
 use crate::{init, lock, notify, outbox, queue, stream};
+use alkstore_core::catalogue;
 use sqlite_loadable::ext::{sqlite3, sqlite3_context, sqlite3_value};
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -37,39 +38,47 @@ pub enum Access {
 const READS: Access = Access::Reads;
 const WRITES: Access = Access::Writes;
 
-/// Every function with the argument counts it accepts (contract §5–§9, §12).
-/// Optional trailing arguments are separate arities, so a wrong count is
-/// SQLite's own "wrong number of arguments" error.
-pub const FUNCTIONS: &[(&CStr, &[c_int], Access, Handler)] = &[
-    (c"alk_init", &[0], WRITES, init::init),
-    (c"alk_enqueue", &[3], WRITES, queue::enqueue),
-    (c"alk_enqueue_batch", &[3], WRITES, queue::enqueue_batch),
-    (c"alk_claim", &[2, 3], WRITES, queue::claim),
-    (c"alk_ack", &[2], WRITES, queue::ack),
-    (c"alk_ack_batch", &[2], WRITES, queue::ack_batch),
-    (c"alk_retry", &[3, 4], WRITES, queue::retry),
-    (c"alk_fail", &[3], WRITES, queue::fail),
-    (c"alk_heartbeat", &[2, 3], WRITES, queue::heartbeat),
-    (c"alk_cancel", &[1], WRITES, queue::cancel),
-    (c"alk_get_job", &[1], READS, queue::get_job),
-    (c"alk_requeue_dead", &[1], WRITES, queue::requeue_dead),
-    (c"alk_queue_configure", &[2], WRITES, queue::configure),
-    (c"alk_queue_opts", &[1], READS, queue::opts),
-    (c"alk_queue_stats", &[1], READS, queue::stats),
-    (c"alk_sweep", &[0, 1], WRITES, queue::sweep),
-    (c"alk_outbox_enqueue", &[3], WRITES, outbox::enqueue),
-    (c"alk_outbox_claim", &[2, 3], WRITES, outbox::claim),
-    (c"alk_outbox_stats", &[1], READS, outbox::stats),
-    (c"alk_publish", &[2, 3], WRITES, stream::publish),
-    (c"alk_read", &[3], READS, stream::read),
-    (c"alk_save_offset", &[3], WRITES, stream::save_offset),
-    (c"alk_get_offset", &[2], READS, stream::get_offset),
-    (c"alk_notify", &[2], WRITES, notify::notify),
-    (c"alk_notifications", &[2, 3], READS, notify::notifications),
-    (c"alk_lock_acquire", &[3], WRITES, lock::acquire),
-    (c"alk_lock_renew", &[3], WRITES, lock::renew),
-    (c"alk_lock_release", &[2], WRITES, lock::release),
+/// The body of every function of the catalogue (`alkstore_core::catalogue`)
+/// that SQLite has. The argument counts come from the catalogue; optional
+/// trailing arguments are separate arities, so a wrong count is SQLite's own
+/// "wrong number of arguments" error.
+pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
+    (c"alk_version", READS, init::version),
+    (c"alk_init", WRITES, init::init),
+    (c"alk_enqueue", WRITES, queue::enqueue),
+    (c"alk_enqueue_batch", WRITES, queue::enqueue_batch),
+    (c"alk_claim", WRITES, queue::claim),
+    (c"alk_ack", WRITES, queue::ack),
+    (c"alk_ack_batch", WRITES, queue::ack_batch),
+    (c"alk_retry", WRITES, queue::retry),
+    (c"alk_fail", WRITES, queue::fail),
+    (c"alk_heartbeat", WRITES, queue::heartbeat),
+    (c"alk_cancel", WRITES, queue::cancel),
+    (c"alk_get_job", READS, queue::get_job),
+    (c"alk_requeue_dead", WRITES, queue::requeue_dead),
+    (c"alk_queue_configure", WRITES, queue::configure),
+    (c"alk_queue_opts", READS, queue::opts),
+    (c"alk_queue_stats", READS, queue::stats),
+    (c"alk_sweep", WRITES, queue::sweep),
+    (c"alk_outbox_enqueue", WRITES, outbox::enqueue),
+    (c"alk_outbox_claim", WRITES, outbox::claim),
+    (c"alk_outbox_stats", READS, outbox::stats),
+    (c"alk_publish", WRITES, stream::publish),
+    (c"alk_read", READS, stream::read),
+    (c"alk_save_offset", WRITES, stream::save_offset),
+    (c"alk_get_offset", READS, stream::get_offset),
+    (c"alk_notify", WRITES, notify::notify),
+    (c"alk_notifications", READS, notify::notifications),
+    (c"alk_lock_acquire", WRITES, lock::acquire),
+    (c"alk_lock_renew", WRITES, lock::renew),
+    (c"alk_lock_release", WRITES, lock::release),
 ];
+
+/// The catalogue entry of a handler.
+fn catalogued(name: &CStr) -> &'static catalogue::Function {
+    let name = name.to_str().expect("ASCII names");
+    catalogue::get(name).unwrap_or_else(|| panic!("{name} is not in the catalogue"))
+}
 
 struct Registered {
     handler: Handler,
@@ -87,14 +96,15 @@ pub unsafe fn register_all(db: *mut sqlite3) -> c_int {
     if rc != 0 {
         return rc;
     }
-    for (name, arities, access, handler) in FUNCTIONS {
-        for &n in *arities {
+    for (name, access, handler) in HANDLERS {
+        for n in catalogued(name).arities() {
             let app = Box::into_raw(Box::new(Registered {
                 handler: *handler,
                 access: *access,
                 state: Arc::clone(&state),
             }));
-            let rc = ffi::create_function(db, name, n, app as *mut c_void, dispatch, destroy);
+            let rc =
+                ffi::create_function(db, name, n as c_int, app as *mut c_void, dispatch, destroy);
             if rc != 0 {
                 return rc; // SQLite has already called destroy(app)
             }
@@ -151,5 +161,26 @@ fn set_result(ctx: *mut sqlite3_context, out: Out) {
         Out::Int(v) => ffi::result_i64(ctx, v),
         Out::Bool(v) => ffi::result_i64(ctx, v as i64),
         Out::Text(v) => ffi::result_text(ctx, &v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_handlers_are_exactly_the_catalogues_sqlite_functions() {
+        let mut have: Vec<&str> = HANDLERS
+            .iter()
+            .map(|(n, _, _)| catalogued(n).name)
+            .collect();
+        let mut want: Vec<&str> = catalogue::FUNCTIONS
+            .iter()
+            .filter(|f| f.on_sqlite())
+            .map(|f| f.name)
+            .collect();
+        have.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(have, want);
     }
 }

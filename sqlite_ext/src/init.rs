@@ -1,13 +1,21 @@
-//! `alk_init()`: creates the schema now instead of on first use.
+//! `alk_init()` and `alk_version()`: the schema, created or migrated now
+//! instead of on first use, and the versions (contract v1.1 §B).
 
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::function::Out;
-use crate::sql::SCHEMA_VERSION;
 
-/// `alk_init()` → the schema version, after creating the schema if needed.
+/// `alk_init()` → the schema version, after creating or migrating the schema.
 pub fn init(conn: &Conn, _args: &Args) -> Result<Out> {
-    conn.ensure_schema()?;
-    Ok(Out::Int(SCHEMA_VERSION))
+    Ok(Out::Int(conn.schema_version()?))
+}
+
+/// `alk_version()` → `{"version": "<library version>", "schema": <n>}`.
+pub fn version(conn: &Conn, _args: &Args) -> Result<Out> {
+    let schema = conn.schema_version()?;
+    Ok(Out::Text(format!(
+        r#"{{"version":"{}","schema":{schema}}}"#,
+        alkstore_core::VERSION
+    )))
 }

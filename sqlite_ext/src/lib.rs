@@ -43,9 +43,9 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// The names of all functions this extension registers.
 pub fn function_names() -> impl Iterator<Item = &'static str> {
-    function::FUNCTIONS
+    function::HANDLERS
         .iter()
-        .map(|(name, _, _, _)| name.to_str().expect("ASCII names"))
+        .map(|(name, _, _)| name.to_str().expect("ASCII names"))
 }
 
 /// Registers every `alk_*` function on a raw connection.

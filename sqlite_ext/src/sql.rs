@@ -8,7 +8,11 @@ use std::sync::OnceLock;
 pub const SCHEMA: &str = include_str!("../../sql/sqlite/schema.sql");
 
 /// The schema version this build creates and understands.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = alkstore_core::SCHEMA_VERSION;
+
+/// The migrations, as (the version each one brings the schema to, its
+/// script), in order. A database at version `v` runs every one above `v`.
+pub const MIGRATIONS: &[(i64, &str)] = &[(2, include_str!("../../sql/sqlite/migrate/0002.sql"))];
 
 const SOURCES: [&str; 4] = [
     include_str!("../../sql/sqlite/queue.sql"),
@@ -46,6 +50,19 @@ pub fn get(name: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn migrations_end_at_the_schema_version() {
+        let versions: Vec<i64> = super::MIGRATIONS.iter().map(|m| m.0).collect();
+        assert_eq!(versions, (2..=super::SCHEMA_VERSION).collect::<Vec<_>>());
+        for (v, script) in super::MIGRATIONS {
+            let bump = format!("UPDATE alk_meta SET value = '{v}' WHERE key = 'schema_version';");
+            assert!(
+                script.contains(&bump),
+                "migration {v} must record its version"
+            );
+        }
+    }
+
     #[test]
     fn blocks_are_single_statements() {
         let c = super::catalogue();

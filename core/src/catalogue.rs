@@ -1,0 +1,309 @@
+//! The function catalogue: every `alk_*` function, which engines have it,
+//! how many arguments it takes, its PostgreSQL argument types, the shape of
+//! its result and which role may call it on PostgreSQL (contract v1.1 §A1).
+//!
+//! It is the one list of functions. The SQLite engine registers exactly
+//! these (its tests fail on any difference), the facade's call layer takes
+//! argument types and result shapes from it, and the PostgreSQL tests
+//! compare it with what an install created and granted.
+
+/// Which engines implement a function.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Engines {
+    /// SQLite and PostgreSQL.
+    Both,
+    /// PostgreSQL only (LISTEN-based wake-ups, the channel mapping).
+    Postgres,
+    /// SQLite only (reading notifications, which PostgreSQL delivers itself).
+    Sqlite,
+}
+
+/// The PostgreSQL role that may execute a function (contract v1.1 §A1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `alkstore_user`: what applications and their workers call.
+    User,
+    /// `alkstore_admin`: also what changes policy or reaches across queues.
+    Admin,
+}
+
+impl Role {
+    /// The role's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::User => "alkstore_user",
+            Role::Admin => "alkstore_admin",
+        }
+    }
+}
+
+/// The shape of a function's result, before the facade turns it into JSON.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Returns {
+    /// An integer (ids, counts, offsets, tokens).
+    Int,
+    /// A boolean (SQLite: 0 / 1).
+    Bool,
+    /// Text.
+    Text,
+    /// A JSON document (PostgreSQL `jsonb` or `bigint[]`; SQLite JSON text).
+    Json,
+    /// A set (PostgreSQL `SETOF` rows; SQLite a JSON array).
+    Rows,
+    /// Nothing (NULL).
+    Void,
+}
+
+/// One function.
+#[derive(Copy, Clone, Debug)]
+pub struct Function {
+    /// Its SQL name.
+    pub name: &'static str,
+    /// Which engines have it.
+    pub engines: Engines,
+    /// PostgreSQL argument types, in order; SQLite takes the same positions.
+    pub pg_args: &'static [&'static str],
+    /// How many leading arguments are required (the rest have defaults).
+    pub required: usize,
+    /// Its result.
+    pub returns: Returns,
+    /// Who may call it on PostgreSQL.
+    pub role: Role,
+}
+
+impl Function {
+    /// The argument counts it accepts.
+    pub fn arities(&self) -> std::ops::RangeInclusive<usize> {
+        self.required..=self.pg_args.len()
+    }
+
+    /// Whether `engine` implements it.
+    pub fn on_sqlite(&self) -> bool {
+        self.engines != Engines::Postgres
+    }
+
+    /// Whether PostgreSQL implements it.
+    pub fn on_postgres(&self) -> bool {
+        self.engines != Engines::Sqlite
+    }
+
+    /// The PostgreSQL signature, as `GRANT … ON FUNCTION` spells it.
+    pub fn pg_signature(&self) -> String {
+        format!("{}({})", self.name, self.pg_args.join(", "))
+    }
+}
+
+const fn f(
+    name: &'static str,
+    engines: Engines,
+    pg_args: &'static [&'static str],
+    required: usize,
+    returns: Returns,
+    role: Role,
+) -> Function {
+    Function {
+        name,
+        engines,
+        pg_args,
+        required,
+        returns,
+        role,
+    }
+}
+
+use Engines::{Both, Postgres, Sqlite};
+use Returns::{Bool, Int, Json, Rows, Text, Void};
+use Role::{Admin, User};
+
+/// Every function, in the order of the contract's sections.
+pub const FUNCTIONS: &[Function] = &[
+    f("alk_version", Both, &[], 0, Json, User),
+    f("alk_init", Both, &[], 0, Int, User),
+    // Queues (v1 §5).
+    f(
+        "alk_enqueue",
+        Both,
+        &["text", "jsonb", "jsonb"],
+        3,
+        Int,
+        User,
+    ),
+    f(
+        "alk_enqueue_batch",
+        Both,
+        &["text", "jsonb", "jsonb"],
+        3,
+        Json,
+        User,
+    ),
+    f(
+        "alk_claim",
+        Both,
+        &["text", "text", "integer"],
+        2,
+        Rows,
+        User,
+    ),
+    f("alk_ack", Both, &["bigint", "text"], 2, Bool, User),
+    f("alk_ack_batch", Both, &["bigint[]", "text"], 2, Int, User),
+    f(
+        "alk_retry",
+        Both,
+        &["bigint", "text", "text", "double precision"],
+        3,
+        Text,
+        User,
+    ),
+    f("alk_fail", Both, &["bigint", "text", "text"], 3, Bool, User),
+    f(
+        "alk_heartbeat",
+        Both,
+        &["bigint", "text", "double precision"],
+        2,
+        Bool,
+        User,
+    ),
+    f("alk_cancel", Both, &["bigint"], 1, Bool, User),
+    f("alk_get_job", Both, &["bigint"], 1, Json, User),
+    f("alk_requeue_dead", Both, &["bigint"], 1, Bool, Admin),
+    f(
+        "alk_queue_configure",
+        Both,
+        &["text", "jsonb"],
+        2,
+        Json,
+        Admin,
+    ),
+    f("alk_queue_opts", Both, &["text"], 1, Json, User),
+    f("alk_queue_stats", Both, &["text"], 1, Json, User),
+    f("alk_sweep", Both, &["text"], 0, Int, User),
+    // Outboxes (v1 §6).
+    f(
+        "alk_outbox_enqueue",
+        Both,
+        &["text", "jsonb", "jsonb"],
+        3,
+        Int,
+        User,
+    ),
+    f(
+        "alk_outbox_claim",
+        Both,
+        &["text", "text", "integer"],
+        2,
+        Rows,
+        User,
+    ),
+    f("alk_outbox_stats", Both, &["text"], 1, Json, User),
+    // Streams (v1 §7).
+    f(
+        "alk_publish",
+        Both,
+        &["text", "jsonb", "text"],
+        2,
+        Int,
+        User,
+    ),
+    f(
+        "alk_read",
+        Both,
+        &["text", "bigint", "integer"],
+        3,
+        Rows,
+        User,
+    ),
+    f(
+        "alk_save_offset",
+        Both,
+        &["text", "text", "bigint"],
+        3,
+        Bool,
+        User,
+    ),
+    f("alk_get_offset", Both, &["text", "text"], 2, Int, User),
+    // Notifications (v1 §8).
+    f("alk_notify", Both, &["text", "jsonb"], 2, Void, User),
+    f(
+        "alk_notifications",
+        Sqlite,
+        &["text", "bigint", "integer"],
+        2,
+        Json,
+        User,
+    ),
+    f("alk_channel", Postgres, &["text"], 1, Text, User),
+    // Wake-ups (v1 §10).
+    f(
+        "alk_listen_queue",
+        Postgres,
+        &["text", "double precision"],
+        1,
+        Text,
+        User,
+    ),
+    f(
+        "alk_listen_outbox",
+        Postgres,
+        &["text", "double precision"],
+        1,
+        Text,
+        User,
+    ),
+    f(
+        "alk_listen_stream",
+        Postgres,
+        &["text", "double precision"],
+        1,
+        Text,
+        User,
+    ),
+    f("alk_unlisten_queue", Postgres, &["text"], 1, Bool, User),
+    f("alk_unlisten_outbox", Postgres, &["text"], 1, Bool, User),
+    f("alk_unlisten_stream", Postgres, &["text"], 1, Bool, User),
+    // Leases (v1 §9).
+    f(
+        "alk_lock_acquire",
+        Both,
+        &["text", "text", "double precision"],
+        3,
+        Int,
+        User,
+    ),
+    f(
+        "alk_lock_renew",
+        Both,
+        &["text", "text", "double precision"],
+        3,
+        Bool,
+        User,
+    ),
+    f("alk_lock_release", Both, &["text", "text"], 2, Bool, User),
+];
+
+/// Looks a function up by name.
+pub fn get(name: &str) -> Option<&'static Function> {
+    FUNCTIONS.iter().find(|f| f.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_arities_sane() {
+        for (i, a) in FUNCTIONS.iter().enumerate() {
+            assert!(a.name.starts_with("alk_"), "{}", a.name);
+            assert!(a.required <= a.pg_args.len(), "{}", a.name);
+            assert!(
+                FUNCTIONS[i + 1..].iter().all(|b| b.name != a.name),
+                "{} twice",
+                a.name
+            );
+        }
+        assert_eq!(get("alk_claim").unwrap().arities(), 2..=3);
+        assert_eq!(
+            get("alk_retry").unwrap().pg_signature(),
+            "alk_retry(bigint, text, text, double precision)"
+        );
+    }
+}

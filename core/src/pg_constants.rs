@@ -1,0 +1,140 @@
+//! The contract's constants as PL/pgSQL, generated from this crate so that
+//! the PostgreSQL engine cannot drift from the Rust side:
+//! `sql/postgres/constants.sql` is [`sql`]'s output, checked by this
+//! crate's tests (`ALK_BLESS=1 cargo test -p alkstore-core` rewrites it).
+//!
+//! Each constant is an `IMMUTABLE` SQL function, which PostgreSQL inlines and
+//! folds into the cached plans of the PL/pgSQL that calls it: no cost per call.
+
+use crate::error::Code;
+use crate::names::{NameKind, OUTBOX_QUEUE_PREFIX, RESERVED_PREFIX};
+use crate::opts::{QueueOpts, MAX_BATCH, MAX_DURATION_S};
+use std::fmt::Write;
+
+const KINDS: [NameKind; 8] = [
+    NameKind::Queue,
+    NameKind::Outbox,
+    NameKind::Stream,
+    NameKind::Channel,
+    NameKind::Lock,
+    NameKind::Consumer,
+    NameKind::Worker,
+    NameKind::Owner,
+];
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+fn constant(out: &mut String, doc: &str, name: &str, ty: &str, value: &str) {
+    let _ = write!(
+        out,
+        "\n-- {doc}\nCREATE OR REPLACE FUNCTION alkstore.{name} RETURNS {ty}\n\
+         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {value}::{ty} $$;\n"
+    );
+}
+
+/// The text of `sql/postgres/constants.sql`.
+pub fn sql() -> String {
+    let mut out = String::from(
+        "-- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,\n\
+         -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo test -p alkstore-core`\n\
+         -- fails when this file is stale; ALK_BLESS=1 rewrites it.\n",
+    );
+    constant(
+        &mut out,
+        "The installed code's version (alk_version).",
+        "version()",
+        "text",
+        &quote(crate::VERSION),
+    );
+    constant(
+        &mut out,
+        "The schema version this code works on.",
+        "schema_version()",
+        "integer",
+        &crate::SCHEMA_VERSION.to_string(),
+    );
+    constant(
+        &mut out,
+        "Queue, outbox, stream, channel and lock names must not start with it.",
+        "reserved_prefix()",
+        "text",
+        &quote(RESERVED_PREFIX),
+    );
+    constant(
+        &mut out,
+        "The backing queue of outbox x is this prefix followed by x.",
+        "outbox_prefix()",
+        "text",
+        &quote(OUTBOX_QUEUE_PREFIX),
+    );
+    constant(
+        &mut out,
+        "The longest duration any option or argument takes, in seconds.",
+        "max_duration_s()",
+        "numeric",
+        &format!("{MAX_DURATION_S}"),
+    );
+    constant(
+        &mut out,
+        "The largest max_jobs / max_events.",
+        "max_batch()",
+        "integer",
+        &MAX_BATCH.to_string(),
+    );
+
+    let d = QueueOpts::default();
+    constant(
+        &mut out,
+        "Options of a queue never configured (contract §5).",
+        "default_queue_opts()",
+        "alkstore.queue_opts",
+        &format!(
+            "ROW({}, {}, {}, {})",
+            d.visibility_timeout_ms, d.max_attempts, d.backoff_base_ms, d.backoff_max_ms
+        ),
+    );
+
+    let namespaced: Vec<String> = KINDS
+        .iter()
+        .filter(|k| k.is_namespaced())
+        .map(|k| quote(k.label()))
+        .collect();
+    let _ = write!(
+        out,
+        "\n-- Whether names of this kind share the reserved namespace.\n\
+         CREATE OR REPLACE FUNCTION alkstore.namespaced(kind text) RETURNS boolean\n\
+         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT kind IN ({}) $$;\n",
+        namespaced.join(", ")
+    );
+
+    let arms: String = Code::ALL
+        .iter()
+        .map(|c| format!(" WHEN {} THEN {}", quote(c.code()), quote(c.variant())))
+        .collect();
+    let _ = write!(
+        out,
+        "\n-- The facade variant of each error code (contract §3).\n\
+         CREATE OR REPLACE FUNCTION alkstore.variant(code text) RETURNS text\n\
+         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT CASE code{arms} END $$;\n"
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn constants_sql_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/postgres/constants.sql");
+        let want = super::sql();
+        if std::env::var_os("ALK_BLESS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "sql/postgres/constants.sql is stale: run ALK_BLESS=1 cargo test -p alkstore-core"
+        );
+    }
+}

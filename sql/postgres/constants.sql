@@ -1,0 +1,39 @@
+-- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
+-- spelled once in Rust (core/) and here for PL/pgSQL. `cargo test -p alkstore-core`
+-- fails when this file is stale; ALK_BLESS=1 rewrites it.
+
+-- The installed code's version (alk_version).
+CREATE OR REPLACE FUNCTION alkstore.version() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '0.2.0'::text $$;
+
+-- The schema version this code works on.
+CREATE OR REPLACE FUNCTION alkstore.schema_version() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 2::integer $$;
+
+-- Queue, outbox, stream, channel and lock names must not start with it.
+CREATE OR REPLACE FUNCTION alkstore.reserved_prefix() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '__alkstore_'::text $$;
+
+-- The backing queue of outbox x is this prefix followed by x.
+CREATE OR REPLACE FUNCTION alkstore.outbox_prefix() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '__alkstore_outbox:'::text $$;
+
+-- The longest duration any option or argument takes, in seconds.
+CREATE OR REPLACE FUNCTION alkstore.max_duration_s() RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3153600000::numeric $$;
+
+-- The largest max_jobs / max_events.
+CREATE OR REPLACE FUNCTION alkstore.max_batch() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1000::integer $$;
+
+-- Options of a queue never configured (contract §5).
+CREATE OR REPLACE FUNCTION alkstore.default_queue_opts() RETURNS alkstore.queue_opts
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ROW(60000, 5, 5000, 3600000)::alkstore.queue_opts $$;
+
+-- Whether names of this kind share the reserved namespace.
+CREATE OR REPLACE FUNCTION alkstore.namespaced(kind text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT kind IN ('queue', 'outbox', 'stream', 'channel', 'lock') $$;
+
+-- The facade variant of each error code (contract §3).
+CREATE OR REPLACE FUNCTION alkstore.variant(code text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT CASE code WHEN 'ALK01' THEN 'InvalidName' WHEN 'ALK02' THEN 'ReservedName' WHEN 'ALK03' THEN 'InvalidOptions' WHEN 'ALK04' THEN 'InvalidPayload' WHEN 'ALK05' THEN 'InvalidArgument' END $$;
