@@ -32,13 +32,13 @@ mkdir -p dist
 -- Re-runnable: it installs, upgrades an older plain install in place, does nothing
 -- on $version, and refuses a newer version. One transaction: on any error nothing changes.
 BEGIN;
--- Two installs at once: the second waits, then finds this version installed.
-SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('alkstore install'));
 DO \$alkstore_install\$
 DECLARE
   target    constant text := '$version';
   installed text;
 BEGIN
+  -- Two installs at once: the second waits, then finds this version installed.
+  PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('alkstore install'));
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'alkstore') THEN
     RAISE EXCEPTION USING MESSAGE = pg_catalog.format(
       'alkstore: alkstore %s is installed here as an extension: upgrade it with ALTER EXTENSION alkstore UPDATE; nothing was changed',

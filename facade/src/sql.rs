@@ -53,58 +53,12 @@ impl Arg {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Res {
-    Int,
-    Bool,
-    Text,
-    Json,
-    Rows,
-    Void,
-}
+use alkstore_core::catalogue::{self, Returns as Res};
 
-/// Every function: PostgreSQL argument types and the kind of result.
-const FUNCTIONS: &[(&str, &[&str], Res)] = &[
-    ("alk_init", &[], Res::Int),
-    ("alk_enqueue", &["text", "jsonb", "jsonb"], Res::Int),
-    ("alk_enqueue_batch", &["text", "jsonb", "jsonb"], Res::Json),
-    ("alk_claim", &["text", "text", "int4"], Res::Rows),
-    ("alk_ack", &["int8", "text"], Res::Bool),
-    ("alk_ack_batch", &["int8[]", "text"], Res::Int),
-    ("alk_retry", &["int8", "text", "text", "float8"], Res::Text),
-    ("alk_fail", &["int8", "text", "text"], Res::Bool),
-    ("alk_heartbeat", &["int8", "text", "float8"], Res::Bool),
-    ("alk_cancel", &["int8"], Res::Bool),
-    ("alk_get_job", &["int8"], Res::Json),
-    ("alk_requeue_dead", &["int8"], Res::Bool),
-    ("alk_queue_configure", &["text", "jsonb"], Res::Json),
-    ("alk_queue_opts", &["text"], Res::Json),
-    ("alk_queue_stats", &["text"], Res::Json),
-    ("alk_sweep", &["text"], Res::Int),
-    ("alk_outbox_enqueue", &["text", "jsonb", "jsonb"], Res::Int),
-    ("alk_outbox_claim", &["text", "text", "int4"], Res::Rows),
-    ("alk_outbox_stats", &["text"], Res::Json),
-    ("alk_publish", &["text", "jsonb", "text"], Res::Int),
-    ("alk_read", &["text", "int8", "int4"], Res::Rows),
-    ("alk_save_offset", &["text", "text", "int8"], Res::Bool),
-    ("alk_get_offset", &["text", "text"], Res::Int),
-    ("alk_notify", &["text", "jsonb"], Res::Void),
-    ("alk_notifications", &["text", "int8", "int4"], Res::Json),
-    ("alk_channel", &["text"], Res::Text),
-    ("alk_listen_queue", &["text", "float8"], Res::Text),
-    ("alk_listen_outbox", &["text", "float8"], Res::Text),
-    ("alk_listen_stream", &["text", "float8"], Res::Text),
-    ("alk_lock_acquire", &["text", "text", "float8"], Res::Int),
-    ("alk_lock_renew", &["text", "text", "float8"], Res::Bool),
-    ("alk_lock_release", &["text", "text"], Res::Bool),
-];
-
+/// The catalogue entry of `f`: its PostgreSQL argument types and result shape.
 fn lookup(f: &str) -> (&'static [&'static str], Res) {
-    FUNCTIONS
-        .iter()
-        .find(|(name, _, _)| *name == f)
-        .map(|(_, types, res)| (*types, *res))
-        .unwrap_or_else(|| panic!("not an alkstore function: {f}"))
+    let entry = catalogue::get(f).unwrap_or_else(|| panic!("not an alkstore function: {f}"));
+    (entry.pg_args, entry.returns)
 }
 
 /// Calls `f` on a SQLite connection that has the functions registered.

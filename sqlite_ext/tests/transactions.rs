@@ -168,8 +168,9 @@ fn loading_alone_writes_nothing_and_the_version_is_recorded() {
         .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 0);
-    assert_eq!(int(&c, "SELECT alk_init()", &[]), 1);
-    assert_eq!(int(&c, "SELECT alk_init()", &[]), 1);
+    let current = alkstore_core::SCHEMA_VERSION;
+    assert_eq!(int(&c, "SELECT alk_init()", &[]), current);
+    assert_eq!(int(&c, "SELECT alk_init()", &[]), current);
     let v: String = c
         .query_row(
             "SELECT value FROM alk_meta WHERE key = 'schema_version'",
@@ -177,7 +178,7 @@ fn loading_alone_writes_nothing_and_the_version_is_recorded() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "1");
+    assert_eq!(v, current.to_string());
     // A newer schema than this build understands is refused, not misused.
     c.execute(
         "UPDATE alk_meta SET value = '99' WHERE key = 'schema_version'",

@@ -137,6 +137,28 @@ impl Target {
         matches!(self.kind, Kind::Postgres { .. })
     }
 
+    /// A SQLite file (kept alive by `dir`).
+    pub fn sqlite_at(path: PathBuf, dir: Arc<tempfile::TempDir>) -> Target {
+        Target {
+            kind: Kind::Sqlite { path, _dir: dir },
+        }
+    }
+
+    /// A PostgreSQL database.
+    pub fn postgres(url: String, label: &'static str) -> Target {
+        Target {
+            kind: Kind::Postgres { url, label },
+        }
+    }
+
+    /// The SQLite file (panics on PostgreSQL).
+    pub fn sqlite_path(&self) -> &std::path::Path {
+        match &self.kind {
+            Kind::Sqlite { path, .. } => path,
+            Kind::Postgres { .. } => panic!("not SQLite"),
+        }
+    }
+
     /// The PostgreSQL connection string (panics on SQLite).
     pub fn pg_url(&self) -> &str {
         match &self.kind {
@@ -171,6 +193,37 @@ pub fn targets() -> Vec<Target> {
 /// The PostgreSQL targets only (none when PostgreSQL is not configured).
 pub fn pg_targets() -> Vec<Target> {
     targets().into_iter().filter(Target::is_postgres).collect()
+}
+
+/// (Re)creates the PostgreSQL database `name` on the server of
+/// `ALKSTORE_PG_URL` (whose role must be allowed to) and returns its URL;
+/// None when PostgreSQL is not configured.
+pub fn pg_database(name: &str) -> Option<String> {
+    let url = std::env::var("ALKSTORE_PG_URL").ok()?;
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    // Two statements, not one batch: a batch is one implicit transaction.
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+        .expect("drop database");
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .expect("create database");
+    let config: postgres::Config = url.parse().expect("ALKSTORE_PG_URL");
+    let current = config
+        .get_dbname()
+        .expect("ALKSTORE_PG_URL names a database");
+    // The URL names its database once, as the path or as dbname=.
+    Some(if url.contains(&format!("dbname={current}")) {
+        url.replace(&format!("dbname={current}"), &format!("dbname={name}"))
+    } else {
+        url.replacen(&format!("/{current}"), &format!("/{name}"), 1)
+    })
+}
+
+/// Whether the test command requires PostgreSQL (`ALKSTORE_REQUIRE_PG=1`):
+/// then a missing `ALKSTORE_PG_URL` is a failure, not a skip.
+pub fn pg_required() -> bool {
+    std::env::var("ALKSTORE_REQUIRE_PG").is_ok_and(|v| v == "1")
 }
 
 /// A name no other test (or earlier run) uses: tests share the PostgreSQL databases.

@@ -1,0 +1,683 @@
+//! Upgrades from the frozen 0.1.0 installs (contract v1.1 §B), on all three:
+//! SQLite (a database the 0.1.0 library wrote), the PostgreSQL extension
+//! (`CREATE EXTENSION alkstore VERSION '0.1.0'`, then `ALTER EXTENSION
+//! alkstore UPDATE`) and the plain SQL install (the frozen 0.1.0 script,
+//! then today's script over it). The data is `sql/frozen/0.1.0/fixture.sql`,
+//! written through the 0.1.0 functions.
+//!
+//! After each upgrade: every row of 0.1.0 reads back unchanged, the functions
+//! return the fixture's values, everything keeps working (the claim taken
+//! before the upgrade is acked after it; ids, offsets and tokens continue
+//! upward; no job is lost or handed out twice), and the upgraded schema is
+//! the same as a fresh install's.
+
+use alkstore_tests::*;
+use postgres::fallible_iterator::FallibleIterator;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+const FROZEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/frozen/0.1.0");
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// Claims of queue `up-q` last this long (fixture), so job 1's is live.
+const CENTURY_S: i64 = 3_153_600_000;
+
+fn frozen(file: &str) -> String {
+    std::fs::read_to_string(Path::new(FROZEN).join(file)).expect(file)
+}
+
+/// Today's plain SQL script, built from the current sources.
+fn plain_script() -> PathBuf {
+    let out = Command::new("bash")
+        .arg("scripts/build-plain-sql.sh")
+        .current_dir(ROOT)
+        .output()
+        .expect("run scripts/build-plain-sql.sh");
+    assert!(out.status.success(), "{out:?}");
+    Path::new(ROOT).join(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Runs a script with psql as the README says; returns (success, stderr).
+fn psql_file(url: &str, file: &Path) -> (bool, String) {
+    let out = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f"])
+        .arg(file)
+        .output()
+        .expect("run psql");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn pg(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).expect("connect")
+}
+
+// ---- what is compared before and after ----
+
+/// Every row of every table, as text, for the columns a table had before.
+fn rows_sqlite(path: &Path, columns: &[(String, Vec<String>)]) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut out = Vec::new();
+    for (table, cols) in columns {
+        let sql = format!(
+            "SELECT {} FROM {table} ORDER BY 1",
+            cols.iter()
+                .map(|c| format!("quote(\"{c}\")"))
+                .collect::<Vec<_>>()
+                .join(" || '|' || ")
+        );
+        let mut st = conn.prepare(&sql).unwrap();
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(|r| format!("{table}: {}", r.unwrap()));
+        out.extend(rows);
+    }
+    out
+}
+
+fn columns_sqlite(path: &Path) -> Vec<(String, Vec<String>)> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT m.name, group_concat(p.name, ',') FROM sqlite_master m, pragma_table_info(m.name) p
+             WHERE m.type = 'table' AND m.name LIKE 'alk\\_%' ESCAPE '\\' GROUP BY m.name ORDER BY m.name",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?
+                .split(',')
+                .map(str::to_string)
+                .collect(),
+        ))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+fn columns_pg(c: &mut postgres::Client) -> Vec<(String, Vec<String>)> {
+    c.query(
+        "SELECT c.relname::text, array_agg(a.attname::text ORDER BY a.attnum)
+           FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+          WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind = 'r'
+            AND a.attnum > 0 AND NOT a.attisdropped
+          GROUP BY c.relname ORDER BY c.relname",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+fn rows_pg(c: &mut postgres::Client, columns: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (table, cols) in columns {
+        if table == "waiters" {
+            continue; // session registrations: checked by behaviour below
+        }
+        let list: Vec<String> = cols.iter().map(|c| format!("t.\"{c}\"")).collect();
+        let sql = format!(
+            "SELECT ROW({})::text FROM alkstore.{table} t ORDER BY 1",
+            list.join(", ")
+        );
+        for r in c.query(&sql, &[]).unwrap() {
+            out.push(format!("{table}: {}", r.get::<_, String>(0)));
+        }
+    }
+    out
+}
+
+/// What the functions say about the fixture (time-dependent fields left out).
+fn readings(db: &mut dyn Db) -> Value {
+    let mut jobs = Vec::new();
+    for id in 1..=9 {
+        jobs.push(db.ok("alk_get_job", &[Arg::Int(id)]));
+    }
+    let mut stats = Vec::new();
+    for q in ["up-q", "up-plain"] {
+        let mut s = db.ok("alk_queue_stats", &[t(q)]);
+        s.as_object_mut().unwrap().remove("oldest_runnable_age_s");
+        stats.push(s);
+    }
+    let mut outbox = db.ok("alk_outbox_stats", &[t("up-o")]);
+    outbox
+        .as_object_mut()
+        .unwrap()
+        .remove("oldest_runnable_age_s");
+    json!({
+        "jobs": jobs,
+        "stats": stats,
+        "outbox": outbox,
+        "opts": db.ok("alk_queue_opts", &[t("up-q")]),
+        "events": db.ok("alk_read", &[t("up-s"), Arg::Int(0), Arg::Int(100)]),
+        "offsets": [
+            db.ok("alk_get_offset", &[t("up-s"), t("c-one")]),
+            db.ok("alk_get_offset", &[t("up-s"), t("c-two")]),
+        ],
+    })
+}
+
+/// The fixture's values, read through the upgraded functions.
+fn check_fixture(db: &mut dyn Db, engine: &str) {
+    let r = readings(db);
+    let job = |i: usize| &r["jobs"][i - 1];
+    assert_eq!(job(1)["state"], "running", "[{engine}]");
+    assert_eq!(job(1)["claimed_by"], "w-live", "[{engine}]");
+    assert_eq!(job(1)["attempts"], 1, "[{engine}]");
+    assert_eq!(job(1)["priority"], 5, "[{engine}]");
+    assert_eq!(job(1)["max_attempts"], 7, "[{engine}]");
+    assert_eq!(job(1)["visibility_timeout_s"], CENTURY_S, "[{engine}]");
+    assert_eq!(job(1)["backoff_base_s"], 0.25, "[{engine}]");
+    assert_eq!(job(1)["backoff_max_s"], 90, "[{engine}]");
+    assert_eq!(
+        job(1)["payload"],
+        json!({"kind": "live claim"}),
+        "[{engine}]"
+    );
+    assert!(
+        instant(&job(1)["claim_expires_at"]) > alkstore_core::time::now_ms() + 86_400_000,
+        "[{engine}] the claim taken before the upgrade is still live"
+    );
+    assert_eq!(job(2)["state"], "dead", "[{engine}]");
+    assert_eq!(job(2)["last_error"], "boom: it broke", "[{engine}]");
+    assert_eq!(job(3)["state"], "pending", "[{engine}]");
+    assert_eq!(job(3)["attempts"], 1, "[{engine}]");
+    assert_eq!(job(3)["max_attempts"], 2, "[{engine}]");
+    assert_eq!(job(3)["last_error"], "try later", "[{engine}]");
+    assert_eq!(
+        job(4)["payload"],
+        json!({"kind": "pending", "n": [1, 2.5, null, "x"]}),
+        "[{engine}]"
+    );
+    assert!(job(4)["expires_at"].is_string(), "[{engine}]");
+    assert_eq!(job(5)["payload"], "scheduled", "[{engine}]");
+    assert_eq!(job(6)["run_at"], "2030-01-02T03:04:05.678Z", "[{engine}]");
+    assert_eq!(job(6)["priority"], -2, "[{engine}]");
+    assert_eq!(job(6)["payload"], Value::Null, "[{engine}]");
+    assert_eq!(job(7)["queue"], "up-plain", "[{engine}]");
+    assert_eq!(job(7)["max_attempts"], 5, "[{engine}]");
+    assert_eq!(job(9)["queue"], "__alkstore_outbox:up-o", "[{engine}]");
+    assert_eq!(
+        r["stats"][0],
+        json!({"queue": "up-q", "pending": 2, "scheduled": 2, "running": 1, "dead": 1}),
+        "[{engine}]"
+    );
+    assert_eq!(r["outbox"]["pending"], 1, "[{engine}]");
+    assert_eq!(
+        r["opts"],
+        json!({"visibility_timeout_s": CENTURY_S, "max_attempts": 7, "backoff_base_s": 0.25, "backoff_max_s": 90}),
+        "[{engine}]"
+    );
+    let events = r["events"].as_array().unwrap();
+    let offsets: Vec<i64> = events
+        .iter()
+        .map(|e| e["offset"].as_i64().unwrap())
+        .collect();
+    assert_eq!(offsets, [1, 2, 3], "[{engine}]");
+    assert_eq!(events[0]["key"], "k1", "[{engine}]");
+    assert_eq!(events[1]["key"], Value::Null, "[{engine}]");
+    assert_eq!(events[2]["payload"], json!([3]), "[{engine}]");
+    assert_eq!(r["offsets"], json!([1, 2]), "[{engine}]");
+}
+
+/// Everything keeps working after the upgrade.
+fn check_it_keeps_working(db: &mut dyn Db, engine: &str) {
+    // The claim taken before the upgrade is acked after it, once.
+    assert!(db.yes("alk_ack", &[Arg::Int(1), t("w-live")]), "[{engine}]");
+    assert!(
+        !db.yes("alk_ack", &[Arg::Int(1), t("w-live")]),
+        "[{engine}]"
+    );
+    // Every runnable job is claimed exactly once, in claim order.
+    let claimed = db.ok("alk_claim", &[t("up-q"), t("w-new"), Arg::Int(10)]);
+    let ids: Vec<i64> = claimed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [3, 4],
+        "[{engine}] priority 3, then 1; 5 and 6 are scheduled"
+    );
+    assert_eq!(claimed[0]["attempts"], 2, "[{engine}]");
+    let again = db.ok("alk_claim", &[t("up-q"), t("w-other"), Arg::Int(10)]);
+    assert_eq!(again, json!([]), "[{engine}] nothing is handed out twice");
+    assert_eq!(
+        db.int("alk_ack_batch", &[Arg::Ids(ids), t("w-new")]),
+        2,
+        "[{engine}]"
+    );
+    let plain = db.ok("alk_claim", &[t("up-plain"), t("w-new"), Arg::Int(10)]);
+    assert_eq!(plain.as_array().unwrap().len(), 2, "[{engine}]");
+    let outbox = db.ok("alk_outbox_claim", &[t("up-o"), t("w-new"), Arg::Int(10)]);
+    assert_eq!(outbox[0]["id"], 9, "[{engine}]");
+    assert_eq!(
+        outbox[0]["payload"],
+        json!({"mail": "ada@example.com"}),
+        "[{engine}]"
+    );
+    // A dead job comes back.
+    assert!(db.yes("alk_requeue_dead", &[Arg::Int(2)]), "[{engine}]");
+    // Ids continue upward.
+    let id = db.int("alk_enqueue", &[t("up-q"), Arg::Null, j("{}")]);
+    assert!(id > 9, "[{engine}] new job id {id} after the fixture's 9");
+    // Stamped from the queue's stored options.
+    let new_job = db.ok("alk_get_job", &[Arg::Int(id)]);
+    assert_eq!(new_job["max_attempts"], 7, "[{engine}]");
+    // Offsets continue, densely.
+    let published = db.int("alk_publish", &[t("up-s"), j("{\"e\": 4}"), Arg::Null]);
+    assert_eq!(published, 4, "[{engine}]");
+    assert!(
+        db.yes("alk_save_offset", &[t("up-s"), t("c-one"), Arg::Int(4)]),
+        "[{engine}]"
+    );
+    assert!(
+        !db.yes("alk_save_offset", &[t("up-s"), t("c-two"), Arg::Int(1)]),
+        "[{engine}]"
+    );
+    // Leases: the holder keeps its token, others wait, tokens grow.
+    let lock = |db: &mut dyn Db, name: &str, owner: &str| {
+        db.ok("alk_lock_acquire", &[t(name), t(owner), Arg::Num(60.0)])
+    };
+    assert_eq!(lock(db, "up-l", "host-c"), Value::Null, "[{engine}]");
+    assert_eq!(lock(db, "up-l", "host-b"), 2, "[{engine}]");
+    assert!(
+        db.yes("alk_lock_release", &[t("up-l"), t("host-b")]),
+        "[{engine}]"
+    );
+    assert_eq!(lock(db, "up-l", "host-c"), 3, "[{engine}]");
+    assert_eq!(lock(db, "up-free", "host-c"), 2, "[{engine}]");
+    assert_eq!(
+        db.ok("alk_version", &[]),
+        json!({"version": alkstore_core::VERSION, "schema": alkstore_core::SCHEMA_VERSION}),
+        "[{engine}]"
+    );
+}
+
+// ---- the schema of an upgraded install is a fresh install's ----
+
+fn describe_sqlite(path: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT 'column ' || m.name || '.' || p.name || ' ' || p.type || ' notnull=' || p.\"notnull\"
+                    || ' default=' || coalesce(p.dflt_value, '') || ' pk=' || p.pk
+               FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table'
+             UNION ALL
+             SELECT 'index ' || name || ' on ' || tbl_name || ' ' || coalesce(sql, '(automatic)')
+               FROM sqlite_master WHERE type = 'index'
+             ORDER BY 1",
+        )
+        .unwrap();
+    st.query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(|r| r.unwrap().split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn describe_pg(c: &mut postgres::Client) -> Vec<String> {
+    c.query(
+        r"SELECT line FROM (
+            SELECT format('column %s.%s %s notnull=%s default=%s', c.relname, a.attname,
+                          format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid)) AS line
+              FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+              LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+             WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'c')
+               AND a.attnum > 0 AND NOT a.attisdropped
+            UNION ALL
+            SELECT format('relation %s %s acl=%s', c.relname, c.relkind, c.relacl)
+              FROM pg_class c WHERE c.relnamespace = 'alkstore'::regnamespace
+            UNION ALL
+            SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+              FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+             WHERE c.relnamespace = 'alkstore'::regnamespace
+            UNION ALL
+            SELECT format('constraint %s %s', conname, pg_get_constraintdef(oid))
+              FROM pg_constraint WHERE connamespace = 'alkstore'::regnamespace
+            UNION ALL
+            SELECT format('schema acl=%s', nspacl) FROM pg_namespace WHERE nspname = 'alkstore'
+            UNION ALL
+            SELECT format('function %s.%s(%s) returns %s secdef=%s volatile=%s config=%s acl=%s src=%s',
+                          p.pronamespace::regnamespace, p.proname, pg_get_function_arguments(p.oid),
+                          pg_get_function_result(p.oid), p.prosecdef, p.provolatile, p.proconfig,
+                          p.proacl, md5(p.prosrc))
+              FROM pg_proc p
+             WHERE p.pronamespace = 'alkstore'::regnamespace OR p.proname LIKE 'alk\_%'
+            UNION ALL
+            SELECT 'extension member ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+              FROM pg_depend d JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
+             WHERE e.extname = 'alkstore' AND d.deptype = 'e'
+          ) x ORDER BY line",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+fn assert_same_schema(engine: &str, upgraded: &[String], fresh: &[String]) {
+    let only_up: Vec<_> = upgraded.iter().filter(|l| !fresh.contains(l)).collect();
+    let only_fresh: Vec<_> = fresh.iter().filter(|l| !upgraded.contains(l)).collect();
+    assert!(
+        only_up.is_empty() && only_fresh.is_empty(),
+        "[{engine}] the upgraded schema differs from a fresh install's:\n only upgraded: {only_up:#?}\n only fresh: {only_fresh:#?}"
+    );
+}
+
+// ---- SQLite ----
+
+#[test]
+fn sqlite_upgrades_a_database_written_by_0_1_0() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let path = dir.path().join("from-0.1.0.db");
+    std::fs::copy(Path::new(FROZEN).join("sqlite-0.1.0.db"), &path).unwrap();
+    let columns = columns_sqlite(&path);
+    let before = rows_sqlite(&path, &columns);
+    let version = |p: &Path| -> String {
+        rusqlite::Connection::open(p)
+            .unwrap()
+            .query_row(
+                "SELECT value FROM alk_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(version(&path), "1");
+
+    let target = Target::sqlite_at(path.clone(), Arc::clone(&dir));
+    let mut db = target.connect();
+    // The first call migrates inside the caller's transaction: rolled back
+    // with it, and done again by the next call.
+    db.begin();
+    assert_eq!(db.ok("alk_get_job", &[Arg::Int(1)])["claimed_by"], "w-live");
+    assert_eq!(
+        db.query_i64("SELECT CAST(value AS INTEGER) FROM alk_meta WHERE key = 'schema_version'"),
+        2
+    );
+    db.rollback();
+    assert_eq!(
+        version(&path),
+        "1",
+        "the migration rolled back with the caller"
+    );
+    db.begin();
+    check_fixture(&mut *db, "sqlite");
+    db.commit();
+    assert_eq!(version(&path), alkstore_core::SCHEMA_VERSION.to_string());
+    assert_eq!(
+        rows_sqlite(&path, &columns)
+            .into_iter()
+            .filter(|r| !r.starts_with("alk_meta"))
+            .collect::<Vec<_>>(),
+        before
+            .into_iter()
+            .filter(|r| !r.starts_with("alk_meta"))
+            .collect::<Vec<_>>(),
+        "every 0.1.0 row reads back unchanged"
+    );
+    let notes = db.ok("alk_notifications", &[t("up-n"), Arg::Int(0)]);
+    assert_eq!(notes[0]["payload"], json!({"hello": 1}));
+    check_it_keeps_working(&mut *db, "sqlite");
+
+    let fresh_path = dir.path().join("fresh.db");
+    let mut fresh = Target::sqlite_at(fresh_path.clone(), Arc::clone(&dir)).connect();
+    fresh.ok("alk_init", &[]);
+    assert_same_schema(
+        "sqlite",
+        &describe_sqlite(&path),
+        &describe_sqlite(&fresh_path),
+    );
+}
+
+#[test]
+fn sqlite_refuses_a_newer_schema_naming_both_versions() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let path = dir.path().join("newer.db");
+    let mut db = Target::sqlite_at(path.clone(), Arc::clone(&dir)).connect();
+    db.ok("alk_init", &[]);
+    db.exec("UPDATE alk_meta SET value = '99' WHERE key = 'schema_version'");
+    drop(db);
+    let mut db = Target::sqlite_at(path.clone(), dir).connect();
+    let failure = db
+        .call("alk_enqueue", &[t("q"), Arg::Null, j("1")])
+        .unwrap_err();
+    assert!(
+        failure.message.contains("schema version 99")
+            && failure
+                .message
+                .contains(&format!("schema {}", alkstore_core::SCHEMA_VERSION)),
+        "{failure:?}"
+    );
+    assert_eq!(
+        db.query_i64("SELECT count(*) FROM alk_jobs"),
+        0,
+        "nothing written"
+    );
+}
+
+// ---- PostgreSQL ----
+
+/// A 0.1.0 PostgreSQL install with the fixture, and a session that
+/// registered to wait for queue `up-plain` before the upgrade.
+struct Pg010 {
+    url: String,
+    waiter: postgres::Client,
+    columns: Vec<(String, Vec<String>)>,
+    rows: Vec<String>,
+    readings: Value,
+}
+
+fn pg_010(name: &str, install: impl FnOnce(&mut postgres::Client)) -> Option<Pg010> {
+    let Some(url) = pg_database(name) else {
+        assert!(!pg_required(), "ALKSTORE_PG_URL is required");
+        return None;
+    };
+    let mut c = pg(&url);
+    install(&mut c);
+    c.batch_execute(&frozen("fixture.sql"))
+        .expect("fixture on 0.1.0");
+    let mut waiter = pg(&url);
+    waiter
+        .batch_execute("SELECT alk_listen_queue('up-plain', 300)")
+        .unwrap();
+    let columns = columns_pg(&mut c);
+    let rows = rows_pg(&mut c, &columns);
+    let readings = readings(&mut *Target::postgres(url.clone(), "0.1.0").connect());
+    Some(Pg010 {
+        url,
+        waiter,
+        columns,
+        rows,
+        readings,
+    })
+}
+
+fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
+    let mut c = pg(&old.url);
+    let rows: Vec<String> = rows_pg(&mut c, &old.columns)
+        .into_iter()
+        .filter(|r| !r.starts_with("meta"))
+        .collect();
+    let before: Vec<String> = old
+        .rows
+        .into_iter()
+        .filter(|r| !r.starts_with("meta"))
+        .collect();
+    assert_eq!(
+        rows, before,
+        "[{engine}] every 0.1.0 row reads back unchanged"
+    );
+    let mut db = Target::postgres(old.url.clone(), "upgraded").connect();
+    assert_eq!(
+        readings(&mut *db),
+        old.readings,
+        "[{engine}] the functions read the same"
+    );
+    check_fixture(&mut *db, engine);
+
+    // The session that registered before the upgrade is woken by an enqueue after it.
+    let wake = db.int(
+        "alk_enqueue",
+        &[t("up-plain"), Arg::Null, j("{\"wake\": 1}")],
+    );
+    let mut notes = old.waiter.notifications();
+    let woken = notes
+        .timeout_iter(Duration::from_secs(5))
+        .next()
+        .unwrap_or_else(|e| panic!("[{engine}] {e}"))
+        .map(|n| (n.channel().to_string(), n.payload().to_string()));
+    assert_eq!(
+        woken,
+        Some(("alkstore_jobs".into(), "up-plain".into())),
+        "[{engine}] a registration from before the upgrade still wakes"
+    );
+    assert!(db.yes("alk_cancel", &[Arg::Int(wake)]));
+    check_it_keeps_working(&mut *db, engine);
+    assert_same_schema(
+        engine,
+        &describe_pg(&mut c),
+        &describe_pg(&mut pg(fresh_url)),
+    );
+}
+
+#[test]
+fn postgres_extension_alter_extension_update_from_0_1_0() {
+    let Some(old) = pg_010("alkstore_upgrade_ext", |c| {
+        c.batch_execute("CREATE EXTENSION alkstore VERSION '0.1.0'")
+            .expect("CREATE EXTENSION alkstore VERSION '0.1.0' (scripts/postgres.sh install puts the frozen script in place)");
+    }) else {
+        return;
+    };
+    let mut c = pg(&old.url);
+    c.batch_execute("ALTER EXTENSION alkstore UPDATE").unwrap();
+    let version: String = c
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'alkstore'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, alkstore_core::VERSION);
+    let fresh = pg_database("alkstore_upgrade_ext_fresh").unwrap();
+    pg(&fresh)
+        .batch_execute("CREATE EXTENSION alkstore")
+        .unwrap();
+    check_pg_upgraded(old, "postgres (extension)", &fresh);
+}
+
+/// `xmin` of every alkstore function and row: changes when anything is rewritten.
+fn fingerprint(c: &mut postgres::Client) -> Vec<String> {
+    c.query(
+        "SELECT p.proname || ' ' || p.xmin::text FROM pg_proc p
+          WHERE p.pronamespace = 'alkstore'::regnamespace OR p.proname LIKE 'alk\\_%'
+         UNION ALL SELECT 'meta ' || m.key || '=' || m.value || ' ' || m.xmin::text FROM alkstore.meta m
+         ORDER BY 1",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+#[test]
+fn postgres_plain_script_upgrades_in_place_and_is_rerunnable() {
+    let script = plain_script();
+    let Some(old) = pg_010("alkstore_upgrade_plain", |c| {
+        c.batch_execute(&frozen("alkstore--0.1.0.plain.sql"))
+            .unwrap();
+    }) else {
+        return;
+    };
+    let url = old.url.clone();
+    let (ok, stderr) = psql_file(&url, &script);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("upgrading 0.1.0 to"), "{stderr}");
+
+    // Again on the same version: says so and changes nothing.
+    let mut c = pg(&url);
+    let before = fingerprint(&mut c);
+    let (ok, stderr) = psql_file(&url, &script);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("is already installed: nothing to do"),
+        "{stderr}"
+    );
+    assert_eq!(fingerprint(&mut c), before, "a re-run rewrote something");
+
+    // A newer version: refused, nothing changed.
+    c.batch_execute("UPDATE alkstore.meta SET value = '9.9.9' WHERE key = 'version'")
+        .unwrap();
+    let before = fingerprint(&mut c);
+    let (ok, stderr) = psql_file(&url, &script);
+    assert!(!ok, "a newer install must be refused");
+    assert!(
+        stderr.contains("alkstore 9.9.9, newer than this script")
+            && stderr.contains(alkstore_core::VERSION),
+        "{stderr}"
+    );
+    assert_eq!(fingerprint(&mut c), before);
+    c.batch_execute(&format!(
+        "UPDATE alkstore.meta SET value = '{}' WHERE key = 'version'",
+        alkstore_core::VERSION
+    ))
+    .unwrap();
+
+    let fresh = pg_database("alkstore_upgrade_plain_fresh").unwrap();
+    let (ok, stderr) = psql_file(&fresh, &script);
+    assert!(ok && stderr.contains("installing"), "{stderr}");
+    check_pg_upgraded(old, "postgres (plain SQL install)", &fresh);
+}
+
+#[test]
+fn postgres_plain_script_failure_leaves_the_old_install_intact() {
+    let script = plain_script();
+    let Some(url) = pg_database("alkstore_upgrade_plain_fail") else {
+        assert!(!pg_required());
+        return;
+    };
+    let mut c = pg(&url);
+    c.batch_execute(&frozen("alkstore--0.1.0.plain.sql"))
+        .unwrap();
+    c.batch_execute(&frozen("fixture.sql")).unwrap();
+    // Something the upgrade cannot replace: it fails halfway through.
+    c.batch_execute(
+        "CREATE FUNCTION alkstore.version() RETURNS integer LANGUAGE sql AS 'SELECT 1'",
+    )
+    .unwrap();
+    let before = fingerprint(&mut c);
+    let (ok, stderr) = psql_file(&url, &script);
+    assert!(!ok, "the upgrade should have failed: {stderr}");
+    assert_eq!(
+        fingerprint(&mut c),
+        before,
+        "a failed upgrade changed something"
+    );
+    let mut db = Target::postgres(url.clone(), "0.1.0").connect();
+    assert_eq!(db.ok("alk_init", &[]), 1, "still 0.1.0");
+    assert!(
+        db.yes("alk_ack", &[Arg::Int(1), t("w-live")]),
+        "and working"
+    );
+
+    // The extension is refused by the plain script, with the way to upgrade it.
+    let ext = pg_database("alkstore_upgrade_plain_on_ext").unwrap();
+    pg(&ext).batch_execute("CREATE EXTENSION alkstore").unwrap();
+    let (ok, stderr) = psql_file(&ext, &script);
+    assert!(
+        !ok && stderr.contains("ALTER EXTENSION alkstore UPDATE"),
+        "{stderr}"
+    );
+}
