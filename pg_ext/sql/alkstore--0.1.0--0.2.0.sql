@@ -520,23 +520,27 @@ END $$;
 
 CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  -- Checked here, not inside the statement: a generic plan need not
+  -- evaluate a WHERE term once the job is not found.
+  jid bigint := alkstore.job_id(job_id);
+  w   text := alkstore.name('worker', worker);
 BEGIN
-  DELETE FROM alkstore.jobs j
-   WHERE j.id = alkstore.job_id(job_id) AND j.state = 'running'
-     AND j.claimed_by = alkstore.name('worker', worker);
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w;
   RETURN FOUND;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+  w text := alkstore.name('worker', worker);
   n integer;
 BEGIN
   IF job_ids IS NULL OR array_position(job_ids, NULL) IS NOT NULL THEN
     PERFORM alkstore.raise('ALK05', 'job_ids must be an array of job ids without NULLs');
   END IF;
   DELETE FROM alkstore.jobs j
-   WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = alkstore.name('worker', worker);
+   WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w;
   GET DIAGNOSTICS n = ROW_COUNT;
   RETURN n;
 END $$;
@@ -564,11 +568,13 @@ END $$;
 
 CREATE OR REPLACE FUNCTION alk_fail(job_id bigint, worker text, error text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
+  w   text := alkstore.name('worker', worker);
 BEGIN
   UPDATE alkstore.jobs j
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL
-   WHERE j.id = alkstore.job_id(job_id) AND j.state = 'running'
-     AND j.claimed_by = alkstore.name('worker', worker);
+   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w;
   RETURN FOUND;
 END $$;
 
@@ -576,25 +582,30 @@ CREATE OR REPLACE FUNCTION alk_heartbeat(job_id bigint, worker text, extend_s do
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+  jid       bigint := alkstore.job_id(job_id);
+  w         text := alkstore.name('worker', worker);
   extend_ms bigint := alkstore.arg_ms('extend_s', extend_s, true);
 BEGIN
   UPDATE alkstore.jobs j
      SET claim_expires_at = clock_timestamp()
            + coalesce(extend_ms, j.visibility_timeout_ms) * interval '1 millisecond'
-   WHERE j.id = alkstore.job_id(job_id) AND j.state = 'running'
-     AND j.claimed_by = alkstore.name('worker', worker);
+   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w;
   RETURN FOUND;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_cancel(job_id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = alkstore.job_id(job_id) AND j.state IN ('pending', 'running');
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running');
   RETURN FOUND;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
 BEGIN
   RETURN (SELECT jsonb_build_object(
     'id', j.id, 'queue', j.queue, 'state', j.state, 'payload', j.payload,
@@ -605,17 +616,19 @@ BEGIN
     'run_at', alkstore.ts(j.run_at), 'created_at', alkstore.ts(j.created_at),
     'claimed_by', j.claimed_by, 'claim_expires_at', alkstore.ts(j.claim_expires_at),
     'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error)
-  FROM alkstore.jobs j WHERE j.id = alkstore.job_id(job_id));
+  FROM alkstore.jobs j WHERE j.id = jid);
 END $$;
 
 -- Requeue also clears the expiry: putting a dead job back is an explicit
 -- decision to run it.
 CREATE OR REPLACE FUNCTION alk_requeue_dead(job_id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
 BEGIN
   UPDATE alkstore.jobs j
      SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL
-   WHERE j.id = alkstore.job_id(job_id) AND j.state = 'dead';
+   WHERE j.id = jid AND j.state = 'dead';
   IF FOUND THEN
     PERFORM alkstore.wake('q', (SELECT j.queue FROM alkstore.jobs j WHERE j.id = job_id));
   END IF;

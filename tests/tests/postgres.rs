@@ -384,6 +384,40 @@ fn a_hostile_search_path_cannot_redirect_the_functions() {
     }
 }
 
+/// Issue 15 item 12: under generic plans a WHERE term that is never
+/// evaluated (no job matched) cannot be where a name is checked.
+#[test]
+fn empty_worker_names_fail_under_generic_plans_too() {
+    for target in pg_targets() {
+        let mut c = client(&target);
+        c.batch_execute("SET plan_cache_mode = force_generic_plan").unwrap();
+        let pending: i64 = c
+            .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&fresh("generic")])
+            .unwrap()
+            .get(0);
+        for id in [pending, i64::MAX] {
+            for sql in [
+                "SELECT alk_ack($1, '')",
+                "SELECT alk_ack_batch(ARRAY[$1::bigint], '')",
+                "SELECT alk_fail($1, '', 'e')",
+                "SELECT alk_heartbeat($1, '')",
+                "SELECT alk_retry($1, '', 'e')",
+            ] {
+                // More calls than the plan cache needs to switch plans.
+                for _ in 0..8 {
+                    let e = c.query_one(sql, &[&id]).unwrap_err();
+                    assert_eq!(
+                        e.code().map(|c| c.code()),
+                        Some("ALK01"),
+                        "[{}] {sql} with job {id}: {e}",
+                        target.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn next_notification(c: &mut Client, wait: Duration) -> Option<(String, String)> {
     let mut n = c.notifications();
     let mut it = n.timeout_iter(wait);
