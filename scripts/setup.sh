@@ -17,7 +17,8 @@ if [ "${ALK_SKIP_POSTGRES:-0}" != 1 ]; then
   # pinned to the installed server's version: an unpinned install would
   # upgrade the server underneath the running cluster.
   have postgresql-15 || need_apt+=(postgresql-15)
-  for pkg in libclang-dev clang pkg-config sudo; do
+  # pgbouncer: the suites also run through it in transaction-pooling mode.
+  for pkg in libclang-dev clang pkg-config sudo pgbouncer; do
     have "$pkg" || need_apt+=("$pkg")
   done
 fi

@@ -27,6 +27,12 @@ bash scripts/setup.sh
 step "format"
 cargo fmt --all --check
 
+step "generated SQL is current: PL/pgSQL constants (core tests) and the extension's update scripts"
+bash scripts/build-update-sql.sh --check
+
+step "lint: clippy on every other crate and target, warnings are errors"
+cargo clippy --locked --workspace --exclude alkstore-pg --all-targets -- -D warnings
+
 step "core and SQLite engine: unit, integration and doc tests"
 cargo test --locked -p alkstore-core -p alkstore-sqlite
 
@@ -58,16 +64,20 @@ pgdata=/tmp/alkstore-pgrx-tests
 rm -rf "$pgdata" && mkdir -p "$pgdata" && chown postgres "$pgdata"
 cargo pgrx test -p alkstore-pg pg15 --runas postgres --pgdata "$pgdata/data"
 
-step "PostgreSQL: the release extension in the cluster, and the test databases"
+step "lint: clippy on the PostgreSQL crate, every target, warnings are errors"
+cargo clippy --locked -p alkstore-pg --all-targets -- -D warnings
+
+step "PostgreSQL: the release extension in the cluster, the test databases, PgBouncer"
 bash scripts/postgres.sh start
 bash scripts/postgres.sh install
 eval "$(bash scripts/postgres.sh testdbs)"
-export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_REQUIRE_PG=1
+eval "$(bash scripts/pgbouncer.sh start)"
+export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_PG_BOUNCER_URL ALKSTORE_REQUIRE_PG=1
 
-step "cross-engine suite: SQLite, PostgreSQL extension, PostgreSQL plain SQL install"
+step "cross-engine suite: SQLite, PostgreSQL extension, plain SQL install, through PgBouncer; upgrades from 0.1.0"
 cargo test --locked -p alkstore-tests
 
-step "the Rust facade on SQLite and PostgreSQL: contract, wake-ups, workers, crashes, load"
+step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load"
 cargo test --locked -p alkstore
 
 step "examples: Python and Node programs on SQLite and PostgreSQL"

@@ -49,12 +49,22 @@ impl_store!(PgStore);
 impl PgStore {
     /// Connects with a `postgres` connection string (URL or key=value).
     pub fn connect(conninfo: &str) -> Result<PgStore> {
+        PgStore::connect_with_listener(conninfo, conninfo)
+    }
+
+    /// Connects through a transaction-pooling PgBouncer (`conninfo`) with
+    /// the one connection that must keep its session, the wake-up listener
+    /// (`LISTEN`), made directly to the server (`listener_conninfo`).
+    /// Behind transaction pooling a `LISTEN` holds for one transaction only,
+    /// so a listener through the pooler would miss its wake-ups.
+    pub fn connect_with_listener(conninfo: &str, listener_conninfo: &str) -> Result<PgStore> {
         let config: postgres::Config = conninfo.parse().map_err(Error::from)?;
         let pool = r2d2::Pool::builder()
             .max_size(8)
-            .build(Manager::new(config.clone(), NoTls))?;
+            .build(Manager::new(config, NoTls))?;
         call_postgres(&mut *pool.get()?, "alk_init", &[])?;
         let waker = Arc::new(Waker::default());
+        let config: postgres::Config = listener_conninfo.parse().map_err(Error::from)?;
         let mut listener_config = config.clone();
         listener_config.application_name("alkstore-listener");
         let listener = listener_config.connect(NoTls)?;

@@ -126,11 +126,20 @@ pub fn call_postgres(
             )),
         })
         .collect();
-    let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = params
+    // Typed, unnamed statements: parse, bind and execute in one round trip,
+    // and nothing left on the server connection between calls, so calls work
+    // through a transaction-pooling PgBouncer too (a named prepared statement
+    // would live on a server connection other clients then share).
+    let typed: Vec<(&(dyn postgres::types::ToSql + Sync), postgres::types::Type)> = params
         .iter()
-        .map(|p| p as &(dyn postgres::types::ToSql + Sync))
+        .map(|p| {
+            (
+                p as &(dyn postgres::types::ToSql + Sync),
+                postgres::types::Type::TEXT,
+            )
+        })
         .collect();
-    let row = client.query_one(sql.as_str(), &refs)?;
+    let row = client.query_typed_one(sql.as_str(), &typed)?;
     let text: Option<String> = row.get(0);
     Ok(match (res, text) {
         (Res::Void, _) | (_, None) => Value::Null,

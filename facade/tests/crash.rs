@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 fn child(test: &str, target: &Target, name: &str, ready: &std::path::Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--ignored", "--test-threads=1"])
-        .env("ALK_CHILD_URL", target.url())
+        .envs(target.child_env())
         .env("ALK_CHILD_NAME", name)
         .env("ALK_CHILD_READY", ready)
         .stdout(std::process::Stdio::null())
@@ -126,7 +126,8 @@ fn child_dies_mid_transaction() {
         ready();
         std::thread::sleep(Duration::from_secs(600));
     } else {
-        let store = alkstore::PgStore::connect(&url).unwrap();
+        let direct = std::env::var("ALK_CHILD_LISTEN_URL").unwrap_or_else(|_| url.clone());
+        let store = alkstore::PgStore::connect_with_listener(&url, &direct).unwrap();
         let mut tx = store.transaction().unwrap();
         tx.client().batch_execute(&insert).unwrap();
         tx.enqueue_tx(&name, &EnqueueOpts::new(), &json!("ghost"))
@@ -177,7 +178,7 @@ fn a_killed_workers_job_is_reclaimed_after_the_visibility_timeout_and_processed(
 #[test]
 #[ignore = "started as a child process by a_killed_workers_job_is_reclaimed_after_the_visibility_timeout_and_processed"]
 fn child_claims_and_hangs() {
-    let store = alkstore::open(&std::env::var("ALK_CHILD_URL").unwrap()).unwrap();
+    let store = open_child();
     let queue = store
         .queue(&std::env::var("ALK_CHILD_NAME").unwrap())
         .unwrap();

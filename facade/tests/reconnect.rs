@@ -18,10 +18,10 @@ fn wake_ups_survive_a_killed_listener_connection() {
         let store = target.postgres();
         let queue = store.queue(&q).unwrap();
         assert!(queue.claim_wait("w", 1, ms(50)).unwrap().is_empty()); // registered
-        let Target::Postgres(url) = &target else {
+        let Target::Postgres(pg) = &target else {
             unreachable!()
         };
-        let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        let mut admin = postgres::Client::connect(&pg.direct, postgres::NoTls).unwrap();
         let killed: i64 = admin
             .query_one(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'alkstore-listener'",

@@ -54,7 +54,7 @@ fn a_worker_in_another_process_is_woken_by_the_commit() {
                 "--ignored",
                 "--test-threads=1",
             ])
-            .env("ALK_CHILD_URL", target.url())
+            .envs(target.child_env())
             .env("ALK_CHILD_QUEUE", &q)
             .env("ALK_CHILD_OUT", out.path())
             .stdout(std::process::Stdio::null())
@@ -87,8 +87,7 @@ fn a_worker_in_another_process_is_woken_by_the_commit() {
 #[test]
 #[ignore = "started as a child process by a_worker_in_another_process_is_woken_by_the_commit"]
 fn child_claim_wait() {
-    let url = std::env::var("ALK_CHILD_URL").expect("started by the parent test");
-    let store = alkstore::open(&url).unwrap();
+    let store = open_child();
     let queue = store
         .queue(&std::env::var("ALK_CHILD_QUEUE").unwrap())
         .unwrap();

@@ -8,8 +8,9 @@
 //! booleans). [`targets`] lists
 //! the engines to run each body on: SQLite always (a fresh file), and
 //! PostgreSQL installed as an extension (`ALKSTORE_PG_URL`) and as the
-//! plain SQL script (`ALKSTORE_PG_PLAIN_URL`) when set; `scripts/test.sh`
-//! sets both.
+//! plain SQL script (`ALKSTORE_PG_PLAIN_URL`), and the extension's database
+//! through PgBouncer in transaction-pooling mode (`ALKSTORE_PG_BOUNCER_URL`),
+//! when set; `scripts/test.sh` sets all three.
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -180,6 +181,7 @@ pub fn targets() -> Vec<Target> {
     for (var, label) in [
         ("ALKSTORE_PG_URL", "extension"),
         ("ALKSTORE_PG_PLAIN_URL", "plain SQL install"),
+        (BOUNCER_URL, BOUNCER_LABEL),
     ] {
         if let Ok(url) = std::env::var(var) {
             out.push(Target {
@@ -190,9 +192,19 @@ pub fn targets() -> Vec<Target> {
     out
 }
 
-/// The PostgreSQL targets only (none when PostgreSQL is not configured).
+/// The variable naming the extension's test database behind PgBouncer in
+/// transaction-pooling mode (`scripts/pgbouncer.sh`).
+pub const BOUNCER_URL: &str = "ALKSTORE_PG_BOUNCER_URL";
+const BOUNCER_LABEL: &str = "extension via PgBouncer, transaction pooling";
+
+/// The PostgreSQL targets with a direct connection (none when PostgreSQL is
+/// not configured). Not the PgBouncer one: these tests use what a session
+/// keeps (LISTEN), which transaction pooling does not.
 pub fn pg_targets() -> Vec<Target> {
-    targets().into_iter().filter(Target::is_postgres).collect()
+    targets()
+        .into_iter()
+        .filter(|t| matches!(&t.kind, Kind::Postgres { label, .. } if *label != BOUNCER_LABEL))
+        .collect()
 }
 
 /// (Re)creates the PostgreSQL database `name` on the server of
