@@ -390,7 +390,8 @@ fn a_hostile_search_path_cannot_redirect_the_functions() {
 fn empty_worker_names_fail_under_generic_plans_too() {
     for target in pg_targets() {
         let mut c = client(&target);
-        c.batch_execute("SET plan_cache_mode = force_generic_plan").unwrap();
+        c.batch_execute("SET plan_cache_mode = force_generic_plan")
+            .unwrap();
         let pending: i64 = c
             .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&fresh("generic")])
             .unwrap()
