@@ -34,7 +34,7 @@ case "${1:-}" in
   testdbs)
     plain=$(scripts/build-plain-sql.sh)
     for db in alkstore_test_ext alkstore_test_plain; do
-      psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+      psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
     done
     psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_ext -c "CREATE EXTENSION alkstore"
     psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_plain -f "$plain"

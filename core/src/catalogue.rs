@@ -221,6 +221,14 @@ pub const FUNCTIONS: &[Function] = &[
         User,
     ),
     f("alk_get_offset", Both, &["text", "text"], 2, Int, User),
+    f(
+        "alk_reset_offset",
+        Both,
+        &["text", "text", "bigint"],
+        3,
+        Bool,
+        Admin,
+    ),
     // Notifications (v1 §8).
     f("alk_notify", Both, &["text", "jsonb"], 2, Void, User),
     f(

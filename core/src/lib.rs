@@ -10,6 +10,7 @@ pub mod error;
 pub mod names;
 pub mod opts;
 pub mod pg_constants;
+pub mod pg_grants;
 pub mod time;
 
 /// The version of alkstore this build is (the extension's and the libraries').

@@ -6,6 +6,21 @@ use crate::error::{err, Code, ContractError};
 /// Names starting with this belong to alkstore itself.
 pub const RESERVED_PREFIX: &str = "__alkstore_";
 
+/// The longest name of any kind, in bytes of UTF-8 (contract v1.1 §G).
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// How much of an offending value an error message quotes (contract v1.1 §G).
+pub const QUOTE_CHARS: usize = 64;
+
+/// A value as error messages quote it: JSON-quoted, cut to its first
+/// [`QUOTE_CHARS`] characters (then `…` follows the closing quote).
+pub fn quote(value: &str) -> String {
+    match value.char_indices().nth(QUOTE_CHARS) {
+        None => format!("{value:?}"),
+        Some((cut, _)) => format!("{:?}…", &value[..cut]),
+    }
+}
+
 /// The backing queue of outbox `x` is `__alkstore_outbox:x`.
 pub const OUTBOX_QUEUE_PREFIX: &str = "__alkstore_outbox:";
 
@@ -70,12 +85,26 @@ impl NameKind {
 /// );
 /// // Workers may use any non-empty name.
 /// assert!(names::validate(NameKind::Worker, "__alkstore_w").is_ok());
+/// // Of at most 1024 bytes.
+/// assert!(names::validate(NameKind::Worker, &"é".repeat(512)).is_ok());
+/// assert_eq!(names::validate(NameKind::Worker, &"é".repeat(513)).unwrap_err().code, Code::InvalidName);
 /// ```
 pub fn validate(kind: NameKind, name: &str) -> Result<(), ContractError> {
     if name.is_empty() {
         return err(
             Code::InvalidName,
             format!("{} name must not be empty", kind.label()),
+        );
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return err(
+            Code::InvalidName,
+            format!(
+                "{} name must be at most {MAX_NAME_BYTES} bytes, got {} bytes starting {}",
+                kind.label(),
+                name.len(),
+                quote(name)
+            ),
         );
     }
     if name.contains('\0') {
@@ -88,9 +117,9 @@ pub fn validate(kind: NameKind, name: &str) -> Result<(), ContractError> {
         return err(
             Code::ReservedName,
             format!(
-                "{} name {:?} starts with the reserved prefix {:?}",
+                "{} name {} starts with the reserved prefix {:?}",
                 kind.label(),
-                name,
+                quote(name),
                 RESERVED_PREFIX
             ),
         );

@@ -11,6 +11,39 @@ use serde_json::{Map, Value};
 /// The longest duration any option takes: 100 years, in seconds.
 pub const MAX_DURATION_S: f64 = 3_153_600_000.0;
 
+/// The longest a wake-up registration (`alk_listen_*`) lasts per call, in
+/// seconds (contract v1.1 §A3).
+pub const MAX_WAIT_TTL_S: f64 = 300.0;
+
+/// A notification payload's compact JSON text must be shorter than this
+/// many bytes (contract v1 §8, as `pg_notify`).
+pub const MAX_NOTIFY_BYTES: usize = 8000;
+
+/// The length of JSON text without whitespace outside strings: how the
+/// notification limit is measured on both engines (contract v1.1 §G).
+///
+/// ```
+/// assert_eq!(alkstore_core::opts::compact_json_len(r#"{ "a" : [1, 2], "b": " x " }"#), 21);
+/// ```
+pub fn compact_json_len(text: &str) -> usize {
+    let (mut n, mut in_string, mut escaped) = (0, false, false);
+    for b in text.bytes() {
+        if in_string {
+            n += 1;
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            n += 1;
+            in_string = b == b'"';
+        }
+    }
+    n
+}
+
 /// The largest `max_jobs` / `max_events` a call may ask for.
 pub const MAX_BATCH: i64 = 1000;
 

@@ -7,8 +7,8 @@
 //! folds into the cached plans of the PL/pgSQL that calls it: no cost per call.
 
 use crate::error::Code;
-use crate::names::{NameKind, OUTBOX_QUEUE_PREFIX, RESERVED_PREFIX};
-use crate::opts::{QueueOpts, MAX_BATCH, MAX_DURATION_S};
+use crate::names::{NameKind, MAX_NAME_BYTES, OUTBOX_QUEUE_PREFIX, QUOTE_CHARS, RESERVED_PREFIX};
+use crate::opts::{QueueOpts, MAX_BATCH, MAX_DURATION_S, MAX_NOTIFY_BYTES, MAX_WAIT_TTL_S};
 use std::fmt::Write;
 
 const KINDS: [NameKind; 8] = [
@@ -71,6 +71,34 @@ pub fn sql() -> String {
     );
     constant(
         &mut out,
+        "A notification payload's compact JSON must be shorter than this many bytes.",
+        "max_notify_bytes()",
+        "integer",
+        &MAX_NOTIFY_BYTES.to_string(),
+    );
+    constant(
+        &mut out,
+        "The longest a wake-up registration lasts per call, in seconds.",
+        "max_wait_ttl_s()",
+        "double precision",
+        &format!("{MAX_WAIT_TTL_S}"),
+    );
+    constant(
+        &mut out,
+        "The longest name of any kind, in bytes.",
+        "max_name_bytes()",
+        "integer",
+        &MAX_NAME_BYTES.to_string(),
+    );
+    constant(
+        &mut out,
+        "How many characters of an offending value an error message quotes.",
+        "quote_chars()",
+        "integer",
+        &QUOTE_CHARS.to_string(),
+    );
+    constant(
+        &mut out,
         "The longest duration any option or argument takes, in seconds.",
         "max_duration_s()",
         "numeric",
@@ -122,19 +150,25 @@ pub fn sql() -> String {
     out
 }
 
+/// Fails when the generated file `sql/postgres/<file>` differs from `want`
+/// (`ALK_BLESS=1` rewrites it first).
+#[cfg(test)]
+pub(crate) fn check_generated(file: &str, want: &str) {
+    let path = format!("{}/../sql/postgres/{file}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("ALK_BLESS").is_some() {
+        std::fs::write(&path, want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "sql/postgres/{file} is stale: run ALK_BLESS=1 cargo test -p alkstore-core"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn constants_sql_is_current() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/postgres/constants.sql");
-        let want = super::sql();
-        if std::env::var_os("ALK_BLESS").is_some() {
-            std::fs::write(path, &want).unwrap();
-        }
-        let have = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(
-            have == want,
-            "sql/postgres/constants.sql is stale: run ALK_BLESS=1 cargo test -p alkstore-core"
-        );
+        super::check_generated("constants.sql", &super::sql());
     }
 }

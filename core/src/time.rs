@@ -68,9 +68,36 @@ pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     (0..=MAX_MS).contains(&ms).then_some(ms)
 }
 
-/// Seconds (fractions allowed) to milliseconds, rounded to the nearest one.
+/// Seconds (fractions allowed) to milliseconds, rounded half away from
+/// zero on the decimal the number is written as (contract v1.1 §G), as
+/// PostgreSQL's `numeric` does: 4.0005 s is 4001 ms. Multiplying the binary
+/// `f64` instead gives 4000.4999… and so 4000.
+///
+/// ```
+/// use alkstore_core::time::seconds_to_ms;
+/// assert_eq!(seconds_to_ms(4.0005), 4001);
+/// assert_eq!(seconds_to_ms(0.0004), 0);
+/// assert_eq!(seconds_to_ms(-1.2345), -1235);
+/// assert_eq!(seconds_to_ms(3153600000.0), 3153600000000);
+/// ```
 pub fn seconds_to_ms(seconds: f64) -> i64 {
-    (seconds * 1000.0).round() as i64
+    if !seconds.is_finite() || seconds.abs() >= 1e15 {
+        return (seconds * 1000.0).round() as i64; // saturates; callers reject the range
+    }
+    // Rust writes an f64 as its shortest round-trip decimal, never with an exponent.
+    let text = format!("{}", seconds.abs());
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let digit = |i: usize| fraction.as_bytes().get(i).map_or(0, |b| (b - b'0') as i64);
+    let mut ms =
+        whole.parse::<i64>().unwrap_or(0) * 1000 + digit(0) * 100 + digit(1) * 10 + digit(2);
+    if digit(3) >= 5 {
+        ms += 1;
+    }
+    if seconds < 0.0 {
+        -ms
+    } else {
+        ms
+    }
 }
 
 /// Milliseconds as a JSON number of seconds: integral values without a

@@ -11,6 +11,9 @@
 -- (written by version.sql at the end of every install and upgrade).
 UPDATE alkstore.meta SET value = '2' WHERE key = 'schema_version';
 
+-- Expired wake-up registrations are cleaned up through an index.
+CREATE INDEX waiters_expiry ON alkstore.waiters (expires_at);
+
 -- ---- sql/postgres/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo test -p alkstore-core`
@@ -31,6 +34,22 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '__alkstore_'::text $$;
 -- The backing queue of outbox x is this prefix followed by x.
 CREATE OR REPLACE FUNCTION alkstore.outbox_prefix() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '__alkstore_outbox:'::text $$;
+
+-- A notification payload's compact JSON must be shorter than this many bytes.
+CREATE OR REPLACE FUNCTION alkstore.max_notify_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 8000::integer $$;
+
+-- The longest a wake-up registration lasts per call, in seconds.
+CREATE OR REPLACE FUNCTION alkstore.max_wait_ttl_s() RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 300::double precision $$;
+
+-- The longest name of any kind, in bytes.
+CREATE OR REPLACE FUNCTION alkstore.max_name_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1024::integer $$;
+
+-- How many characters of an offending value an error message quotes.
+CREATE OR REPLACE FUNCTION alkstore.quote_chars() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 64::integer $$;
 
 -- The longest duration any option or argument takes, in seconds.
 CREATE OR REPLACE FUNCTION alkstore.max_duration_s() RETURNS numeric
@@ -79,7 +98,15 @@ BEGIN
     MESSAGE = 'alkstore: ' || coalesce(alkstore.variant(code), 'InvalidArgument') || ': ' || detail;
 END $$;
 
--- Checks a name of the given kind (contract §2) and returns it.
+-- A value as error messages quote it: JSON-quoted, cut to its first
+-- alkstore.quote_chars() characters, then "…" (contract v1.1 §G).
+CREATE OR REPLACE FUNCTION alkstore.quote(v text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN char_length(v) <= alkstore.quote_chars() THEN to_json(v)::text
+              ELSE to_json(left(v, alkstore.quote_chars()))::text || '…' END
+$$;
+
+-- Checks a name of the given kind (contract §2, v1.1 §G) and returns it.
 CREATE OR REPLACE FUNCTION alkstore.name(kind text, name text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
@@ -87,9 +114,12 @@ BEGIN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be NULL');
   ELSIF name = '' THEN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be empty');
+  ELSIF octet_length(name) > alkstore.max_name_bytes() THEN
+    PERFORM alkstore.raise('ALK01', format('%s name must be at most %s bytes, got %s bytes starting %s',
+      kind, alkstore.max_name_bytes(), octet_length(name), alkstore.quote(name)));
   ELSIF alkstore.namespaced(kind) AND starts_with(name, alkstore.reserved_prefix()) THEN
     PERFORM alkstore.raise('ALK02', format('%s name %s starts with the reserved prefix %s',
-      kind, to_json(name), to_json(alkstore.reserved_prefix())));
+      kind, alkstore.quote(name), to_json(alkstore.reserved_prefix())));
   END IF;
   RETURN name;
 END $$;
@@ -312,35 +342,72 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN octet_length(name) < 7900 THEN name ELSE 'md5:' || md5(name) END
 $$;
 
--- Called by enqueue and publish: notify if anyone waits.
+-- The advisory lock that orders an enqueue's check for waiters against a
+-- new registration for the same queue or stream (see wake and wait_on).
+CREATE OR REPLACE FUNCTION alkstore.wake_key(kind "char", name text) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT hashtextextended('alkstore.wake:' || kind::text || ':' || name, 0) $$;
+
+-- Called by enqueue and publish: notify if anyone waits (contract v1.1
+-- §A3: a session registered before this transaction commits is notified).
+--  * A snapshot older than the statement (REPEATABLE READ, SERIALIZABLE)
+--    cannot see a registration made after it: such a transaction always
+--    notifies.
+--  * Otherwise the check holds the key's advisory lock in share mode until
+--    this transaction ends, never waiting for it: a new registration takes
+--    it exclusively, so it completes only after this commit, and its first
+--    claim sees this job. If a registration holds it or waits for it now,
+--    notify.
+--  * A registration counts only while its session is connected to this
+--    database: not after the session ended, nor after a restore elsewhere.
 CREATE OR REPLACE FUNCTION alkstore.wake(kind "char", name text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM 1 FROM alkstore.waiters w
-   WHERE w.kind = wake.kind AND w.name = wake.name AND w.expires_at > clock_timestamp()
-   LIMIT 1;
-  IF FOUND THEN
-    PERFORM pg_notify(CASE kind WHEN 'q' THEN 'alkstore_jobs' ELSE 'alkstore_events' END,
-                      alkstore.wake_payload(name));
+  IF current_setting('transaction_isolation') = 'read committed'
+     AND pg_try_advisory_xact_lock_shared(alkstore.wake_key(kind, name)) THEN
+    PERFORM 1 FROM alkstore.waiters w
+     WHERE w.kind = wake.kind AND w.name = wake.name AND w.expires_at > clock_timestamp()
+       AND EXISTS (SELECT FROM pg_stat_get_activity(w.pid) a
+                    WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))
+     LIMIT 1;
+    IF NOT FOUND THEN
+      RETURN;
+    END IF;
   END IF;
+  PERFORM pg_notify(CASE kind WHEN 'q' THEN 'alkstore_jobs' ELSE 'alkstore_events' END,
+                    alkstore.wake_payload(name));
 END $$;
 
 -- Registers this session as waiting on (kind, name) for ttl and LISTENs on
 -- the channel; returns the channel. Register, then claim (or read), then
 -- wait: work committed after the registration is announced, work committed
--- before it is found by the claim.
+-- before it is found by the claim. A new registration (not a renewal) first
+-- waits for the transactions that checked for waiters before it and have
+-- not committed yet (see wake): their work is found by that claim.
 CREATE OR REPLACE FUNCTION alkstore.wait_on(kind "char", name text, ttl_s double precision) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
   ttl_ms  bigint := coalesce(alkstore.arg_ms('ttl_s', ttl_s, true), 60000);
   channel text := CASE kind WHEN 'q' THEN 'alkstore_jobs' ELSE 'alkstore_events' END;
+  renewal boolean;
 BEGIN
+  -- At most max_wait_ttl_s() per call (contract v1.1 §A3): no registration
+  -- outlives its session by long, whatever a caller asks.
+  IF ttl_s > alkstore.max_wait_ttl_s() THEN
+    PERFORM alkstore.raise('ALK05', format('ttl_s must be at most %s seconds, got %s',
+      alkstore.max_wait_ttl_s(), ttl_s));
+  END IF;
+  EXECUTE format('LISTEN %I', channel);
+  renewal := EXISTS (SELECT FROM alkstore.waiters w
+                      WHERE w.kind = wait_on.kind AND w.name = wait_on.name
+                        AND w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp());
   INSERT INTO alkstore.waiters AS w (kind, name, pid, expires_at)
   VALUES (kind, name, pg_backend_pid(), clock_timestamp() + ttl_ms * interval '1 millisecond')
   ON CONFLICT ON CONSTRAINT waiters_pkey DO UPDATE SET expires_at = excluded.expires_at;
+  IF NOT renewal THEN
+    PERFORM pg_advisory_xact_lock(alkstore.wake_key(kind, name));
+  END IF;
   -- Registrations of sessions that stopped renewing them.
   DELETE FROM alkstore.waiters w WHERE w.expires_at < clock_timestamp() - interval '1 minute';
-  EXECUTE format('LISTEN %I', channel);
   RETURN channel;
 END $$;
 
@@ -805,6 +872,25 @@ BEGIN
   RETURN coalesce((SELECT t."offset" FROM alkstore.offsets t WHERE t.stream = s AND t.consumer = c), 0);
 END $$;
 
+-- The one way to move an offset backwards, or past an event that cannot be
+-- processed (contract v1.1 §D); admin only.
+CREATE OR REPLACE FUNCTION alk_reset_offset(stream text, consumer text, "offset" bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  s text := alkstore.name('stream', stream);
+  c text := alkstore.name('consumer', consumer);
+  o bigint := $3;
+BEGIN
+  IF o IS NULL OR o < 0 THEN
+    PERFORM alkstore.raise('ALK05', format('offset must be at least 0, got %s', coalesce(o::text, 'NULL')));
+  END IF;
+  INSERT INTO alkstore.offsets AS t (stream, consumer, "offset", updated_at)
+  VALUES (s, c, o, clock_timestamp())
+  ON CONFLICT ON CONSTRAINT offsets_pkey DO UPDATE
+    SET "offset" = excluded."offset", updated_at = excluded.updated_at;
+  RETURN true;
+END $$;
+
 -- ---- sql/postgres/notify.sql ----
 -- Notifications (contract §8), built on pg_notify so that any PostgreSQL
 -- client receives them with plain LISTEN, after commit, in commit order.
@@ -820,44 +906,102 @@ LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
     FROM (SELECT alkstore.name('channel', channel) AS n) c
 $$;
 
+-- A payload's compact JSON text (no whitespace outside strings): what the
+-- notification limit is measured on, on both engines (contract v1.1 §G),
+-- and what is sent when jsonb's own text (a space after every ':' and ',')
+-- would be over the limit. Only used for payloads near the limit.
+CREATE OR REPLACE FUNCTION alkstore.compact(p jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN CASE jsonb_typeof(p)
+    WHEN 'object' THEN '{' || coalesce((
+      SELECT string_agg(to_json(e.key)::text || ':' || alkstore.compact(e.value), ',' ORDER BY e.n)
+        FROM jsonb_each(p) WITH ORDINALITY AS e(key, value, n)), '') || '}'
+    WHEN 'array' THEN '[' || coalesce((
+      SELECT string_agg(alkstore.compact(a.value), ',' ORDER BY a.n)
+        FROM jsonb_array_elements(p) WITH ORDINALITY AS a(value, n)), '') || ']'
+    ELSE p::text END;
+END $$;
+
 CREATE OR REPLACE FUNCTION alk_notify(channel text, payload jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   ch   text := alkstore.name('channel', channel);
   text_ text := alkstore.payload('payload', payload)::text;
 BEGIN
-  IF octet_length(text_) >= 8000 THEN
-    PERFORM alkstore.raise('ALK04', format(
-      'notification payload must be shorter than 8000 bytes, got %s', octet_length(text_)));
+  IF octet_length(text_) >= alkstore.max_notify_bytes() THEN
+    text_ := alkstore.compact(payload);
+    IF octet_length(text_) >= alkstore.max_notify_bytes() THEN
+      PERFORM alkstore.raise('ALK04', format(
+        'notification payload must be shorter than %s bytes of compact JSON, got %s',
+        alkstore.max_notify_bytes(), octet_length(text_)));
+    END IF;
   END IF;
   PERFORM pg_notify(CASE WHEN octet_length(ch) <= 59 THEN 'alk:' || ch ELSE 'alk#' || md5(ch) END, text_);
 END $$;
 
 -- ---- sql/postgres/lock.sql ----
--- Leases with fencing tokens (contract §9). One upsert per call: the row
--- lock serialises racing owners, and the row outlives its release, so every
--- new acquisition gets a larger token than any before for that name.
+-- Leases with fencing tokens (contract §9). The row outlives its release,
+-- so every new acquisition gets a larger token than any before for that name.
 
+-- Acquiring never waits and never leaves a lock behind when it fails
+-- (contract v1.1 §A5): a per-name advisory lock admits one acquirer at a
+-- time — the others get NULL at once — and a failed attempt reads the row
+-- without locking it, so the holder's renew and release are never delayed.
+-- A successful acquisition keeps the advisory lock until its transaction
+-- ends: the lease is usable once that commits.
 CREATE OR REPLACE FUNCTION alk_lock_acquire(name text, owner text, ttl_s double precision) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   n     text := alkstore.name('lock', name);
   o     text := alkstore.name('owner', owner);
   ttl   bigint := alkstore.arg_ms('ttl_s', ttl_s, true);
-  now   timestamptz := clock_timestamp();
-  token bigint;
+  key   bigint := hashtextextended('alkstore.lock:' || n, 0);
+  cur   record;
+  now   timestamptz;
+  tok   bigint;
 BEGIN
   IF ttl IS NULL THEN
     PERFORM alkstore.raise('ALK05', 'ttl_s must not be NULL');
   END IF;
-  INSERT INTO alkstore.locks AS l (name, owner, token, expires_at)
-  VALUES (n, o, 1, now + ttl * interval '1 millisecond')
-  ON CONFLICT ON CONSTRAINT locks_pkey DO UPDATE
-    SET token = CASE WHEN l.owner = excluded.owner AND l.expires_at > now THEN l.token ELSE l.token + 1 END,
-        owner = excluded.owner, expires_at = excluded.expires_at
-    WHERE l.owner IS NULL OR l.expires_at <= now OR l.owner = excluded.owner
-  RETURNING l.token INTO token;
-  RETURN token; -- NULL: another owner holds an unexpired lease
+  -- Session level for now, so that a failed attempt can let go of it.
+  IF NOT pg_try_advisory_lock(key) THEN
+    RETURN NULL; -- another transaction is acquiring this name
+  END IF;
+  SELECT l.owner, l.token, l.expires_at INTO cur FROM alkstore.locks l WHERE l.name = n;
+  IF FOUND THEN
+    IF cur.owner IS NOT NULL AND cur.owner <> o AND cur.expires_at > clock_timestamp() THEN
+      PERFORM pg_advisory_unlock(key);
+      RETURN NULL; -- held by another owner: no row lock taken
+    END IF;
+    -- Free, expired or ours: lock the row, unless the holder is renewing or
+    -- releasing it right now (then it is alive: do not wait for it).
+    SELECT l.owner, l.token, l.expires_at INTO cur FROM alkstore.locks l WHERE l.name = n
+       FOR UPDATE SKIP LOCKED;
+    now := clock_timestamp(); -- read after every lock is held
+    IF NOT FOUND OR (cur.owner IS NOT NULL AND cur.owner <> o AND cur.expires_at > now) THEN
+      PERFORM pg_advisory_unlock(key);
+      RETURN NULL;
+    END IF;
+    tok := CASE WHEN cur.owner = o AND cur.expires_at > now THEN cur.token ELSE cur.token + 1 END;
+    UPDATE alkstore.locks l SET owner = o, token = tok,
+           expires_at = now + ttl * interval '1 millisecond'
+     WHERE l.name = n;
+  ELSE
+    now := clock_timestamp();
+    INSERT INTO alkstore.locks AS l (name, owner, token, expires_at)
+    VALUES (n, o, 1, now + ttl * interval '1 millisecond')
+    ON CONFLICT ON CONSTRAINT locks_pkey DO NOTHING
+    RETURNING l.token INTO tok;
+    IF tok IS NULL THEN
+      PERFORM pg_advisory_unlock(key);
+      RETURN NULL; -- created meanwhile by a transaction this snapshot does not see
+    END IF;
+  END IF;
+  -- Keep the name until this transaction ends: transaction level from here.
+  PERFORM pg_advisory_xact_lock(key);
+  PERFORM pg_advisory_unlock(key);
+  RETURN tok;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_lock_renew(name text, owner text, ttl_s double precision) RETURNS boolean
@@ -919,3 +1063,179 @@ BEGIN
       alkstore.schema_version();
   END IF;
 END $alkstore_check$;
+
+-- ---- sql/postgres/backup.sql ----
+-- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
+-- extension's tables unless the extension registers them: every table whose
+-- rows are state is registered, and the job-id sequence, so a restore brings
+-- back every job, option, event, offset and lease, and ids continue above
+-- the old ones. Not the waiters: registrations of sessions that are gone.
+-- Not meta's version rows, which the restoring CREATE EXTENSION writes.
+-- The plain SQL install needs nothing: pg_dump dumps its tables as any.
+DO $alkstore_backup$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'alkstore') THEN
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.meta',
+      $$WHERE key NOT IN ('schema_version', 'version')$$);
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.queues', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.offsets', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.locks', '');
+  END IF;
+END $alkstore_backup$;
+
+-- ---- sql/postgres/guard.sql ----
+-- Names alk_* belong to alkstore (contract v1.1 §A1). The alk_* functions
+-- are called unqualified, so an overload that another role defines — say
+-- alk_ack(integer, text) in public, a closer match for alk_ack(1, 'w') than
+-- ours — would run that role's code with the rights of whoever calls it,
+-- a superuser included. This event trigger refuses such functions: only the
+-- owner of schema alkstore (or a superuser) may define functions named
+-- alk_* or in schema alkstore.
+
+CREATE OR REPLACE FUNCTION alkstore.guard_names() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN
+    SELECT p.oid::regprocedure
+      FROM pg_event_trigger_ddl_commands() c JOIN pg_proc p ON p.oid = c.objid
+     WHERE c.classid = 'pg_proc'::regclass
+       AND (p.proname LIKE 'alk\_%' OR p.pronamespace = 'alkstore'::regnamespace)
+  LOOP
+    IF NOT EXISTS (SELECT FROM pg_namespace n
+                    WHERE n.nspname = 'alkstore' AND pg_has_role(current_user, n.nspowner, 'MEMBER')) THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+        MESSAGE = format('alkstore: functions named alk_* are alkstore''s: %s may not define %s', current_user, f),
+        HINT = 'Only the owner of schema alkstore defines them; name your function otherwise.';
+    END IF;
+  END LOOP;
+END $$;
+
+-- Creating an event trigger takes a superuser. A plain install by another
+-- role gets a warning instead: then keep untrusted roles from creating
+-- objects in the schemas of the search_path.
+DO $alkstore_guard$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_event_trigger WHERE evtname = 'alkstore_guard_names') THEN
+    IF (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user) THEN
+      CREATE EVENT TRIGGER alkstore_guard_names ON ddl_command_end
+        WHEN TAG IN ('CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE', 'ALTER PROCEDURE')
+        EXECUTE FUNCTION alkstore.guard_names();
+    ELSE
+      RAISE WARNING USING
+        MESSAGE = 'alkstore: not a superuser, so no event trigger stops other roles from defining alk_* overloads',
+        HINT = 'Make sure no untrusted role may CREATE in the schemas of the search_path (REVOKE CREATE ON SCHEMA public FROM PUBLIC), or have a superuser run the install.';
+    END IF;
+  END IF;
+END $alkstore_guard$;
+
+-- ---- sql/postgres/grants.sql ----
+-- GENERATED from core/src/pg_grants.rs and the function catalogue: do not edit.
+-- Who may call what (contract v1.1 §A1). Run last by every install and upgrade.
+
+-- The two roles, created when missing and this role may create roles.
+DO $alkstore_roles$
+DECLARE
+  may boolean := (SELECT r.rolsuper OR r.rolcreaterole FROM pg_catalog.pg_roles r
+                   WHERE r.rolname = current_user);
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_user')
+     OR NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_admin') THEN
+    IF NOT may THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+        MESSAGE = 'alkstore: the roles alkstore_user and alkstore_admin are missing, and this role may not create them; nothing was changed',
+        HINT = 'An administrator runs: CREATE ROLE alkstore_user NOLOGIN; CREATE ROLE alkstore_admin NOLOGIN IN ROLE alkstore_user; then run the install again.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_user') THEN
+      CREATE ROLE alkstore_user NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_admin') THEN
+      CREATE ROLE alkstore_admin NOLOGIN;
+    END IF;
+  END IF;
+  IF NOT pg_catalog.pg_has_role('alkstore_admin', 'alkstore_user', 'MEMBER') THEN
+    GRANT alkstore_user TO alkstore_admin;
+  END IF;
+END $alkstore_roles$;
+
+-- Nothing for anyone but the owner: whatever earlier versions, PUBLIC's
+-- defaults or ALTER DEFAULT PRIVILEGES granted on the schema, its tables,
+-- sequences and functions, and on the alk_* functions.
+DO $alkstore_acl$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN
+    SELECT format('%s %s', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass) AS obj,
+           a.grantee
+      FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+     WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'S', 'v', 'm', 'p')
+       AND a.grantee <> c.relowner
+    UNION
+    SELECT format('FUNCTION %s', p.oid::regprocedure), a.grantee
+      FROM pg_catalog.pg_proc p,
+           pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+     WHERE (p.pronamespace = 'alkstore'::regnamespace
+            OR (p.proname LIKE 'alk\_%' AND p.pronamespace = current_schema()::regnamespace))
+       AND a.grantee <> p.proowner
+    UNION
+    SELECT 'SCHEMA alkstore', a.grantee
+      FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+     WHERE n.nspname = 'alkstore' AND a.grantee <> n.nspowner
+  LOOP
+    EXECUTE format('REVOKE ALL ON %s FROM %s', r.obj,
+                   CASE r.grantee WHEN 0 THEN 'PUBLIC' ELSE r.grantee::regrole::text END);
+  END LOOP;
+END $alkstore_acl$;
+
+-- Each function to the role the catalogue names (alkstore_admin is a member of alkstore_user).
+DO $alkstore_grants$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT * FROM (VALUES
+    ('alk_version()', 'alkstore_user'),
+    ('alk_init()', 'alkstore_user'),
+    ('alk_enqueue(text, jsonb, jsonb)', 'alkstore_user'),
+    ('alk_enqueue_batch(text, jsonb, jsonb)', 'alkstore_user'),
+    ('alk_claim(text, text, integer)', 'alkstore_user'),
+    ('alk_ack(bigint, text)', 'alkstore_user'),
+    ('alk_ack_batch(bigint[], text)', 'alkstore_user'),
+    ('alk_retry(bigint, text, text, double precision)', 'alkstore_user'),
+    ('alk_fail(bigint, text, text)', 'alkstore_user'),
+    ('alk_heartbeat(bigint, text, double precision)', 'alkstore_user'),
+    ('alk_cancel(bigint)', 'alkstore_user'),
+    ('alk_get_job(bigint)', 'alkstore_user'),
+    ('alk_requeue_dead(bigint)', 'alkstore_admin'),
+    ('alk_queue_configure(text, jsonb)', 'alkstore_admin'),
+    ('alk_queue_opts(text)', 'alkstore_user'),
+    ('alk_queue_stats(text)', 'alkstore_user'),
+    ('alk_sweep(text)', 'alkstore_user'),
+    ('alk_outbox_enqueue(text, jsonb, jsonb)', 'alkstore_user'),
+    ('alk_outbox_claim(text, text, integer)', 'alkstore_user'),
+    ('alk_outbox_stats(text)', 'alkstore_user'),
+    ('alk_publish(text, jsonb, text)', 'alkstore_user'),
+    ('alk_read(text, bigint, integer)', 'alkstore_user'),
+    ('alk_save_offset(text, text, bigint)', 'alkstore_user'),
+    ('alk_get_offset(text, text)', 'alkstore_user'),
+    ('alk_reset_offset(text, text, bigint)', 'alkstore_admin'),
+    ('alk_notify(text, jsonb)', 'alkstore_user'),
+    ('alk_channel(text)', 'alkstore_user'),
+    ('alk_listen_queue(text, double precision)', 'alkstore_user'),
+    ('alk_listen_outbox(text, double precision)', 'alkstore_user'),
+    ('alk_listen_stream(text, double precision)', 'alkstore_user'),
+    ('alk_unlisten_queue(text)', 'alkstore_user'),
+    ('alk_unlisten_outbox(text)', 'alkstore_user'),
+    ('alk_unlisten_stream(text)', 'alkstore_user'),
+    ('alk_lock_acquire(text, text, double precision)', 'alkstore_user'),
+    ('alk_lock_renew(text, text, double precision)', 'alkstore_user'),
+    ('alk_lock_release(text, text)', 'alkstore_user')
+  ) AS g(signature, role) LOOP
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', current_schema(), r.signature, r.role);
+  END LOOP;
+END $alkstore_grants$;

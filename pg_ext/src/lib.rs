@@ -58,6 +58,21 @@
     name = "version",
     requires = ["lock"]
 );
+::pgrx::extension_sql_file!(
+    "../../sql/postgres/backup.sql",
+    name = "backup",
+    requires = ["version"]
+);
+::pgrx::extension_sql_file!(
+    "../../sql/postgres/guard.sql",
+    name = "guard",
+    requires = ["backup"]
+);
+::pgrx::extension_sql_file!(
+    "../../sql/postgres/grants.sql",
+    name = "grants",
+    requires = ["guard"]
+);
 
 /// In-server tests (`cargo pgrx test`): the extension installs and its
 /// functions work inside one backend. Behaviour under concurrency, roles

@@ -24,7 +24,15 @@ BEGIN
     MESSAGE = 'alkstore: ' || coalesce(alkstore.variant(code), 'InvalidArgument') || ': ' || detail;
 END $$;
 
--- Checks a name of the given kind (contract §2) and returns it.
+-- A value as error messages quote it: JSON-quoted, cut to its first
+-- alkstore.quote_chars() characters, then "…" (contract v1.1 §G).
+CREATE OR REPLACE FUNCTION alkstore.quote(v text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN char_length(v) <= alkstore.quote_chars() THEN to_json(v)::text
+              ELSE to_json(left(v, alkstore.quote_chars()))::text || '…' END
+$$;
+
+-- Checks a name of the given kind (contract §2, v1.1 §G) and returns it.
 CREATE OR REPLACE FUNCTION alkstore.name(kind text, name text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
@@ -32,9 +40,12 @@ BEGIN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be NULL');
   ELSIF name = '' THEN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be empty');
+  ELSIF octet_length(name) > alkstore.max_name_bytes() THEN
+    PERFORM alkstore.raise('ALK01', format('%s name must be at most %s bytes, got %s bytes starting %s',
+      kind, alkstore.max_name_bytes(), octet_length(name), alkstore.quote(name)));
   ELSIF alkstore.namespaced(kind) AND starts_with(name, alkstore.reserved_prefix()) THEN
     PERFORM alkstore.raise('ALK02', format('%s name %s starts with the reserved prefix %s',
-      kind, to_json(name), to_json(alkstore.reserved_prefix())));
+      kind, alkstore.quote(name), to_json(alkstore.reserved_prefix())));
   END IF;
   RETURN name;
 END $$;

@@ -18,6 +18,22 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '__alkstore_'::text $$;
 CREATE OR REPLACE FUNCTION alkstore.outbox_prefix() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '__alkstore_outbox:'::text $$;
 
+-- A notification payload's compact JSON must be shorter than this many bytes.
+CREATE OR REPLACE FUNCTION alkstore.max_notify_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 8000::integer $$;
+
+-- The longest a wake-up registration lasts per call, in seconds.
+CREATE OR REPLACE FUNCTION alkstore.max_wait_ttl_s() RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 300::double precision $$;
+
+-- The longest name of any kind, in bytes.
+CREATE OR REPLACE FUNCTION alkstore.max_name_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1024::integer $$;
+
+-- How many characters of an offending value an error message quotes.
+CREATE OR REPLACE FUNCTION alkstore.quote_chars() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 64::integer $$;
+
 -- The longest duration any option or argument takes, in seconds.
 CREATE OR REPLACE FUNCTION alkstore.max_duration_s() RETURNS numeric
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3153600000::numeric $$;

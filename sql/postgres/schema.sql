@@ -97,6 +97,8 @@ CREATE TABLE alkstore.waiters (
   expires_at timestamptz NOT NULL,
   PRIMARY KEY (kind, name, pid)
 );
+-- Expired registrations, found without reading the others.
+CREATE INDEX waiters_expiry ON alkstore.waiters (expires_at);
 
 -- Queue options (contract §5): as stored and stamped.
 CREATE TYPE alkstore.queue_opts AS (

@@ -65,3 +65,22 @@ DECLARE
 BEGIN
   RETURN coalesce((SELECT t."offset" FROM alkstore.offsets t WHERE t.stream = s AND t.consumer = c), 0);
 END $$;
+
+-- The one way to move an offset backwards, or past an event that cannot be
+-- processed (contract v1.1 §D); admin only.
+CREATE OR REPLACE FUNCTION alk_reset_offset(stream text, consumer text, "offset" bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  s text := alkstore.name('stream', stream);
+  c text := alkstore.name('consumer', consumer);
+  o bigint := $3;
+BEGIN
+  IF o IS NULL OR o < 0 THEN
+    PERFORM alkstore.raise('ALK05', format('offset must be at least 0, got %s', coalesce(o::text, 'NULL')));
+  END IF;
+  INSERT INTO alkstore.offsets AS t (stream, consumer, "offset", updated_at)
+  VALUES (s, c, o, clock_timestamp())
+  ON CONFLICT ON CONSTRAINT offsets_pkey DO UPDATE
+    SET "offset" = excluded."offset", updated_at = excluded.updated_at;
+  RETURN true;
+END $$;

@@ -21,6 +21,11 @@ RELEASE alkstore_call;
 -- name: rollback_to
 ROLLBACK TO alkstore_call;
 
+-- Takes the write lock (and waits for it) without writing anything: a
+-- deadline is computed from the clock only once the lock is held.
+-- name: take_write_lock
+UPDATE alk_meta SET value = value WHERE 0;
+
 -- name: schema_version
 SELECT value FROM alk_meta WHERE key = 'schema_version';
 

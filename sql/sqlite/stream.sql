@@ -23,3 +23,9 @@ RETURNING "offset";
 
 -- name: get_offset
 SELECT "offset" FROM alk_offsets WHERE stream = ?1 AND consumer = ?2;
+
+-- The one way to move an offset backwards (alk_reset_offset).
+-- name: reset_offset
+INSERT INTO alk_offsets (stream, consumer, "offset", updated_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (stream, consumer) DO UPDATE
+  SET "offset" = excluded."offset", updated_at = excluded.updated_at;

@@ -96,12 +96,28 @@ impl<'a> Conn<'a> {
     /// prepared. The first one a connection asks for checks (and if need be
     /// creates) the schema: callers ask only after their arguments passed.
     pub fn stmt(&self, name: &'static str) -> Result<Cached<'_, 'a>> {
+        self.start()?;
+        self.stmt_unchecked(name)
+    }
+
+    /// Opens the call's own transaction if it waits to be, and checks the schema.
+    fn start(&self) -> Result<()> {
         if let Some(begin) = self.pending_begin.take() {
             self.control(begin)?;
             self.began.set(true);
         }
-        self.ensure_schema()?;
-        self.stmt_unchecked(name)
+        self.ensure_schema()
+    }
+
+    /// The clock, read once this call holds the write lock (contract v1.1
+    /// §A4): a call that waited for the lock never computes a claim or lease
+    /// deadline from a time before the wait.
+    pub fn now_locked(&self) -> Result<i64> {
+        self.start()?;
+        if !ffi::holds_write_lock(self.db) {
+            self.stmt_unchecked("take_write_lock")?.run()?;
+        }
+        Ok(alkstore_core::time::now_ms())
     }
 
     fn stmt_unchecked(&self, name: &'static str) -> Result<Cached<'_, 'a>> {

@@ -136,13 +136,16 @@ impl Stmt {
 
     /// Binds text to the 1-based parameter `i`.
     pub fn bind_text(&mut self, i: c_int, v: &str) {
+        // 64-bit length: no cast can wrap; SQLite itself refuses text over
+        // its length limit (SQLITE_TOOBIG at the step).
         unsafe {
-            api!(bind_text)(
+            api!(bind_text64)(
                 self.raw,
                 i,
                 v.as_ptr() as *const c_char,
-                v.len() as c_int,
+                v.len() as u64,
                 transient(),
+                sqlite3ext_sys::SQLITE_UTF8 as _,
             )
         };
     }
@@ -292,6 +295,11 @@ pub fn txn_state(db: *mut sqlite3) -> TxnState {
     }
 }
 
+/// Whether the connection holds the write lock (a write transaction).
+pub fn holds_write_lock(db: *mut sqlite3) -> bool {
+    unsafe { api!(txn_state)(db, std::ptr::null()) as u32 == sqlite3ext_sys::SQLITE_TXN_WRITE }
+}
+
 /// The connection a function was called on.
 pub fn context_db(ctx: *mut sqlite3_context) -> *mut sqlite3 {
     unsafe { api!(context_db_handle)(ctx) }
@@ -358,14 +366,22 @@ impl Arg {
 
 /// Sets the function's result to text.
 pub fn result_text(ctx: *mut sqlite3_context, v: &str) {
+    // 64-bit length: over SQLite's length limit this is SQLITE_TOOBIG, never
+    // an over-read or a truncation (callers size their results to fit first).
     unsafe {
-        api!(result_text)(
+        api!(result_text64)(
             ctx,
             v.as_ptr() as *const c_char,
-            v.len() as c_int,
+            v.len() as u64,
             transient(),
+            sqlite3ext_sys::SQLITE_UTF8 as _,
         )
     };
+}
+
+/// The longest text or blob this connection accepts (`SQLITE_LIMIT_LENGTH`).
+pub fn length_limit(db: *mut sqlite3) -> usize {
+    unsafe { api!(limit)(db, sqlite3ext_sys::SQLITE_LIMIT_LENGTH as c_int, -1) }.max(0) as usize
 }
 
 /// Sets the function's result to an integer.

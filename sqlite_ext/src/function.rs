@@ -67,6 +67,7 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_read", READS, stream::read),
     (c"alk_save_offset", WRITES, stream::save_offset),
     (c"alk_get_offset", READS, stream::get_offset),
+    (c"alk_reset_offset", WRITES, stream::reset_offset),
     (c"alk_notify", WRITES, notify::notify),
     (c"alk_notifications", READS, notify::notifications),
     (c"alk_lock_acquire", WRITES, lock::acquire),

@@ -56,8 +56,36 @@ pub fn function_names() -> impl Iterator<Item = &'static str> {
 /// `db` must be an open `sqlite3*` and `api` the routine table of the same
 /// SQLite library (`sqlite3_api_routines*`, as handed to extension entry points).
 pub unsafe fn register_raw(db: *mut c_void, api: *mut c_void) -> c_int {
+    if host_version(api as *mut sqlite3_api_routines).is_err() {
+        return 1; // SQLITE_ERROR; the loadable entry point reports why
+    }
     ffi::set_api(api as *mut sqlite3_api_routines);
     function::register_all(db as *mut sqlite3)
+}
+
+/// The oldest SQLite this library runs on: its routine table was generated
+/// from 3.40.1's `sqlite3ext.h`, and an older host's table is shorter, so
+/// calling through it would read past its end.
+pub const MIN_SQLITE_VERSION: i32 = 3_040_000;
+
+/// Whether a host SQLite of `version` (as `sqlite3_libversion_number`) is new enough.
+pub fn supported_sqlite(version: i32) -> std::result::Result<(), String> {
+    if version >= MIN_SQLITE_VERSION {
+        return Ok(());
+    }
+    let dotted = |v: i32| format!("{}.{}.{}", v / 1_000_000, v / 1000 % 1000, v % 1000);
+    Err(format!(
+        "alkstore needs SQLite {} or newer; this host runs SQLite {}",
+        dotted(MIN_SQLITE_VERSION),
+        dotted(version)
+    ))
+}
+
+/// Checks the host before anything else is read from its routine table
+/// (`libversion_number` is one of its first entries, present in every version).
+unsafe fn host_version(api: *mut sqlite3_api_routines) -> std::result::Result<(), String> {
+    let version = (*api).libversion_number.map_or(0, |f| f());
+    supported_sqlite(version)
 }
 
 /// The extension's entry point, found by SQLite from the library's file name
@@ -71,6 +99,16 @@ pub unsafe extern "C" fn sqlite3_alkstoresqlite_init(
     err: *mut *mut c_char,
     api: *mut sqlite3_api_routines,
 ) -> c_uint {
+    if let Err(message) = host_version(api) {
+        // Nothing else of the table is read: report through the one routine
+        // every version has at this place.
+        if !err.is_null() {
+            if let (Some(mprintf), Ok(text)) = ((*api).mprintf, std::ffi::CString::new(message)) {
+                *err = mprintf(c"%s".as_ptr(), text.as_ptr());
+            }
+        }
+        return 1; // SQLITE_ERROR
+    }
     sqlite_loadable::entrypoints::register_entrypoint(db, err, api, |db| {
         match register_raw(db as *mut c_void, api as *mut c_void) {
             0 => Ok(()),
@@ -79,4 +117,18 @@ pub unsafe extern "C" fn sqlite3_alkstoresqlite_init(
             ))),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hosts_older_than_3_40_are_refused_by_name() {
+        assert!(super::supported_sqlite(3_040_000).is_ok());
+        assert!(super::supported_sqlite(3_046_001).is_ok());
+        let e = super::supported_sqlite(3_031_001).unwrap_err();
+        assert_eq!(
+            e,
+            "alkstore needs SQLite 3.40.0 or newer; this host runs SQLite 3.31.1"
+        );
+    }
 }

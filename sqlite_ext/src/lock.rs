@@ -13,7 +13,7 @@ pub fn acquire(conn: &Conn, args: &Args) -> Result<Out> {
     let name = args.name(0, NameKind::Lock)?;
     let owner = args.name(1, NameKind::Owner)?;
     let ttl = args.ttl(2, "ttl_s")?;
-    let now = now_ms();
+    let now = conn.now_locked()?;
     let current = {
         let mut st = conn.stmt("lock_get")?;
         st.bind_text(1, name);
@@ -48,7 +48,7 @@ pub fn renew(conn: &Conn, args: &Args) -> Result<Out> {
     let name = args.name(0, NameKind::Lock)?;
     let owner = args.name(1, NameKind::Owner)?;
     let ttl = args.ttl(2, "ttl_s")?;
-    let now = now_ms();
+    let now = conn.now_locked()?;
     let mut st = conn.stmt("lock_renew")?;
     st.bind_text(1, name);
     st.bind_text(2, owner);

@@ -10,8 +10,7 @@ use crate::json::Obj;
 use alkstore_core::time::now_ms;
 use alkstore_core::{err, Code, NameKind};
 
-/// A notification payload must be shorter than this many bytes (as with `pg_notify`).
-pub const MAX_PAYLOAD_BYTES: usize = 8000;
+pub use alkstore_core::opts::MAX_NOTIFY_BYTES as MAX_PAYLOAD_BYTES;
 /// How long notification rows are kept for listeners to read.
 pub const RETENTION_MS: i64 = 5 * 60 * 1000;
 /// Prune once every this many notifications (by id), to keep notify cheap.
@@ -21,12 +20,12 @@ const PRUNE_EVERY: i64 = 64;
 pub fn notify(conn: &Conn, args: &Args) -> Result<Out> {
     let channel = args.name(0, NameKind::Channel)?;
     let payload = args.payload(1, "payload")?;
-    if payload.len() >= MAX_PAYLOAD_BYTES {
+    let size = alkstore_core::opts::compact_json_len(&payload);
+    if size >= MAX_PAYLOAD_BYTES {
         return err(
             Code::InvalidPayload,
             format!(
-                "notification payload must be shorter than {MAX_PAYLOAD_BYTES} bytes, got {}",
-                payload.len()
+                "notification payload must be shorter than {MAX_PAYLOAD_BYTES} bytes of compact JSON, got {size}"
             ),
         )
         .map_err(Into::into);

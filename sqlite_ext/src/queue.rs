@@ -117,7 +117,7 @@ struct Candidate {
 }
 
 fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<String> {
-    let now = now_ms();
+    let now = conn.now_locked()?;
     let mut out = String::with_capacity(64 + 256 * max_jobs as usize);
     out.push('[');
     let mut claimed = 0;
@@ -136,12 +136,16 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
             progress = true;
         }
         candidates.retain(|c| c.dead_letter.is_none());
-        let won = claim_candidates(conn, &candidates, worker, now)?;
-        for c in candidates.iter().filter(|c| won.contains(&c.order.2)) {
-            if claimed > 0 {
-                out.push(',');
-            }
-            out = Obj::within(&mut out)
+        // Each job's part of the result, built before claiming (contract v1.1
+        // §A6): a claim whose result would exceed SQLite's length limit
+        // claims fewer jobs, instead of committing a claim whose result is
+        // then lost. A job too large to be returned at all is dead-lettered.
+        let limit = crate::ffi::length_limit(conn.db);
+        let mut parts: Vec<(i64, String)> = Vec::with_capacity(candidates.len());
+        let mut size = out.len() + 1; // and the closing ']'
+        let mut full = false;
+        for c in &candidates {
+            let part = Obj::new()
                 .int("id", Some(c.order.2))
                 .str("queue", Some(queue))
                 .raw("payload", &c.payload)
@@ -149,9 +153,31 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
                 .int("max_attempts", Some(c.max_attempts))
                 .time("claim_expires_at", Some(now + c.visibility_timeout_ms))
                 .finish();
+            if part.len() + 2 > limit {
+                dead_letter(conn, c.order.2, Some(&format!(
+                    "a claim of this job cannot be returned: its result would be {} bytes, over SQLite's length limit of {limit}",
+                    part.len() + 2
+                )))?;
+                progress = true;
+                continue;
+            }
+            if size + part.len() + 1 > limit {
+                full = true;
+                break;
+            }
+            size += part.len() + 1; // and a ','
+            parts.push((c.order.2, part));
+        }
+        candidates.retain(|c| parts.iter().any(|(id, _)| *id == c.order.2));
+        let won = claim_candidates(conn, &candidates, worker, now)?;
+        for (_, part) in parts.iter().filter(|(id, _)| won.contains(id)) {
+            if claimed > 0 {
+                out.push(',');
+            }
+            out.push_str(part);
             claimed += 1;
         }
-        if claimed == max_jobs || !progress || page < want {
+        if claimed == max_jobs || !progress || page < want || full {
             break;
         }
     }
@@ -302,7 +328,7 @@ pub fn retry(conn: &Conn, args: &Args) -> Result<Out> {
         dead_letter(conn, id, error)?;
         return Ok(Out::Text("dead".into()));
     }
-    let run_at = now_ms() + delay.unwrap_or_else(|| backoff_ms(base, max, attempts));
+    let run_at = conn.now_locked()? + delay.unwrap_or_else(|| backoff_ms(base, max, attempts));
     let mut st = conn.stmt("retry_pending")?;
     st.bind_i64(1, id);
     st.bind_i64(2, run_at);
@@ -326,7 +352,7 @@ pub fn heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let extend = args.opt_seconds(2, "extend_s", true)?;
-    let now = now_ms();
+    let now = conn.now_locked()?;
     Ok(Out::Bool(hit(conn, "heartbeat", id, worker, |st| {
         st.bind_i64(3, now);
         st.bind_opt_i64(4, extend);

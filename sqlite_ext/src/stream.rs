@@ -72,6 +72,21 @@ pub fn save_offset(conn: &Conn, args: &Args) -> Result<Out> {
     Ok(Out::Bool(st.step_row()?))
 }
 
+/// `alk_reset_offset(stream, consumer, offset)` → true: sets the offset,
+/// backwards too (contract v1.1 §D).
+pub fn reset_offset(conn: &Conn, args: &Args) -> Result<Out> {
+    let stream = args.name(0, NameKind::Stream)?;
+    let consumer = args.name(1, NameKind::Consumer)?;
+    let offset = args.offset(2, "offset")?;
+    let mut st = conn.stmt("reset_offset")?;
+    st.bind_text(1, stream);
+    st.bind_text(2, consumer);
+    st.bind_i64(3, offset);
+    st.bind_i64(4, now_ms());
+    st.run()?;
+    Ok(Out::Bool(true))
+}
+
 /// `alk_get_offset(stream, consumer)` → the saved offset, 0 if none.
 pub fn get_offset(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;

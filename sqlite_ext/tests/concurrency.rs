@@ -151,3 +151,81 @@ fn expired_claims_are_reclaimed_by_another_connection_and_processed_once_more() 
     assert_eq!(int(&a, "SELECT alk_ack(?1, 'crashed')", &[&id]), 0);
     assert_eq!(int(&b, "SELECT alk_ack(?1, 'survivor')", &[&id]), 1);
 }
+
+/// Issue 15 item 5 (contract v1.1 §A4): a call that waited seconds for the
+/// write lock computes its deadlines from the clock after the wait, so it
+/// never returns a claim or a lease that has already run out.
+#[test]
+fn deadlines_are_computed_after_waiting_for_the_write_lock() {
+    let db = Db::new();
+    let setup = db.conn();
+    setup
+        .execute_batch("SELECT alk_queue_configure('slowlock', '{\"visibility_timeout_s\": 1}')")
+        .unwrap();
+    enqueue(&setup, "slowlock", None, "1");
+    enqueue(&setup, "slowlock", None, "2");
+    for (call, deadline) in [
+        (
+            "SELECT alk_claim('slowlock', 'w', 1)",
+            "SELECT max(claim_expires_at) FROM alk_jobs WHERE claimed_by = 'w'",
+        ),
+        (
+            "SELECT alk_lock_acquire('slowlease', 'me', 1)",
+            "SELECT expires_at FROM alk_locks WHERE name = 'slowlease'",
+        ),
+    ] {
+        // Outside a transaction the call takes its own BEGIN IMMEDIATE and
+        // waits there. (A caller's deferred transaction that must upgrade
+        // gets SQLITE_BUSY at once instead: it never waits inside a call.)
+        {
+            let blocker = db.conn();
+            blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+            let held = std::thread::spawn(move || {
+                sleep_ms(1500);
+                blocker.execute_batch("COMMIT").unwrap();
+            });
+            let c = db.conn(); // waits up to its busy timeout
+            sleep_ms(50); // the blocker holds the lock
+            let _: rusqlite::types::Value = c.query_row(call, [], |r| r.get(0)).unwrap();
+            let returned = alkstore_core::time::now_ms();
+            held.join().unwrap();
+            let expires = int(&c, deadline, &[]);
+            assert!(
+                expires > returned,
+                "{call} returned a deadline {} ms in the past",
+                returned - expires
+            );
+            c.execute_batch("SELECT alk_lock_release('slowlease', 'me')")
+                .unwrap();
+            c.execute_batch(
+                "UPDATE alk_jobs SET state = 'pending', claimed_by = NULL WHERE queue = 'slowlock'",
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// Issue 15 item 7 (contract v1.1 §A6): a claim whose JSON result would be
+/// over the connection's SQLite length limit claims fewer jobs instead of
+/// committing claims whose result is then lost (their attempts burnt, held
+/// until their timeout).
+#[test]
+fn claims_fit_the_length_limit_or_claim_fewer() {
+    let db = Db::new();
+    let c = db.conn();
+    // SAFETY: a live connection handle; sqlite3_limit only sets a number.
+    unsafe {
+        rusqlite::ffi::sqlite3_limit(c.handle(), rusqlite::ffi::SQLITE_LIMIT_LENGTH, 10_000);
+    }
+    let payload = format!("\"{}\"", "p".repeat(3000));
+    for _ in 0..5 {
+        enqueue(&c, "big", None, &payload);
+    }
+    let first = claim(&c, "big", "w", 10);
+    assert_eq!(first.len(), 3, "three of 3000 bytes fit in 10000");
+    let again = claim(&c, "big", "w", 10);
+    assert_eq!(again.len(), 2);
+    for j in first.iter().chain(&again) {
+        assert_eq!(j["attempts"], 1, "nothing was claimed and lost");
+    }
+}

@@ -232,6 +232,96 @@ pub fn pg_database(name: &str) -> Option<String> {
     })
 }
 
+/// The repository's root.
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// Today's plain SQL script, built from the current sources.
+pub fn plain_script() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg("scripts/build-plain-sql.sh")
+        .current_dir(ROOT)
+        .output()
+        .expect("run scripts/build-plain-sql.sh");
+    assert!(out.status.success(), "{out:?}");
+    std::path::Path::new(ROOT).join(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Runs a script with psql as the README says; returns (success, stderr).
+pub fn psql_file(url: &str, file: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f"])
+        .arg(file)
+        .output()
+        .expect("run psql");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// How alkstore is installed into a PostgreSQL database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Install {
+    /// `CREATE EXTENSION alkstore`.
+    Extension,
+    /// The plain SQL script, with psql.
+    Plain,
+}
+
+impl Install {
+    /// Both.
+    pub const ALL: [Install; 2] = [Install::Extension, Install::Plain];
+
+    /// Installs the current version into the database at `url`.
+    pub fn install(self, url: &str) {
+        match self {
+            Install::Extension => postgres::Client::connect(url, postgres::NoTls)
+                .unwrap()
+                .batch_execute("CREATE EXTENSION alkstore")
+                .unwrap(),
+            Install::Plain => {
+                let (ok, stderr) = psql_file(url, &plain_script());
+                assert!(ok, "{stderr}");
+            }
+        }
+    }
+}
+
+/// The columns of every table in schema alkstore.
+pub fn columns_pg(c: &mut postgres::Client) -> Vec<(String, Vec<String>)> {
+    c.query(
+        "SELECT c.relname::text, array_agg(a.attname::text ORDER BY a.attnum)
+           FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+          WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind = 'r'
+            AND a.attnum > 0 AND NOT a.attisdropped
+          GROUP BY c.relname ORDER BY c.relname",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+/// Every row of those tables and columns, as text (not the session registrations).
+pub fn rows_pg(c: &mut postgres::Client, columns: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (table, cols) in columns {
+        if table == "waiters" {
+            continue; // session registrations: checked by behaviour below
+        }
+        let list: Vec<String> = cols.iter().map(|c| format!("t.\"{c}\"")).collect();
+        let sql = format!(
+            "SELECT ROW({})::text FROM alkstore.{table} t ORDER BY 1",
+            list.join(", ")
+        );
+        for r in c.query(&sql, &[]).unwrap() {
+            out.push(format!("{table}: {}", r.get::<_, String>(0)));
+        }
+    }
+    out
+}
+
 /// Whether the test command requires PostgreSQL (`ALKSTORE_REQUIRE_PG=1`):
 /// then a missing `ALKSTORE_PG_URL` is a failure, not a skip.
 pub fn pg_required() -> bool {

@@ -276,8 +276,8 @@ fn app_role(c: &mut Client) -> String {
         .unwrap()
         .get(0);
     c.batch_execute(&format!(
-        "CREATE ROLE {role} NOLOGIN NOSUPERUSER; GRANT CREATE ON DATABASE {db} TO {role}; \
-         GRANT CREATE, USAGE ON SCHEMA public TO {role};"
+        "CREATE ROLE {role} NOLOGIN NOSUPERUSER IN ROLE alkstore_admin; \
+         GRANT CREATE ON DATABASE {db} TO {role}; GRANT CREATE, USAGE ON SCHEMA public TO {role};"
     ))
     .unwrap();
     role

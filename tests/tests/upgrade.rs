@@ -14,42 +14,16 @@
 use alkstore_tests::*;
 use postgres::fallible_iterator::FallibleIterator;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 const FROZEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/frozen/0.1.0");
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// Claims of queue `up-q` last this long (fixture), so job 1's is live.
 const CENTURY_S: i64 = 3_153_600_000;
 
 fn frozen(file: &str) -> String {
     std::fs::read_to_string(Path::new(FROZEN).join(file)).expect(file)
-}
-
-/// Today's plain SQL script, built from the current sources.
-fn plain_script() -> PathBuf {
-    let out = Command::new("bash")
-        .arg("scripts/build-plain-sql.sh")
-        .current_dir(ROOT)
-        .output()
-        .expect("run scripts/build-plain-sql.sh");
-    assert!(out.status.success(), "{out:?}");
-    Path::new(ROOT).join(String::from_utf8(out.stdout).unwrap().trim())
-}
-
-/// Runs a script with psql as the README says; returns (success, stderr).
-fn psql_file(url: &str, file: &Path) -> (bool, String) {
-    let out = Command::new("psql")
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f"])
-        .arg(file)
-        .output()
-        .expect("run psql");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn pg(url: &str) -> postgres::Client {
@@ -100,39 +74,6 @@ fn columns_sqlite(path: &Path) -> Vec<(String, Vec<String>)> {
     .unwrap()
     .map(Result::unwrap)
     .collect()
-}
-
-fn columns_pg(c: &mut postgres::Client) -> Vec<(String, Vec<String>)> {
-    c.query(
-        "SELECT c.relname::text, array_agg(a.attname::text ORDER BY a.attnum)
-           FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
-          WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind = 'r'
-            AND a.attnum > 0 AND NOT a.attisdropped
-          GROUP BY c.relname ORDER BY c.relname",
-        &[],
-    )
-    .unwrap()
-    .iter()
-    .map(|r| (r.get(0), r.get(1)))
-    .collect()
-}
-
-fn rows_pg(c: &mut postgres::Client, columns: &[(String, Vec<String>)]) -> Vec<String> {
-    let mut out = Vec::new();
-    for (table, cols) in columns {
-        if table == "waiters" {
-            continue; // session registrations: checked by behaviour below
-        }
-        let list: Vec<String> = cols.iter().map(|c| format!("t.\"{c}\"")).collect();
-        let sql = format!(
-            "SELECT ROW({})::text FROM alkstore.{table} t ORDER BY 1",
-            list.join(", ")
-        );
-        for r in c.query(&sql, &[]).unwrap() {
-            out.push(format!("{table}: {}", r.get::<_, String>(0)));
-        }
-    }
-    out
 }
 
 /// What the functions say about the fixture (time-dependent fields left out).

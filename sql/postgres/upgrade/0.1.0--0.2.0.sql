@@ -5,3 +5,6 @@
 -- Schema 2: alk_version() and the install's version in alkstore.meta
 -- (written by version.sql at the end of every install and upgrade).
 UPDATE alkstore.meta SET value = '2' WHERE key = 'schema_version';
+
+-- Expired wake-up registrations are cleaned up through an index.
+CREATE INDEX waiters_expiry ON alkstore.waiters (expires_at);

@@ -1,0 +1,101 @@
+//! Who may call what on PostgreSQL (contract v1.1 §A1), generated from the
+//! function catalogue: `sql/postgres/grants.sql` is [`sql`]'s output,
+//! checked by this crate's tests (`ALK_BLESS=1` rewrites it). Every install
+//! and upgrade runs it last, so a function added later is granted to the
+//! role the catalogue names, and nothing else is granted to anyone.
+
+use crate::catalogue::{Role, FUNCTIONS};
+use std::fmt::Write;
+
+/// The text of `sql/postgres/grants.sql`.
+pub fn sql() -> String {
+    let (user, admin) = (Role::User.name(), Role::Admin.name());
+    let mut out = format!(
+        r#"-- GENERATED from core/src/pg_grants.rs and the function catalogue: do not edit.
+-- Who may call what (contract v1.1 §A1). Run last by every install and upgrade.
+
+-- The two roles, created when missing and this role may create roles.
+DO $alkstore_roles$
+DECLARE
+  may boolean := (SELECT r.rolsuper OR r.rolcreaterole FROM pg_catalog.pg_roles r
+                   WHERE r.rolname = current_user);
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '{user}')
+     OR NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '{admin}') THEN
+    IF NOT may THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+        MESSAGE = 'alkstore: the roles {user} and {admin} are missing, and this role may not create them; nothing was changed',
+        HINT = 'An administrator runs: CREATE ROLE {user} NOLOGIN; CREATE ROLE {admin} NOLOGIN IN ROLE {user}; then run the install again.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '{user}') THEN
+      CREATE ROLE {user} NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '{admin}') THEN
+      CREATE ROLE {admin} NOLOGIN;
+    END IF;
+  END IF;
+  IF NOT pg_catalog.pg_has_role('{admin}', '{user}', 'MEMBER') THEN
+    GRANT {user} TO {admin};
+  END IF;
+END $alkstore_roles$;
+
+-- Nothing for anyone but the owner: whatever earlier versions, PUBLIC's
+-- defaults or ALTER DEFAULT PRIVILEGES granted on the schema, its tables,
+-- sequences and functions, and on the alk_* functions.
+DO $alkstore_acl$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN
+    SELECT format('%s %s', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass) AS obj,
+           a.grantee
+      FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+     WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'S', 'v', 'm', 'p')
+       AND a.grantee <> c.relowner
+    UNION
+    SELECT format('FUNCTION %s', p.oid::regprocedure), a.grantee
+      FROM pg_catalog.pg_proc p,
+           pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+     WHERE (p.pronamespace = 'alkstore'::regnamespace
+            OR (p.proname LIKE 'alk\_%' AND p.pronamespace = current_schema()::regnamespace))
+       AND a.grantee <> p.proowner
+    UNION
+    SELECT 'SCHEMA alkstore', a.grantee
+      FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+     WHERE n.nspname = 'alkstore' AND a.grantee <> n.nspowner
+  LOOP
+    EXECUTE format('REVOKE ALL ON %s FROM %s', r.obj,
+                   CASE r.grantee WHEN 0 THEN 'PUBLIC' ELSE r.grantee::regrole::text END);
+  END LOOP;
+END $alkstore_acl$;
+
+-- Each function to the role the catalogue names ({admin} is a member of {user}).
+DO $alkstore_grants$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT * FROM (VALUES
+"#
+    );
+    let rows: Vec<String> = FUNCTIONS
+        .iter()
+        .filter(|f| f.on_postgres())
+        .map(|f| format!("    ('{}', '{}')", f.pg_signature(), f.role.name()))
+        .collect();
+    let _ = write!(
+        out,
+        "{}\n  ) AS g(signature, role) LOOP\n    \
+         EXECUTE format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', current_schema(), r.signature, r.role);\n  \
+         END LOOP;\nEND $alkstore_grants$;\n",
+        rows.join(",\n")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn grants_sql_is_current() {
+        crate::pg_constants::check_generated("grants.sql", &super::sql());
+    }
+}

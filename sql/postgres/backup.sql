@@ -1,0 +1,21 @@
+-- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
+-- extension's tables unless the extension registers them: every table whose
+-- rows are state is registered, and the job-id sequence, so a restore brings
+-- back every job, option, event, offset and lease, and ids continue above
+-- the old ones. Not the waiters: registrations of sessions that are gone.
+-- Not meta's version rows, which the restoring CREATE EXTENSION writes.
+-- The plain SQL install needs nothing: pg_dump dumps its tables as any.
+DO $alkstore_backup$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'alkstore') THEN
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.meta',
+      $$WHERE key NOT IN ('schema_version', 'version')$$);
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.queues', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.offsets', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.locks', '');
+  END IF;
+END $alkstore_backup$;

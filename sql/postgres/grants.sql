@@ -1,0 +1,104 @@
+-- GENERATED from core/src/pg_grants.rs and the function catalogue: do not edit.
+-- Who may call what (contract v1.1 §A1). Run last by every install and upgrade.
+
+-- The two roles, created when missing and this role may create roles.
+DO $alkstore_roles$
+DECLARE
+  may boolean := (SELECT r.rolsuper OR r.rolcreaterole FROM pg_catalog.pg_roles r
+                   WHERE r.rolname = current_user);
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_user')
+     OR NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_admin') THEN
+    IF NOT may THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+        MESSAGE = 'alkstore: the roles alkstore_user and alkstore_admin are missing, and this role may not create them; nothing was changed',
+        HINT = 'An administrator runs: CREATE ROLE alkstore_user NOLOGIN; CREATE ROLE alkstore_admin NOLOGIN IN ROLE alkstore_user; then run the install again.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_user') THEN
+      CREATE ROLE alkstore_user NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'alkstore_admin') THEN
+      CREATE ROLE alkstore_admin NOLOGIN;
+    END IF;
+  END IF;
+  IF NOT pg_catalog.pg_has_role('alkstore_admin', 'alkstore_user', 'MEMBER') THEN
+    GRANT alkstore_user TO alkstore_admin;
+  END IF;
+END $alkstore_roles$;
+
+-- Nothing for anyone but the owner: whatever earlier versions, PUBLIC's
+-- defaults or ALTER DEFAULT PRIVILEGES granted on the schema, its tables,
+-- sequences and functions, and on the alk_* functions.
+DO $alkstore_acl$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN
+    SELECT format('%s %s', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass) AS obj,
+           a.grantee
+      FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+     WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'S', 'v', 'm', 'p')
+       AND a.grantee <> c.relowner
+    UNION
+    SELECT format('FUNCTION %s', p.oid::regprocedure), a.grantee
+      FROM pg_catalog.pg_proc p,
+           pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+     WHERE (p.pronamespace = 'alkstore'::regnamespace
+            OR (p.proname LIKE 'alk\_%' AND p.pronamespace = current_schema()::regnamespace))
+       AND a.grantee <> p.proowner
+    UNION
+    SELECT 'SCHEMA alkstore', a.grantee
+      FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+     WHERE n.nspname = 'alkstore' AND a.grantee <> n.nspowner
+  LOOP
+    EXECUTE format('REVOKE ALL ON %s FROM %s', r.obj,
+                   CASE r.grantee WHEN 0 THEN 'PUBLIC' ELSE r.grantee::regrole::text END);
+  END LOOP;
+END $alkstore_acl$;
+
+-- Each function to the role the catalogue names (alkstore_admin is a member of alkstore_user).
+DO $alkstore_grants$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT * FROM (VALUES
+    ('alk_version()', 'alkstore_user'),
+    ('alk_init()', 'alkstore_user'),
+    ('alk_enqueue(text, jsonb, jsonb)', 'alkstore_user'),
+    ('alk_enqueue_batch(text, jsonb, jsonb)', 'alkstore_user'),
+    ('alk_claim(text, text, integer)', 'alkstore_user'),
+    ('alk_ack(bigint, text)', 'alkstore_user'),
+    ('alk_ack_batch(bigint[], text)', 'alkstore_user'),
+    ('alk_retry(bigint, text, text, double precision)', 'alkstore_user'),
+    ('alk_fail(bigint, text, text)', 'alkstore_user'),
+    ('alk_heartbeat(bigint, text, double precision)', 'alkstore_user'),
+    ('alk_cancel(bigint)', 'alkstore_user'),
+    ('alk_get_job(bigint)', 'alkstore_user'),
+    ('alk_requeue_dead(bigint)', 'alkstore_admin'),
+    ('alk_queue_configure(text, jsonb)', 'alkstore_admin'),
+    ('alk_queue_opts(text)', 'alkstore_user'),
+    ('alk_queue_stats(text)', 'alkstore_user'),
+    ('alk_sweep(text)', 'alkstore_user'),
+    ('alk_outbox_enqueue(text, jsonb, jsonb)', 'alkstore_user'),
+    ('alk_outbox_claim(text, text, integer)', 'alkstore_user'),
+    ('alk_outbox_stats(text)', 'alkstore_user'),
+    ('alk_publish(text, jsonb, text)', 'alkstore_user'),
+    ('alk_read(text, bigint, integer)', 'alkstore_user'),
+    ('alk_save_offset(text, text, bigint)', 'alkstore_user'),
+    ('alk_get_offset(text, text)', 'alkstore_user'),
+    ('alk_reset_offset(text, text, bigint)', 'alkstore_admin'),
+    ('alk_notify(text, jsonb)', 'alkstore_user'),
+    ('alk_channel(text)', 'alkstore_user'),
+    ('alk_listen_queue(text, double precision)', 'alkstore_user'),
+    ('alk_listen_outbox(text, double precision)', 'alkstore_user'),
+    ('alk_listen_stream(text, double precision)', 'alkstore_user'),
+    ('alk_unlisten_queue(text)', 'alkstore_user'),
+    ('alk_unlisten_outbox(text)', 'alkstore_user'),
+    ('alk_unlisten_stream(text)', 'alkstore_user'),
+    ('alk_lock_acquire(text, text, double precision)', 'alkstore_user'),
+    ('alk_lock_renew(text, text, double precision)', 'alkstore_user'),
+    ('alk_lock_release(text, text)', 'alkstore_user')
+  ) AS g(signature, role) LOOP
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', current_schema(), r.signature, r.role);
+  END LOOP;
+END $alkstore_grants$;

@@ -1,0 +1,595 @@
+//! Trust (contract v1.1 §A1, §A2): who may call what on PostgreSQL, no way
+//! around it (default privileges set before the install, overloads that
+//! shadow a function), an admin-only offset reset, and backups that restore
+//! everything.
+
+use alkstore_core::catalogue::{Role, FUNCTIONS};
+use alkstore_tests::*;
+use postgres::{Client, NoTls};
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+
+fn pg(url: &str) -> Client {
+    Client::connect(url, NoTls).expect("connect")
+}
+
+fn new_role(c: &mut Client, base: &str, grant: Option<Role>) -> String {
+    let role = fresh(base).replace('-', "_");
+    c.batch_execute(&format!("CREATE ROLE {role} NOLOGIN NOSUPERUSER"))
+        .unwrap();
+    if let Some(r) = grant {
+        c.batch_execute(&format!("GRANT {} TO {role}", r.name()))
+            .unwrap();
+    }
+    role
+}
+
+/// The SQLSTATE a statement fails with as `role`, or None.
+fn as_role(c: &mut Client, role: &str, sql: &str) -> Option<String> {
+    c.batch_execute(&format!("SET ROLE {role}")).unwrap();
+    let r = c.batch_execute(sql);
+    if r.is_err() {
+        let _ = c.batch_execute("ROLLBACK");
+    }
+    c.batch_execute("RESET ROLE").unwrap();
+    r.err().map(|e| {
+        e.code()
+            .map(|s| s.code().to_string())
+            .unwrap_or_else(|| e.to_string())
+    })
+}
+
+/// A call of `f` with NULL for every argument: the privilege check comes first.
+fn call_sql(f: &alkstore_core::catalogue::Function) -> String {
+    let args: Vec<String> = f.pg_args.iter().map(|t| format!("NULL::{t}")).collect();
+    format!("SELECT {}({})", f.name, args.join(", "))
+}
+
+fn pg_functions() -> impl Iterator<Item = &'static alkstore_core::catalogue::Function> {
+    FUNCTIONS.iter().filter(|f| f.on_postgres())
+}
+
+#[test]
+fn each_function_is_granted_to_its_catalogued_role_and_to_no_one_else() {
+    for target in pg_targets() {
+        let mut c = pg(target.pg_url());
+        for f in pg_functions() {
+            let sig = f.pg_signature();
+            let row = c
+                .query_one(
+                    "SELECT has_function_privilege('alkstore_user', $1::text::regprocedure, 'EXECUTE'),
+                            has_function_privilege('alkstore_admin', $1::text::regprocedure, 'EXECUTE'),
+                            EXISTS (SELECT FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+                                     WHERE p.oid = $1::text::regprocedure AND a.grantee = 0)",
+                    &[&sig],
+                )
+                .unwrap();
+            let (user, admin, public): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));
+            assert_eq!(
+                user,
+                f.role == Role::User,
+                "[{}] {sig} for alkstore_user",
+                target.name()
+            );
+            assert!(admin, "[{}] {sig} for alkstore_admin", target.name());
+            assert!(!public, "[{}] {sig} is executable by PUBLIC", target.name());
+        }
+        let public_internal: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+                  WHERE p.pronamespace = 'alkstore'::regnamespace AND a.grantee = 0",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(public_internal, 0, "[{}]", target.name());
+    }
+}
+
+/// A database prepared as an attacker-friendly operator would leave it:
+/// default privileges that grant everything new to a reporting role, and
+/// CREATE on public for everyone (the default before PostgreSQL 15).
+fn hostile_database(name: &str, install: Install) -> Option<(String, String)> {
+    let Some(url) = pg_database(name) else {
+        assert!(!pg_required());
+        return None;
+    };
+    let mut c = pg(&url);
+    let reporter = new_role(&mut c, "reporter", None);
+    c.batch_execute(&format!(
+        "ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {reporter};
+         ALTER DEFAULT PRIVILEGES GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {reporter};
+         ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO {reporter};
+         ALTER DEFAULT PRIVILEGES GRANT USAGE, CREATE ON SCHEMAS TO {reporter};
+         GRANT CREATE ON SCHEMA public TO PUBLIC;"
+    ))
+    .unwrap();
+    install.install(&url);
+    c.batch_execute("SELECT alk_enqueue('secrets', NULL, '{\"card\": \"4111\"}')")
+        .unwrap();
+    Some((url, reporter))
+}
+
+#[test]
+fn roles_granted_nothing_call_nothing_and_read_nothing_whatever_the_default_privileges() {
+    for install in Install::ALL {
+        let Some((url, reporter)) = hostile_database(
+            &format!("alkstore_trust_{install:?}").to_lowercase(),
+            install,
+        ) else {
+            return;
+        };
+        let mut c = pg(&url);
+        let nobody = new_role(&mut c, "nobody", None);
+        let user = new_role(&mut c, "app", Some(Role::User));
+        let admin = new_role(&mut c, "ops", Some(Role::Admin));
+        for role in [&reporter, &nobody] {
+            for f in pg_functions() {
+                assert_eq!(
+                    as_role(&mut c, role, &call_sql(f)).as_deref(),
+                    Some("42501"),
+                    "[{install:?}] {role} called {}",
+                    f.name
+                );
+            }
+            for sql in [
+                "SELECT payload FROM alkstore.jobs",
+                "UPDATE alkstore.jobs SET payload = '1'",
+                "SELECT nextval('alkstore.jobs_id_seq')",
+                "SELECT alkstore.enqueue('q', alkstore.default_queue_opts(), NULL, '1')",
+                "CREATE TABLE alkstore.planted (x int)",
+            ] {
+                assert_eq!(
+                    as_role(&mut c, role, sql).as_deref(),
+                    Some("42501"),
+                    "[{install:?}] {role}: {sql}"
+                );
+            }
+        }
+        for f in pg_functions() {
+            let as_user = as_role(&mut c, &user, &call_sql(f));
+            match f.role {
+                Role::User => assert_ne!(as_user.as_deref(), Some("42501"), "{}", f.name),
+                Role::Admin => assert_eq!(as_user.as_deref(), Some("42501"), "{}", f.name),
+            }
+            assert_ne!(
+                as_role(&mut c, &admin, &call_sql(f)).as_deref(),
+                Some("42501"),
+                "{}",
+                f.name
+            );
+        }
+    }
+}
+
+#[test]
+fn no_role_can_define_an_overload_that_shadows_a_function() {
+    for target in pg_targets() {
+        let mut c = pg(target.pg_url());
+        let role = new_role(&mut c, "shadow", Some(Role::User));
+        let db: String = c
+            .query_one("SELECT current_database()::text", &[])
+            .unwrap()
+            .get(0);
+        c.batch_execute(&format!(
+            "GRANT CREATE ON SCHEMA public TO {role}; GRANT CREATE ON DATABASE \"{db}\" TO {role}"
+        ))
+        .unwrap();
+        let own = fresh("own").replace('-', "_");
+        for sql in [
+            // A closer match for alk_ack(1, 'w') than alk_ack(bigint, text).
+            "CREATE FUNCTION public.alk_ack(integer, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'".to_string(),
+            format!(
+                "CREATE SCHEMA {own}; CREATE FUNCTION {own}.alk_enqueue(text, jsonb, jsonb) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint'"
+            ),
+            format!(
+                "CREATE SCHEMA {own}_r; CREATE FUNCTION {own}_r.helper() RETURNS int LANGUAGE sql AS 'SELECT 1'; \
+                 ALTER FUNCTION {own}_r.helper() RENAME TO alk_version"
+            ),
+            "CREATE PROCEDURE public.alk_sweep(integer) LANGUAGE sql AS 'SELECT 1'".to_string(),
+        ] {
+            let code = as_role(&mut c, &role, &format!("BEGIN; {sql}; COMMIT"));
+            assert_eq!(code.as_deref(), Some("42501"), "[{}] {sql}", target.name());
+        }
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_proc WHERE proname LIKE 'alk\\_%' AND proowner <> (SELECT nspowner FROM pg_namespace WHERE nspname = 'alkstore')",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "[{}] a foreign alk_* function exists", target.name());
+        // The owner still defines its own (an upgrade does exactly this).
+        c.batch_execute(
+            "BEGIN; CREATE OR REPLACE FUNCTION alk_probe_owner() RETURNS int LANGUAGE sql AS 'SELECT 1'; ROLLBACK",
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn an_admin_resets_an_offset_backwards_on_every_engine() {
+    for target in targets() {
+        let mut db = target.connect();
+        let s = fresh("reset");
+        let max = Arg::Int(i64::MAX);
+        assert!(db.yes("alk_save_offset", &[t(&s), t("c"), max.clone()]));
+        assert!(!db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(2)]));
+        assert!(db.yes("alk_reset_offset", &[t(&s), t("c"), Arg::Int(2)]));
+        assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 2);
+        assert!(db.yes("alk_reset_offset", &[t(&s), t("new"), Arg::Int(0)]));
+        assert_eq!(db.int("alk_get_offset", &[t(&s), t("new")]), 0);
+        assert_eq!(
+            db.code("alk_reset_offset", &[t(&s), t("c"), Arg::Int(-1)]),
+            "ALK05"
+        );
+        assert_eq!(
+            db.code(
+                "alk_reset_offset",
+                &[t("__alkstore_x"), t("c"), Arg::Int(1)]
+            ),
+            "ALK02"
+        );
+        assert_eq!(
+            db.code("alk_reset_offset", &[t(&s), t(""), Arg::Int(1)]),
+            "ALK01"
+        );
+        assert_eq!(
+            db.int("alk_get_offset", &[t(&s), t("c")]),
+            2,
+            "[{}]",
+            target.name()
+        );
+    }
+}
+
+// ---- backups (§A2) ----
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
+    let fixture =
+        std::fs::read_to_string(Path::new(ROOT).join("sql/frozen/0.1.0/fixture.sql")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for install in Install::ALL {
+        let name = format!("alkstore_dump_{install:?}").to_lowercase();
+        let Some(url) = pg_database(&name) else {
+            assert!(!pg_required());
+            return;
+        };
+        install.install(&url);
+        let mut c = pg(&url);
+        c.batch_execute(&fixture).unwrap();
+        c.batch_execute("SELECT alk_listen_queue('up-q', 60)")
+            .unwrap();
+        let columns = columns_pg(&mut c);
+        let rows: Vec<String> = rows_pg(&mut c, &columns);
+        assert!(rows.iter().any(|r| r.starts_with("jobs:")), "{rows:?}");
+
+        for (format, file) in [("p", "dump.sql"), ("c", "dump.custom")] {
+            let path = dir.path().join(format!("{name}-{file}"));
+            run(Command::new("pg_dump")
+                .args(["-F", format, "-d", &url, "-f"])
+                .arg(&path));
+            let restored = pg_database(&format!("{name}_{format}")).unwrap();
+            if format == "p" {
+                let (ok, stderr) = psql_file(&restored, &path);
+                assert!(ok, "[{install:?}] restore: {stderr}");
+            } else {
+                run(Command::new("pg_restore")
+                    .args(["--exit-on-error", "-d", &restored])
+                    .arg(&path));
+            }
+            let mut r = pg(&restored);
+            assert_eq!(
+                rows_pg(&mut r, &columns),
+                rows,
+                "[{install:?}, -F{format}] every row comes back"
+            );
+            // The dumped session waits in the old database: its registration
+            // (the plain install restores the row) counts for nothing here.
+            let mut listener = pg(&restored);
+            listener.batch_execute("LISTEN alkstore_jobs").unwrap();
+            r.batch_execute("SELECT alk_enqueue('up-q', NULL, '2')")
+                .unwrap();
+            assert_eq!(
+                next_notification(&mut listener, 300),
+                None,
+                "[{install:?}, -F{format}] a restored registration woke someone"
+            );
+            let mut db = Target::postgres(restored.clone(), "restored").connect();
+            let id = db.int("alk_enqueue", &[t("up-q"), Arg::Null, j("1")]);
+            assert!(
+                id > 9,
+                "[{install:?}, -F{format}] job id {id} continues above 9"
+            );
+            assert_eq!(db.int("alk_publish", &[t("up-s"), j("{}"), Arg::Null]), 4);
+            assert_eq!(db.int("alk_get_offset", &[t("up-s"), t("c-two")]), 2);
+            let lock = |db: &mut dyn Db, owner: &str| {
+                db.ok("alk_lock_acquire", &[t("up-l"), t(owner), Arg::Num(60.0)])
+            };
+            assert_eq!(
+                lock(&mut *db, "host-c"),
+                serde_json::Value::Null,
+                "still held"
+            );
+            assert!(db.yes("alk_lock_release", &[t("up-l"), t("host-b")]));
+            assert_eq!(lock(&mut *db, "host-c"), json!(3), "tokens continue");
+            assert_eq!(db.ok("alk_queue_opts", &[t("up-q")])["max_attempts"], 7);
+            assert!(
+                db.yes("alk_ack", &[Arg::Int(1), t("w-live")]),
+                "the claim survives"
+            );
+            assert_eq!(
+                db.ok("alk_version", &[]),
+                json!({"version": alkstore_core::VERSION, "schema": alkstore_core::SCHEMA_VERSION})
+            );
+        }
+    }
+}
+
+/// Issue 15 items 13 and 15: every name kind is at most 1024 bytes on both
+/// engines (PostgreSQL failed long ones with 54000, the index row limit),
+/// and an error quotes a short prefix of the value, never all of it.
+#[test]
+fn names_are_at_most_1024_bytes_and_errors_quote_a_prefix() {
+    for target in targets() {
+        let mut db = target.connect();
+        let engine = target.name();
+        let longest = "é".repeat(512); // 1024 bytes
+        let over = format!("{longest}x");
+        let huge = "n".repeat(1_000_000);
+        let id = db.int("alk_enqueue", &[t(&longest), Arg::Null, j("1")]);
+        assert!(db.yes("alk_cancel", &[Arg::Int(id)]));
+        for name in [&over, &huge] {
+            for (f, args) in [
+                ("alk_enqueue", vec![t(name), Arg::Null, j("1")]),
+                ("alk_claim", vec![t("q"), t(name)]),
+                ("alk_outbox_enqueue", vec![t(name), Arg::Null, j("1")]),
+                ("alk_publish", vec![t(name), j("1"), Arg::Null]),
+                ("alk_save_offset", vec![t("s"), t(name), Arg::Int(1)]),
+                ("alk_notify", vec![t(name), j("1")]),
+                ("alk_lock_acquire", vec![t("l"), t(name), Arg::Num(1.0)]),
+            ] {
+                let failure = db.call(f, &args).unwrap_err();
+                assert_eq!(failure.code, "ALK01", "[{engine}] {f}: {failure:?}");
+                assert!(
+                    failure.message.chars().count() <= 1000,
+                    "[{engine}] {f}: a message of {} characters",
+                    failure.message.len()
+                );
+            }
+        }
+        let reserved = format!("__alkstore_{}", "r".repeat(900));
+        let failure = db
+            .call("alk_enqueue", &[t(&reserved), Arg::Null, j("1")])
+            .unwrap_err();
+        assert_eq!(failure.code, "ALK02", "[{engine}]");
+        assert!(
+            failure.message.len() < 300,
+            "[{engine}] {}",
+            failure.message
+        );
+    }
+}
+
+/// Issue 15 item 6 (contract v1.1 §A5): a failed acquisition inside an open
+/// transaction leaves nothing that delays the holder, and an acquirer never
+/// waits for another transaction acquiring the same name.
+#[test]
+fn lease_losers_get_null_at_once_and_never_block_the_holder() {
+    for target in pg_targets() {
+        let name = fresh("lease");
+        let (mut holder, mut loser) = (pg(target.pg_url()), pg(target.pg_url()));
+        // Waiting for a lock counts as a failure here.
+        for c in [&mut holder, &mut loser] {
+            c.batch_execute("SET lock_timeout = '2s'").unwrap();
+        }
+        let acquire = |c: &mut Client, owner: &str| -> Option<i64> {
+            c.query_one("SELECT alk_lock_acquire($1, $2, 60)", &[&name, &owner])
+                .unwrap_or_else(|e| panic!("[{}] acquire by {owner}: {e}", target.name()))
+                .get(0)
+        };
+        assert_eq!(acquire(&mut holder, "h"), Some(1));
+        loser.batch_execute("BEGIN").unwrap();
+        assert_eq!(acquire(&mut loser, "l"), None);
+        // The loser's transaction is still open: the holder renews and releases.
+        let renewed: bool = holder
+            .query_one("SELECT alk_lock_renew($1, 'h', 60)", &[&name])
+            .unwrap_or_else(|e| panic!("[{}] renew blocked: {e}", target.name()))
+            .get(0);
+        assert!(renewed);
+        let released: bool = holder
+            .query_one("SELECT alk_lock_release($1, 'h')", &[&name])
+            .unwrap_or_else(|e| panic!("[{}] release blocked: {e}", target.name()))
+            .get(0);
+        assert!(released);
+        loser.batch_execute("COMMIT").unwrap();
+
+        // Two acquirers of a free name: the second does not wait for the first.
+        holder.batch_execute("BEGIN").unwrap();
+        assert_eq!(acquire(&mut holder, "a"), Some(2));
+        let started = std::time::Instant::now();
+        assert_eq!(acquire(&mut loser, "b"), None, "[{}]", target.name());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        holder.batch_execute("ROLLBACK").unwrap();
+        // A rolled-back acquisition gives nothing away: the name is free.
+        assert_eq!(acquire(&mut loser, "b"), Some(2), "[{}]", target.name());
+    }
+}
+
+fn next_notification(c: &mut Client, wait_ms: u64) -> Option<String> {
+    use postgres::fallible_iterator::FallibleIterator;
+    let mut n = c.notifications();
+    let mut it = n.timeout_iter(std::time::Duration::from_millis(wait_ms));
+    it.next().unwrap().map(|n| n.payload().to_string())
+}
+
+/// Issue 15 item 4 (contract v1.1 §A3): a registration lasts at most 300 s
+/// per call, and counts for nothing once its session ended — so no role can
+/// make every enqueue on a queue take NOTIFY's commit lock for good.
+#[test]
+fn wake_up_registrations_are_capped_and_die_with_their_session() {
+    for target in pg_targets() {
+        let q = fresh("ended");
+        let mut c = pg(target.pg_url());
+        let e = c
+            .query_one("SELECT alk_listen_queue($1, 301)", &[&q])
+            .unwrap_err();
+        assert_eq!(
+            e.code().map(|c| c.code()),
+            Some("ALK05"),
+            "[{}] {e}",
+            target.name()
+        );
+        {
+            let mut gone = pg(target.pg_url());
+            gone.query_one("SELECT alk_listen_queue($1, 300)", &[&q])
+                .unwrap();
+        } // the session ends; its row stays until it expires
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut listener = pg(target.pg_url());
+        listener.batch_execute("LISTEN alkstore_jobs").unwrap();
+        c.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut listener, 300),
+            None,
+            "[{}] the registration of an ended session still wakes",
+            target.name()
+        );
+        // A live registration still does.
+        listener
+            .query_one("SELECT alk_listen_queue($1, 300)", &[&q])
+            .unwrap();
+        c.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut listener, 2000),
+            Some(q.clone()),
+            "[{}]",
+            target.name()
+        );
+    }
+}
+
+/// What a waiting worker gets: the jobs its first claim found, or else the
+/// notification it waited for (up to 3 s).
+fn wait_like_a_worker(url: &str, q: &str) -> (i64, Option<String>) {
+    let mut w = pg(url);
+    w.query_one("SELECT alk_listen_queue($1)", &[&q]).unwrap();
+    let claimed: i64 = w
+        .query_one("SELECT count(*) FROM alk_claim($1, 'w', 10)", &[&q])
+        .unwrap()
+        .get(0);
+    if claimed > 0 {
+        return (claimed, None);
+    }
+    (0, next_notification(&mut w, 3000))
+}
+
+/// Issue 15 item 3 (contract v1.1 §A3): a session that registered before
+/// an enqueue commits is woken by it (or finds the job with the claim that
+/// follows its registration), whatever the enqueuer's isolation level and
+/// whether it enqueued before or after the registration.
+#[test]
+fn a_registration_made_before_the_enqueuer_commits_is_never_missed() {
+    for target in pg_targets() {
+        let url = target.pg_url().to_string();
+        // (a) READ COMMITTED: enqueue, then a worker registers, claims
+        // nothing and waits, then the enqueuer commits.
+        let q = fresh("lost-rc");
+        let mut e = pg(&url);
+        e.batch_execute("BEGIN").unwrap();
+        e.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap();
+        let worker = {
+            let (url, q) = (url.clone(), q.clone());
+            std::thread::spawn(move || wait_like_a_worker(&url, &q))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        e.batch_execute("COMMIT").unwrap();
+        let (claimed, woken) = worker.join().unwrap();
+        assert!(
+            claimed == 1 || woken.as_deref() == Some(q.as_str()),
+            "[{}] READ COMMITTED: the worker neither found nor heard of the job",
+            target.name()
+        );
+
+        // (b) REPEATABLE READ: the enqueuer's snapshot predates the registration.
+        let q = fresh("lost-rr");
+        e.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
+            .unwrap();
+        let mut w = pg(&url);
+        w.query_one("SELECT alk_listen_queue($1)", &[&q]).unwrap();
+        let claimed: i64 = w
+            .query_one("SELECT count(*) FROM alk_claim($1, 'w', 10)", &[&q])
+            .unwrap()
+            .get(0);
+        assert_eq!(claimed, 0);
+        e.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap();
+        e.batch_execute("COMMIT").unwrap();
+        assert_eq!(
+            next_notification(&mut w, 3000).as_deref(),
+            Some(q.as_str()),
+            "[{}] REPEATABLE READ: the registered worker was not woken",
+            target.name()
+        );
+    }
+}
+
+/// Issue 15 item 15 (contract v1.1 §G): durations round half away from zero
+/// on the decimal (4.0005 s is 4001 ms) and the notification limit is
+/// measured on compact JSON, the same on both engines.
+#[test]
+fn durations_round_and_notification_sizes_measure_alike_on_every_engine() {
+    for target in targets() {
+        let mut db = target.connect();
+        let engine = target.name();
+        let q = fresh("round");
+        let opts = db.ok(
+            "alk_queue_configure",
+            &[
+                t(&q),
+                j(r#"{"visibility_timeout_s": 4.0005, "backoff_base_s": 0.0004}"#),
+            ],
+        );
+        assert_eq!(opts["visibility_timeout_s"], json!(4.001), "[{engine}]");
+        assert_eq!(opts["backoff_base_s"], json!(0), "[{engine}]");
+        // As an argument too: 4.0005 s of lease is 4001 ms.
+        let l = fresh("round-l");
+        db.ok("alk_lock_acquire", &[t(&l), t("o"), Arg::Num(4.0005)]);
+
+        let under = format!("{{\"a\": \"{}\"}}", "x".repeat(7991)); // compact: 7999 bytes
+        let at = format!("{{\"a\": \"{}\"}}", "x".repeat(7992)); // compact: 8000 bytes
+        let spaced = format!("{{ \"a\" :   \"{}\"   }}", "x".repeat(7991));
+        let ch = fresh("size");
+        db.ok("alk_notify", &[t(&ch), j(&under)]);
+        db.ok("alk_notify", &[t(&ch), j(&spaced)]);
+        assert_eq!(
+            db.code("alk_notify", &[t(&ch), j(&at)]),
+            "ALK04",
+            "[{engine}]"
+        );
+    }
+    // Seconds given as an argument (ttl_s, delay_s, extend_s) round the same:
+    // PostgreSQL's conversion, checked directly (SQLite's is core's
+    // seconds_to_ms, whose doc test pins 4.0005 → 4001).
+    for target in pg_targets() {
+        let ms: i64 = pg(target.pg_url())
+            .query_one("SELECT alkstore.arg_ms('ttl_s', 4.0005, true)", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(ms, 4001, "[{}]", target.name());
+    }
+}
