@@ -61,6 +61,38 @@ fn lookup(f: &str) -> (&'static [&'static str], Res) {
     (entry.pg_args, entry.returns)
 }
 
+/// The key a row gets when one of its values cannot be read here (the
+/// reserved prefix: no function's row has such a column).
+pub const UNREADABLE: &str = "__alkstore_unreadable";
+
+/// A document or a set of rows. Both engines accept JSON that this crate's
+/// JSON cannot hold (`1e400`, nesting deeper than 128): such a value becomes
+/// null and its object gets [`UNREADABLE`] with the reason, so that one bad
+/// payload fails its job instead of the whole claim (whose jobs are already
+/// claimed), and `alk_get_job` still shows the job.
+fn tolerant(text: &str) -> Result<Value> {
+    use serde_json::value::RawValue;
+    use std::collections::BTreeMap;
+    if let Ok(v) = serde_json::from_str(text) {
+        return Ok(v);
+    }
+    let object = |row: BTreeMap<String, Box<RawValue>>| {
+        let mut out = serde_json::Map::new();
+        for (key, raw) in row {
+            let value = serde_json::from_str(raw.get()).unwrap_or_else(|e| {
+                out.insert(UNREADABLE.into(), Value::String(format!("{key}: {e}")));
+                Value::Null
+            });
+            out.insert(key, value);
+        }
+        Value::Object(out)
+    };
+    if let Ok(rows) = serde_json::from_str::<Vec<BTreeMap<String, Box<RawValue>>>>(text) {
+        return Ok(Value::Array(rows.into_iter().map(object).collect()));
+    }
+    Ok(object(serde_json::from_str(text)?))
+}
+
 /// Calls `f` on a SQLite connection that has the functions registered.
 pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result<Value> {
     use rusqlite::types::Value as V;
@@ -83,7 +115,7 @@ pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result
         (_, V::Null) | (Res::Void, _) => Value::Null,
         (Res::Bool, V::Integer(i)) => Value::Bool(i != 0),
         (Res::Int, V::Integer(i)) => Value::from(i),
-        (Res::Json | Res::Rows, V::Text(t)) => serde_json::from_str(&t)?,
+        (Res::Json | Res::Rows, V::Text(t)) => tolerant(&t)?,
         (Res::Text, V::Text(t)) => Value::String(t),
         (_, other) => {
             return Err(Error::engine(
@@ -143,6 +175,6 @@ pub fn call_postgres(
     let text: Option<String> = row.get(0);
     Ok(match (res, text) {
         (Res::Void, _) | (_, None) => Value::Null,
-        (_, Some(t)) => serde_json::from_str(&t)?,
+        (_, Some(t)) => tolerant(&t)?,
     })
 }

@@ -18,8 +18,12 @@ use std::time::{Duration, Instant};
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 const WATCH_EVERY: Duration = Duration::from_millis(2);
 
+/// What the caller runs on every new connection of a store.
+type InitConn = dyn Fn(&rusqlite::Connection) -> rusqlite::Result<()> + Send + Sync;
+
 struct Manager {
     path: PathBuf,
+    init: Option<Arc<InitConn>>,
 }
 
 impl r2d2::ManageConnection for Manager {
@@ -27,7 +31,11 @@ impl r2d2::ManageConnection for Manager {
     type Error = rusqlite::Error;
 
     fn connect(&self) -> std::result::Result<rusqlite::Connection, rusqlite::Error> {
-        open_connection(&self.path)
+        let conn = open_connection(&self.path)?;
+        if let Some(init) = &self.init {
+            init(&conn)?;
+        }
+        Ok(conn)
     }
 
     fn is_valid(
@@ -37,8 +45,10 @@ impl r2d2::ManageConnection for Manager {
         conn.execute_batch("")
     }
 
-    fn has_broken(&self, _conn: &mut rusqlite::Connection) -> bool {
-        false
+    /// A connection still inside a transaction must not serve anyone else:
+    /// its writes would never commit and it would hold the write lock.
+    fn has_broken(&self, conn: &mut rusqlite::Connection) -> bool {
+        !conn.is_autocommit()
     }
 }
 
@@ -69,10 +79,25 @@ impl_store!(SqliteStore);
 impl SqliteStore {
     /// Opens (creating if needed) the database file and alkstore's schema.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
-        let path = path.as_ref().to_path_buf();
-        let pool = r2d2::Pool::builder()
-            .max_size(8)
-            .build(Manager { path: path.clone() })?;
+        SqliteStore::build(path.as_ref(), None)
+    }
+
+    /// Like [`open`](SqliteStore::open), running `init` on every connection
+    /// the store opens, before any transaction: for your own pragmas, such as
+    /// `PRAGMA foreign_keys = ON`.
+    pub fn open_with_init(
+        path: impl AsRef<Path>,
+        init: impl Fn(&rusqlite::Connection) -> rusqlite::Result<()> + Send + Sync + 'static,
+    ) -> Result<SqliteStore> {
+        SqliteStore::build(path.as_ref(), Some(Arc::new(init)))
+    }
+
+    fn build(path: &Path, init: Option<Arc<InitConn>>) -> Result<SqliteStore> {
+        let path = path.to_path_buf();
+        let pool = r2d2::Pool::builder().max_size(8).build(Manager {
+            path: path.clone(),
+            init,
+        })?;
         call_sqlite(&*pool.get()?, "alk_init", &[])?;
         let waker = Arc::new(Waker::default());
         watch_data_version(&path, Arc::downgrade(&waker))?;
@@ -238,7 +263,14 @@ impl TxHandle for SqliteTx {
 
     fn commit(mut self: Box<Self>) -> Result<()> {
         self.open = false;
-        Ok(self.conn.execute_batch("COMMIT")?)
+        let committed = self.conn.execute_batch("COMMIT");
+        // A COMMIT that fails (a deferred foreign key, a full disk) leaves the
+        // transaction open: end it, or the pooled connection keeps the write
+        // lock and everything later written on it is never committed.
+        if committed.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        Ok(committed?)
     }
 
     fn rollback(mut self: Box<Self>) -> Result<()> {
@@ -249,7 +281,7 @@ impl TxHandle for SqliteTx {
 
 impl Drop for SqliteTx {
     fn drop(&mut self) {
-        if self.open {
+        if self.open || !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
     }

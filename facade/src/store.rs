@@ -123,10 +123,24 @@ fn payload<T: Serialize + ?Sized>(p: &T) -> Result<Arg> {
     Ok(Arg::Json(serde_json::to_string(p)?))
 }
 
-fn jobs(v: Value) -> Result<Vec<Job>> {
-    v.as_array()
-        .map(|a| a.iter().map(Job::from_json).collect())
-        .unwrap_or_else(|| Ok(Vec::new()))
+/// The claimed jobs; one whose payload this crate cannot read (see
+/// [`crate::sql::UNREADABLE`]) is failed — dead-lettered with the reason —
+/// instead of being handed out or ending the worker.
+fn jobs(queue: &Queue, worker: &str, v: Value) -> Result<Vec<Job>> {
+    let mut out = Vec::new();
+    for row in v.as_array().map(Vec::as_slice).unwrap_or_default() {
+        if let Some(reason) = row.get(crate::sql::UNREADABLE) {
+            let error = format!("alkstore: the payload cannot be read by this client ({reason})");
+            let id = row["id"].as_i64().unwrap_or_default();
+            queue.call(
+                "alk_fail",
+                &[id.into(), worker.into(), error.as_str().into()],
+            )?;
+            continue;
+        }
+        out.push(Job::from_json(row)?);
+    }
+    Ok(out)
 }
 
 /// A flag that asks workers and loops to stop.
@@ -227,10 +241,11 @@ impl Queue {
 
     /// Claims up to `max_jobs` jobs now, in claim order.
     pub fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        jobs(self.call(
+        let claimed = self.call(
             "alk_claim",
             &[self.name.as_str().into(), worker.into(), max_jobs.into()],
-        )?)
+        )?;
+        jobs(self, worker, claimed)
     }
 
     /// Claims, waiting up to `timeout` for work to arrive (woken by commits,
@@ -365,10 +380,11 @@ impl Outbox {
 
     /// Claims up to `max_jobs` messages now.
     pub fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        jobs(self.queue.call(
+        let claimed = self.queue.call(
             "alk_outbox_claim",
             &[self.name.as_str().into(), worker.into(), max_jobs.into()],
-        )?)
+        )?;
+        jobs(&self.queue, worker, claimed)
     }
 
     /// Claims, waiting up to `timeout` for a message.
@@ -464,15 +480,32 @@ impl Stream {
         )?)
     }
 
-    /// Up to `max` events after `after`, ascending.
+    /// Up to `max` events after `after`, ascending. An event whose payload
+    /// this crate cannot read is skipped with a message on standard error.
     pub fn read(&self, after: i64, max: i64) -> Result<Vec<Event>> {
+        Ok(self.read_page(after, max)?.0)
+    }
+
+    /// A page of events and the offset of the last row read, readable or not.
+    fn read_page(&self, after: i64, max: i64) -> Result<(Vec<Event>, Option<i64>)> {
         let v = self.engine.call(
             "alk_read",
             &[self.name.as_str().into(), after.into(), max.into()],
         )?;
-        v.as_array()
-            .map(|a| a.iter().map(Event::from_json).collect())
-            .unwrap_or_else(|| Ok(Vec::new()))
+        let rows = v.as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut out = Vec::new();
+        for row in rows {
+            if let Some(reason) = row.get(crate::sql::UNREADABLE) {
+                // Skipped, not fatal: a consumer must get past it.
+                eprintln!(
+                    "alkstore: skipping event {} of stream {:?}: its payload cannot be read ({reason})",
+                    row["offset"], self.name
+                );
+                continue;
+            }
+            out.push(Event::from_json(row)?);
+        }
+        Ok((out, rows.last().and_then(|r| r["offset"].as_i64())))
     }
 
     /// Saves a consumer's offset; true if it advanced.
@@ -520,13 +553,18 @@ impl StreamSubscription {
     /// The next events, waiting up to `timeout` for one to arrive.
     pub fn next_batch(&mut self, max: i64, timeout: Duration) -> Result<Vec<Event>> {
         let s = &self.stream;
-        let after = self.position;
-        let events = wait_for(&*s.engine, Kind::Stream, &s.name, timeout, || {
-            s.read(after, max)
+        let seen = std::cell::Cell::new(self.position);
+        let events = wait_for(&*s.engine, Kind::Stream, &s.name, timeout, || loop {
+            // Pages of nothing but unreadable events are read past at once.
+            let (events, last) = s.read_page(seen.get(), max)?;
+            if let Some(last) = last {
+                seen.set(last);
+            }
+            if !events.is_empty() || last.is_none() {
+                return Ok(events);
+            }
         })?;
-        if let Some(last) = events.last() {
-            self.position = last.offset;
-        }
+        self.position = seen.get();
         Ok(events)
     }
 

@@ -47,13 +47,21 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// A worker named `name` (each handler claims as `name-<n>`).
+    /// A worker named `name`. Each handler claims as
+    /// `name-<host>-<pid>-<random>-<n>`: unique per process, so that a stalled
+    /// handler's late ack can never land on another replica's re-claim of the
+    /// same job (replicas all run "mailer").
     pub fn new(queue: Queue, name: &str) -> Worker {
         Worker {
             queue,
-            name: name.to_string(),
+            name: format!("{name}-{}", process_tag()),
             concurrency: 1,
         }
+    }
+
+    /// The prefix of this worker's claim names (`name-<host>-<pid>-<random>`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// How many jobs run at once (default 1).
@@ -134,4 +142,27 @@ impl Worker {
             out
         })
     }
+}
+
+/// `<host>-<pid>-<random>`, the same for the whole process: the random part
+/// tells apart two processes that got the same pid (containers).
+fn process_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        // RandomState is seeded from the OS's randomness once per process.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        let host = gethostname::gethostname();
+        format!(
+            "{}-{}-{:08x}",
+            host.to_string_lossy(),
+            std::process::id(),
+            h.finish() as u32
+        )
+    })
 }

@@ -225,3 +225,58 @@ fn business_rows_go_through_the_engine_transaction() {
         }
     }
 }
+
+/// Issue 15 item 9: a COMMIT that fails (here a deferred foreign key) must
+/// not send the connection back to the pool inside its transaction, where
+/// later writes on it would never commit and other connections get BUSY.
+#[test]
+fn a_failed_commit_does_not_poison_the_pooled_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fk.db");
+    let store = alkstore::SqliteStore::open_with_init(&path, |c| {
+        c.execute_batch("PRAGMA foreign_keys = ON")
+    })
+    .unwrap();
+    let tx = store.transaction().unwrap();
+    tx.conn()
+        .execute_batch(
+            "CREATE TABLE parent (id INTEGER PRIMARY KEY);
+             CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);",
+        )
+        .unwrap();
+    tx.commit().unwrap();
+    for _ in 0..3 {
+        let mut tx = store.transaction().unwrap();
+        tx.conn()
+            .execute_batch("INSERT INTO child VALUES (42)")
+            .unwrap();
+        tx.enqueue_tx("fk", &EnqueueOpts::new(), &json!("orphan"))
+            .unwrap();
+        assert!(
+            tx.commit().is_err(),
+            "the deferred foreign key fails the commit"
+        );
+    }
+    // Every pooled connection is usable, and nothing of the failed ones stayed.
+    let mut tx = store.transaction().unwrap();
+    tx.conn()
+        .execute_batch("INSERT INTO parent VALUES (1)")
+        .unwrap();
+    tx.enqueue_tx("fk", &EnqueueOpts::new(), &json!("kept"))
+        .unwrap();
+    tx.commit().unwrap();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other
+        .busy_timeout(std::time::Duration::from_millis(500))
+        .unwrap();
+    other
+        .execute_batch("BEGIN IMMEDIATE; ROLLBACK")
+        .expect("the write lock is free");
+    let jobs = store.queue("fk").unwrap().claim("w", 10).unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].payload, json!("kept"));
+    let parents: i64 = other
+        .query_row("SELECT count(*) FROM parent", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(parents, 1);
+}

@@ -1,7 +1,7 @@
 //! Workers, outbox delivery loops and leases through the facade.
 
 mod common;
-use alkstore::{EnqueueOpts, QueueOpts, Retried, Stop, Worker};
+use alkstore::{EnqueueOpts, QueueOpts, Retried, Stop, Store, Worker};
 use common::*;
 use serde_json::json;
 use std::collections::HashMap;
@@ -191,5 +191,137 @@ fn lock_guards_fence_renew_and_release_on_drop() {
             !short.renew(Duration::from_secs(1)).unwrap(),
             "expired leases are not renewed"
         );
+    }
+}
+
+/// Issue 15 item 10: default claim names differ between processes (replicas
+/// all call their worker "mailer"), so a stalled handler's late ack cannot
+/// land on another replica's re-claim of the same job.
+#[test]
+fn worker_names_are_unique_per_process() {
+    let store =
+        alkstore::SqliteStore::open(tempfile::tempdir().unwrap().path().join("n.db")).unwrap();
+    let here = alkstore::Worker::new(store.queue("q").unwrap(), "mailer");
+    let name = here.name().to_string();
+    assert!(name.starts_with("mailer-"), "{name}");
+    assert!(
+        name.contains(&format!("-{}-", std::process::id())),
+        "{name}"
+    );
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_worker_name",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("ALK_CHILD_OUT", out.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let other = std::fs::read_to_string(out.path()).unwrap();
+    assert!(other.starts_with("mailer-"), "{other}");
+    assert_ne!(other, name, "two processes claim under the same name");
+}
+
+#[test]
+#[ignore = "started as a child process by worker_names_are_unique_per_process"]
+fn child_worker_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = alkstore::SqliteStore::open(dir.path().join("n.db")).unwrap();
+    let w = alkstore::Worker::new(store.queue("q").unwrap(), "mailer");
+    std::fs::write(std::env::var("ALK_CHILD_OUT").unwrap(), w.name()).unwrap();
+}
+
+/// Writes a payload through the SQL API, bypassing this crate's JSON (which
+/// cannot produce `1e400` or 200 levels of nesting; both engines accept them).
+fn raw_call(target: &Target, f: &str, args: &[alkstore::sql::Arg]) -> serde_json::Value {
+    match target {
+        Target::Sqlite(dir) => {
+            let c = rusqlite::Connection::open(dir.path().join("facade.db")).unwrap();
+            alkstore_sqlite::register(&c).unwrap();
+            alkstore::sql::call_sqlite(&c, f, args).unwrap()
+        }
+        Target::Postgres(pg) => {
+            let mut c = postgres::Client::connect(&pg.direct, postgres::NoTls).unwrap();
+            alkstore::sql::call_postgres(&mut c, f, args).unwrap()
+        }
+    }
+}
+
+/// Issue 15 item 8: a payload this crate cannot read fails its job (dead,
+/// with the reason) and the worker goes on; a stream consumer skips such an
+/// event and goes on.
+#[test]
+fn unreadable_payloads_fail_their_job_and_never_stop_a_worker_or_consumer() {
+    use alkstore::sql::Arg;
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    for target in targets() {
+        let store = target.open();
+        let q = fresh("unreadable");
+        let enqueue = |payload: &str, priority: i64| {
+            raw_call(
+                &target,
+                "alk_enqueue",
+                &[
+                    Arg::Text(q.clone()),
+                    Arg::Json(format!("{{\"priority\": {priority}}}")),
+                    Arg::Json(payload.into()),
+                ],
+            )
+            .as_i64()
+            .unwrap()
+        };
+        let huge = enqueue("{\"n\": 1e400}", 3);
+        let nested = enqueue(&deep, 2);
+        enqueue("{\"ok\": true}", 1);
+        let stop = Stop::new();
+        let seen = Mutex::new(Vec::new());
+        let handled = std::thread::scope(|s| {
+            let run = s.spawn(|| {
+                Worker::new(store.queue(&q).unwrap(), "reader").run(&stop, |job| {
+                    seen.lock().unwrap().push(job.payload.clone());
+                    stop.stop();
+                    Ok(())
+                })
+            });
+            run.join().unwrap()
+        })
+        .unwrap_or_else(|e| panic!("[{}] the worker died: {e}", target.name()));
+        assert_eq!(handled, 1, "[{}]", target.name());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![json!({"ok": true})],
+            "[{}]",
+            target.name()
+        );
+        for id in [huge, nested] {
+            let job = store.get_job(id).unwrap().unwrap();
+            assert_eq!(job["state"], "dead", "[{}] {job}", target.name());
+            assert!(
+                job["last_error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("payload cannot be read"),
+                "[{}] {job}",
+                target.name()
+            );
+        }
+
+        let s = fresh("unreadable-s");
+        for payload in ["{\"n\": 1e400}", deep.as_str(), "{\"ok\": 2}"] {
+            raw_call(
+                &target,
+                "alk_publish",
+                &[Arg::Text(s.clone()), Arg::Json(payload.into()), Arg::Null],
+            );
+        }
+        let mut consumer = store.stream(&s).unwrap().subscribe("c").unwrap();
+        let events = consumer.next_batch(1, Duration::from_secs(5)).unwrap();
+        assert_eq!(events.len(), 1, "[{}]", target.name());
+        assert_eq!(events[0].payload, json!({"ok": 2}));
+        assert_eq!(consumer.position(), 3);
     }
 }
