@@ -12,8 +12,8 @@ log=$(mktemp)
 exec > >(tee "$log") 2>&1
 summary() {
   local passed failed
-  passed=$(grep -oE 'test result: ok\. [0-9]+ passed|examples: [0-9]+ passed' "$log" |
-    awk '{s += ($1 == "examples:") ? $2 : $4} END {print s + 0}')
+  passed=$(grep -oE 'test result: ok\. [0-9]+ passed|(examples|isolation): [0-9]+ passed' "$log" |
+    awk '{s += ($1 == "examples:" || $1 == "isolation:") ? $2 : $4} END {print s + 0}')
   failed=$(grep -o '[0-9]* failed;' "$log" | awk '{s += $1} END {print s + 0}')
   echo
   echo "$passed passed, $failed failed"
@@ -76,6 +76,9 @@ export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_PG_BOUNCER_URL ALKSTORE_RE
 
 step "cross-engine suite: SQLite, PostgreSQL extension, plain SQL install, through PgBouncer; upgrades from 0.1.0"
 cargo test --locked -p alkstore-tests
+
+step "PostgreSQL races as pg_isolation_regress specs (tests/isolation)"
+bash scripts/isolation.sh
 
 step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load"
 cargo test --locked -p alkstore
