@@ -72,6 +72,8 @@ bash scripts/postgres.sh start
 bash scripts/postgres.sh install
 eval "$(bash scripts/postgres.sh testdbs)"
 eval "$(bash scripts/pgbouncer.sh start)"
+# The facade's fault test restarts the cluster under load with this.
+export ALKSTORE_PG_RESTART='pg_ctlcluster 15 main restart'
 export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_PG_BOUNCER_URL ALKSTORE_REQUIRE_PG=1
 
 step "cross-engine suite: SQLite, PostgreSQL extension, plain SQL install, through PgBouncer; upgrades from 0.1.0"
@@ -80,7 +82,7 @@ cargo test --locked -p alkstore-tests
 step "PostgreSQL races as pg_isolation_regress specs (tests/isolation)"
 bash scripts/isolation.sh
 
-step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load"
+step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts"
 cargo test --locked -p alkstore
 
 step "examples: Python and Node programs on SQLite and PostgreSQL"

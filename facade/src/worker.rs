@@ -100,18 +100,28 @@ impl Worker {
     where
         F: Fn(&Job) -> std::result::Result<(), String> + Sync,
     {
+        let mut outage = Outage::default();
         while !stop.is_stopped() {
-            for job in self
-                .queue
-                .claim_wait(worker, 1, Duration::from_millis(200))?
-            {
+            let jobs = match self.queue.claim_wait(worker, 1, Duration::from_millis(200)) {
+                Ok(jobs) => jobs,
+                Err(e) => {
+                    outage.wait(e, stop)?;
+                    continue;
+                }
+            };
+            outage.over();
+            for job in jobs {
                 let outcome = self.with_heartbeat(&job, worker, || guarded(|| handler(&job)));
-                match outcome {
-                    Ok(()) => self.queue.ack(job.id, worker)?,
-                    Err(e) => {
-                        self.queue.retry(job.id, worker, &e, None)? != crate::Retried::NotHeld
-                    }
+                // A job whose ack or retry is lost with the connection stays
+                // claimed until its visibility timeout, then runs again:
+                // at least once, never lost.
+                let settled = match outcome {
+                    Ok(()) => self.queue.ack(job.id, worker).map(|_| ()),
+                    Err(e) => self.queue.retry(job.id, worker, &e, None).map(|_| ()),
                 };
+                if let Err(e) = settled {
+                    outage.wait(e, stop)?;
+                }
                 handled.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -165,4 +175,37 @@ fn process_tag() -> &'static str {
             h.finish() as u32
         )
     })
+}
+
+/// Rides out the database going away (a restart, a killed connection, a
+/// failover): a worker waits and tries again with a growing pause, up to a
+/// second, instead of ending. Errors in what it was asked to do (a
+/// contract error) still end it.
+#[derive(Default)]
+struct Outage {
+    pause: Option<Duration>,
+}
+
+impl Outage {
+    fn wait(&mut self, e: crate::Error, stop: &Stop) -> Result<()> {
+        if !matches!(e, crate::Error::Engine { .. }) {
+            return Err(e);
+        }
+        let pause = self.pause.map_or(Duration::from_millis(20), |p| {
+            (p * 2).min(Duration::from_secs(1))
+        });
+        if self.pause.is_none() {
+            eprintln!("alkstore: worker waiting for the database: {e}");
+        }
+        self.pause = Some(pause);
+        let until = std::time::Instant::now() + pause;
+        while std::time::Instant::now() < until && !stop.is_stopped() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    fn over(&mut self) {
+        self.pause = None;
+    }
 }
