@@ -55,6 +55,10 @@ impl Code {
     }
 }
 
+/// The longest sentence of an error, in characters: with its prefix
+/// (`alkstore ALK05 InvalidArgument: `) a message stays under 1000.
+pub const MAX_DETAIL_CHARS: usize = 950;
+
 /// A contract violation: which rule, and a sentence naming the bad value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContractError {
@@ -65,12 +69,16 @@ pub struct ContractError {
 }
 
 impl ContractError {
-    /// Builds an error from a code and a sentence.
+    /// Builds an error from a code and a sentence. The sentence is cut to
+    /// [`MAX_DETAIL_CHARS`] characters: a message is never over 1000
+    /// characters, whatever the input (contract v1.1 §G).
     pub fn new(code: Code, detail: impl Into<String>) -> Self {
-        ContractError {
-            code,
-            detail: detail.into(),
+        let mut detail = detail.into();
+        if let Some((cut, _)) = detail.char_indices().nth(MAX_DETAIL_CHARS) {
+            detail.truncate(cut);
+            detail.push('…');
         }
+        ContractError { code, detail }
     }
 
     /// The SQLite message form: `alkstore ALK01 InvalidName: …`.

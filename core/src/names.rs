@@ -21,6 +21,15 @@ pub fn quote(value: &str) -> String {
     }
 }
 
+/// A value as error messages show it unquoted (JSON options and payloads):
+/// its first [`QUOTE_CHARS`] characters, then `…`.
+pub fn excerpt(value: &str) -> String {
+    match value.char_indices().nth(QUOTE_CHARS) {
+        None => value.to_string(),
+        Some((cut, _)) => format!("{}…", &value[..cut]),
+    }
+}
+
 /// The backing queue of outbox `x` is `__alkstore_outbox:x`.
 pub const OUTBOX_QUEUE_PREFIX: &str = "__alkstore_outbox:";
 

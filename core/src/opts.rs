@@ -227,7 +227,10 @@ fn object<'a>(
         Some(other) => {
             return err(
                 Code::InvalidOptions,
-                format!("{what} options must be a JSON object, got {other}"),
+                format!(
+                    "{what} options must be a JSON object, got {}",
+                    crate::names::excerpt(&other.to_string())
+                ),
             )
         }
     };
@@ -235,7 +238,8 @@ fn object<'a>(
         return err(
             Code::InvalidOptions,
             format!(
-                "unknown {what} option {key:?} (expected one of: {})",
+                "unknown {what} option {} (expected one of: {})",
+                crate::names::quote(key),
                 keys.join(", ")
             ),
         );
@@ -247,7 +251,10 @@ fn number(key: &str, value: &Value) -> Result<f64, ContractError> {
     value.as_f64().ok_or_else(|| {
         ContractError::new(
             Code::InvalidOptions,
-            format!("{key} must be a number, got {value}"),
+            format!(
+                "{key} must be a number, got {}",
+                crate::names::excerpt(&value.to_string())
+            ),
         )
     })
 }
@@ -263,7 +270,10 @@ fn duration(key: &str, value: &Value, positive: bool) -> Result<i64, ContractErr
         };
         return err(
             Code::InvalidOptions,
-            format!("{key} must be {range} and at most {MAX_DURATION_S} seconds, got {value}"),
+            format!(
+                "{key} must be {range} and at most {MAX_DURATION_S} seconds, got {}",
+                crate::names::excerpt(&value.to_string())
+            ),
         );
     }
     Ok(ms)
@@ -274,7 +284,10 @@ fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractE
     if n.fract() != 0.0 || n < min as f64 || n > max as f64 {
         return err(
             Code::InvalidOptions,
-            format!("{key} must be a whole number from {min} to {max}, got {value}"),
+            format!(
+                "{key} must be a whole number from {min} to {max}, got {}",
+                crate::names::excerpt(&value.to_string())
+            ),
         );
     }
     Ok(n as i64)
@@ -298,7 +311,7 @@ fn run_at(value: &Value) -> Result<i64, ContractError> {
     ms.ok_or_else(|| {
         ContractError::new(
             Code::InvalidOptions,
-            format!("run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got {value}"),
+            format!("run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got {}", crate::names::excerpt(&value.to_string())),
         )
     })
 }

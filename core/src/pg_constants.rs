@@ -6,7 +6,7 @@
 //! Each constant is an `IMMUTABLE` SQL function, which PostgreSQL inlines and
 //! folds into the cached plans of the PL/pgSQL that calls it: no cost per call.
 
-use crate::error::Code;
+use crate::error::{Code, MAX_DETAIL_CHARS};
 use crate::names::{NameKind, MAX_NAME_BYTES, OUTBOX_QUEUE_PREFIX, QUOTE_CHARS, RESERVED_PREFIX};
 use crate::opts::{QueueOpts, MAX_BATCH, MAX_DURATION_S, MAX_NOTIFY_BYTES, MAX_WAIT_TTL_S};
 use std::fmt::Write;
@@ -89,6 +89,13 @@ pub fn sql() -> String {
         "max_name_bytes()",
         "integer",
         &MAX_NAME_BYTES.to_string(),
+    );
+    constant(
+        &mut out,
+        "The longest sentence of an error message, in characters.",
+        "max_detail_chars()",
+        "integer",
+        &MAX_DETAIL_CHARS.to_string(),
     );
     constant(
         &mut out,

@@ -47,6 +47,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 300::double precision $$;
 CREATE OR REPLACE FUNCTION alkstore.max_name_bytes() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1024::integer $$;
 
+-- The longest sentence of an error message, in characters.
+CREATE OR REPLACE FUNCTION alkstore.max_detail_chars() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 950::integer $$;
+
 -- How many characters of an offending value an error message quotes.
 CREATE OR REPLACE FUNCTION alkstore.quote_chars() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 64::integer $$;
@@ -95,7 +99,10 @@ LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION USING
     ERRCODE = code,
-    MESSAGE = 'alkstore: ' || coalesce(alkstore.variant(code), 'InvalidArgument') || ': ' || detail;
+    -- Never over 1000 characters, whatever the input (contract v1.1 §G).
+    MESSAGE = 'alkstore: ' || coalesce(alkstore.variant(code), 'InvalidArgument') || ': '
+              || CASE WHEN char_length(detail) <= alkstore.max_detail_chars() THEN detail
+                      ELSE left(detail, alkstore.max_detail_chars()) || '…' END;
 END $$;
 
 -- A value as error messages quote it: JSON-quoted, cut to its first
@@ -104,6 +111,14 @@ CREATE OR REPLACE FUNCTION alkstore.quote(v text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN char_length(v) <= alkstore.quote_chars() THEN to_json(v)::text
               ELSE to_json(left(v, alkstore.quote_chars()))::text || '…' END
+$$;
+
+-- A JSON value as error messages show it: its first quote_chars()
+-- characters, then "…".
+CREATE OR REPLACE FUNCTION alkstore.excerpt(v text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN char_length(v) <= alkstore.quote_chars() THEN v
+              ELSE left(v, alkstore.quote_chars()) || '…' END
 $$;
 
 -- Checks a name of the given kind (contract §2, v1.1 §G) and returns it.
@@ -142,7 +157,7 @@ DECLARE
   ms bigint;
 BEGIN
   IF jsonb_typeof(v) IS DISTINCT FROM 'number' THEN
-    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, v));
+    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, alkstore.excerpt(v::text)));
   END IF;
   s := (v #>> '{}')::numeric;
   IF s < 0 OR s > alkstore.max_duration_s() THEN
@@ -152,7 +167,7 @@ BEGIN
   END IF;
   IF ms < 0 OR (positive AND ms < 1) THEN
     PERFORM alkstore.raise('ALK03', format('%s must be %s and at most %s seconds, got %s',
-      key, CASE WHEN positive THEN 'at least 0.001' ELSE 'at least 0' END, alkstore.max_duration_s(), v));
+      key, CASE WHEN positive THEN 'at least 0.001' ELSE 'at least 0' END, alkstore.max_duration_s(), alkstore.excerpt(v::text)));
   END IF;
   RETURN ms;
 END $$;
@@ -164,11 +179,11 @@ DECLARE
   n numeric;
 BEGIN
   IF jsonb_typeof(v) IS DISTINCT FROM 'number' THEN
-    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, v));
+    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, alkstore.excerpt(v::text)));
   END IF;
   n := (v #>> '{}')::numeric;
   IF n <> trunc(n) OR n < lo OR n > hi THEN
-    PERFORM alkstore.raise('ALK03', format('%s must be a whole number from %s to %s, got %s', key, lo, hi, v));
+    PERFORM alkstore.raise('ALK03', format('%s must be a whole number from %s to %s, got %s', key, lo, hi, alkstore.excerpt(v::text)));
   END IF;
   RETURN n;
 END $$;
@@ -206,6 +221,16 @@ BEGIN
   RETURN n;
 END $$;
 
+-- A stream offset argument: at least 0.
+CREATE OR REPLACE FUNCTION alkstore.offset_arg(what text, o bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF o IS NULL OR o < 0 THEN
+    PERFORM alkstore.raise('ALK05', format('%s must be at least 0, got %s', what, coalesce(o::text, 'NULL')));
+  END IF;
+  RETURN o;
+END $$;
+
 CREATE OR REPLACE FUNCTION alkstore.job_id(id bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
@@ -241,7 +266,7 @@ BEGIN
     RETURN r;
   END IF;
   IF jsonb_typeof(opts) <> 'object' THEN
-    PERFORM alkstore.raise('ALK03', format('queue options must be a JSON object, got %s', opts));
+    PERFORM alkstore.raise('ALK03', format('queue options must be a JSON object, got %s', alkstore.excerpt(opts::text)));
   END IF;
   FOR k IN SELECT jsonb_object_keys(opts) LOOP
     CASE k
@@ -251,7 +276,7 @@ BEGIN
       WHEN 'backoff_max_s' THEN r.backoff_max_ms := alkstore.duration_ms(k, opts -> k, false);
       ELSE PERFORM alkstore.raise('ALK03', format(
         'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s)',
-        to_json(k)));
+        alkstore.quote(k)));
     END CASE;
   END LOOP;
   RETURN r;
@@ -282,7 +307,7 @@ BEGIN
     RETURN r;
   END IF;
   IF jsonb_typeof(opts) <> 'object' THEN
-    PERFORM alkstore.raise('ALK03', format('enqueue options must be a JSON object, got %s', opts));
+    PERFORM alkstore.raise('ALK03', format('enqueue options must be a JSON object, got %s', alkstore.excerpt(opts::text)));
   END IF;
   FOR k, v IN SELECT * FROM jsonb_each(opts) LOOP
     CASE k
@@ -307,12 +332,13 @@ BEGIN
         END IF;
         IF at IS NULL OR at < to_timestamp(0) OR at >= '10000-01-01T00:00:00Z'::timestamptz THEN
           PERFORM alkstore.raise('ALK03', format(
-            'run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got %s', v));
+            'run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got %s',
+            alkstore.excerpt(v::text)));
         END IF;
         r.run_at := at;
       ELSE PERFORM alkstore.raise('ALK03', format(
         'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s)',
-        to_json(k)));
+        alkstore.quote(k)));
     END CASE;
   END LOOP;
   IF delay_ms IS NOT NULL THEN
@@ -483,7 +509,7 @@ DECLARE
   ids bigint[];
 BEGIN
   IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
-    PERFORM alkstore.raise('ALK04', format('payloads must be a JSON array, got %s', coalesce(payloads::text, 'NULL')));
+    PERFORM alkstore.raise('ALK04', format('payloads must be a JSON array, got %s', coalesce(alkstore.excerpt(payloads::text), 'NULL')));
   END IF;
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
@@ -512,7 +538,9 @@ RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attem
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
-  now timestamptz := clock_timestamp();
+  now    timestamptz := clock_timestamp();
+  chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
+  any_expired boolean;
 BEGIN
   -- Jobs that may not run any more go to the dead-letter state instead.
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.)
@@ -528,11 +556,42 @@ BEGIN
             WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now
               AND e.attempts >= e.max_attempts
             FOR UPDATE SKIP LOCKED));
+  -- Expired claims are rare: one index probe says whether there are any.
+  -- When there are, both sides are candidates, and locking max_jobs rows on
+  -- each would keep other workers off rows this claim does not take until it
+  -- ends. So choose first, skipping rows others hold, in a subtransaction
+  -- that is then rolled back (releasing its locks); then lock the chosen.
+  any_expired := EXISTS (SELECT FROM alkstore.jobs e
+                          WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now);
+  IF any_expired THEN
+    BEGIN
+      WITH p AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+           AND (c.expires_at IS NULL OR c.expires_at > now)
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         FOR UPDATE SKIP LOCKED
+      ), e AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
+           AND c.attempts < c.max_attempts
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         FOR UPDATE SKIP LOCKED
+      )
+      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
+        SELECT * FROM p UNION ALL SELECT * FROM e
+         ORDER BY priority DESC, run_at, id LIMIT max_jobs) u;
+      RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
+    EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+      NULL;
+    END;
+  END IF;
   RETURN QUERY
   WITH pending AS (
     SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
      WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
        AND (c.expires_at IS NULL OR c.expires_at > now)
+       AND (chosen IS NULL OR c.id = ANY (chosen))
      ORDER BY c.priority DESC, c.run_at, c.id
      LIMIT max_jobs
      FOR UPDATE SKIP LOCKED
@@ -540,8 +599,9 @@ BEGIN
     SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
      WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
        AND c.attempts < c.max_attempts
+       AND (chosen IS NULL OR c.id = ANY (chosen))
      ORDER BY c.priority DESC, c.run_at, c.id
-     LIMIT max_jobs
+     LIMIT CASE WHEN any_expired THEN max_jobs ELSE 0 END -- 0: not even scanned
      FOR UPDATE SKIP LOCKED
   ), claimed AS (
     UPDATE alkstore.jobs j
@@ -832,13 +892,11 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp A
 DECLARE
   s text := alkstore.name('stream', stream);
   n integer := alkstore.batch('max_events', max_events);
+  a bigint := alkstore.offset_arg('after_offset', after_offset);
 BEGIN
-  IF after_offset IS NULL OR after_offset < 0 THEN
-    PERFORM alkstore.raise('ALK05', format('after_offset must be at least 0, got %s', coalesce(after_offset::text, 'NULL')));
-  END IF;
   RETURN QUERY
   SELECT e."offset", e.key, e.payload, e.created_at FROM alkstore.events e
-   WHERE e.stream = s AND e."offset" > after_offset
+   WHERE e.stream = s AND e."offset" > a
    ORDER BY e."offset" LIMIT n;
 END $$;
 
@@ -847,11 +905,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   s text := alkstore.name('stream', stream);
   c text := alkstore.name('consumer', consumer);
-  o bigint := $3;
+  o bigint := alkstore.offset_arg('offset', $3);
 BEGIN
-  IF o IS NULL OR o < 0 THEN
-    PERFORM alkstore.raise('ALK05', format('offset must be at least 0, got %s', coalesce(o::text, 'NULL')));
-  END IF;
   IF o = 0 THEN
     RETURN false; -- every consumer starts at 0: nothing to advance
   END IF;
@@ -879,11 +934,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   s text := alkstore.name('stream', stream);
   c text := alkstore.name('consumer', consumer);
-  o bigint := $3;
+  o bigint := alkstore.offset_arg('offset', $3);
 BEGIN
-  IF o IS NULL OR o < 0 THEN
-    PERFORM alkstore.raise('ALK05', format('offset must be at least 0, got %s', coalesce(o::text, 'NULL')));
-  END IF;
   INSERT INTO alkstore.offsets AS t (stream, consumer, "offset", updated_at)
   VALUES (s, c, o, clock_timestamp())
   ON CONFLICT ON CONSTRAINT offsets_pkey DO UPDATE

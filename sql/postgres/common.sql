@@ -21,7 +21,10 @@ LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION USING
     ERRCODE = code,
-    MESSAGE = 'alkstore: ' || coalesce(alkstore.variant(code), 'InvalidArgument') || ': ' || detail;
+    -- Never over 1000 characters, whatever the input (contract v1.1 §G).
+    MESSAGE = 'alkstore: ' || coalesce(alkstore.variant(code), 'InvalidArgument') || ': '
+              || CASE WHEN char_length(detail) <= alkstore.max_detail_chars() THEN detail
+                      ELSE left(detail, alkstore.max_detail_chars()) || '…' END;
 END $$;
 
 -- A value as error messages quote it: JSON-quoted, cut to its first
@@ -30,6 +33,14 @@ CREATE OR REPLACE FUNCTION alkstore.quote(v text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN char_length(v) <= alkstore.quote_chars() THEN to_json(v)::text
               ELSE to_json(left(v, alkstore.quote_chars()))::text || '…' END
+$$;
+
+-- A JSON value as error messages show it: its first quote_chars()
+-- characters, then "…".
+CREATE OR REPLACE FUNCTION alkstore.excerpt(v text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN char_length(v) <= alkstore.quote_chars() THEN v
+              ELSE left(v, alkstore.quote_chars()) || '…' END
 $$;
 
 -- Checks a name of the given kind (contract §2, v1.1 §G) and returns it.
@@ -68,7 +79,7 @@ DECLARE
   ms bigint;
 BEGIN
   IF jsonb_typeof(v) IS DISTINCT FROM 'number' THEN
-    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, v));
+    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, alkstore.excerpt(v::text)));
   END IF;
   s := (v #>> '{}')::numeric;
   IF s < 0 OR s > alkstore.max_duration_s() THEN
@@ -78,7 +89,7 @@ BEGIN
   END IF;
   IF ms < 0 OR (positive AND ms < 1) THEN
     PERFORM alkstore.raise('ALK03', format('%s must be %s and at most %s seconds, got %s',
-      key, CASE WHEN positive THEN 'at least 0.001' ELSE 'at least 0' END, alkstore.max_duration_s(), v));
+      key, CASE WHEN positive THEN 'at least 0.001' ELSE 'at least 0' END, alkstore.max_duration_s(), alkstore.excerpt(v::text)));
   END IF;
   RETURN ms;
 END $$;
@@ -90,11 +101,11 @@ DECLARE
   n numeric;
 BEGIN
   IF jsonb_typeof(v) IS DISTINCT FROM 'number' THEN
-    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, v));
+    PERFORM alkstore.raise('ALK03', format('%s must be a number, got %s', key, alkstore.excerpt(v::text)));
   END IF;
   n := (v #>> '{}')::numeric;
   IF n <> trunc(n) OR n < lo OR n > hi THEN
-    PERFORM alkstore.raise('ALK03', format('%s must be a whole number from %s to %s, got %s', key, lo, hi, v));
+    PERFORM alkstore.raise('ALK03', format('%s must be a whole number from %s to %s, got %s', key, lo, hi, alkstore.excerpt(v::text)));
   END IF;
   RETURN n;
 END $$;
@@ -132,6 +143,16 @@ BEGIN
   RETURN n;
 END $$;
 
+-- A stream offset argument: at least 0.
+CREATE OR REPLACE FUNCTION alkstore.offset_arg(what text, o bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF o IS NULL OR o < 0 THEN
+    PERFORM alkstore.raise('ALK05', format('%s must be at least 0, got %s', what, coalesce(o::text, 'NULL')));
+  END IF;
+  RETURN o;
+END $$;
+
 CREATE OR REPLACE FUNCTION alkstore.job_id(id bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
@@ -167,7 +188,7 @@ BEGIN
     RETURN r;
   END IF;
   IF jsonb_typeof(opts) <> 'object' THEN
-    PERFORM alkstore.raise('ALK03', format('queue options must be a JSON object, got %s', opts));
+    PERFORM alkstore.raise('ALK03', format('queue options must be a JSON object, got %s', alkstore.excerpt(opts::text)));
   END IF;
   FOR k IN SELECT jsonb_object_keys(opts) LOOP
     CASE k
@@ -177,7 +198,7 @@ BEGIN
       WHEN 'backoff_max_s' THEN r.backoff_max_ms := alkstore.duration_ms(k, opts -> k, false);
       ELSE PERFORM alkstore.raise('ALK03', format(
         'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s)',
-        to_json(k)));
+        alkstore.quote(k)));
     END CASE;
   END LOOP;
   RETURN r;
@@ -208,7 +229,7 @@ BEGIN
     RETURN r;
   END IF;
   IF jsonb_typeof(opts) <> 'object' THEN
-    PERFORM alkstore.raise('ALK03', format('enqueue options must be a JSON object, got %s', opts));
+    PERFORM alkstore.raise('ALK03', format('enqueue options must be a JSON object, got %s', alkstore.excerpt(opts::text)));
   END IF;
   FOR k, v IN SELECT * FROM jsonb_each(opts) LOOP
     CASE k
@@ -233,12 +254,13 @@ BEGIN
         END IF;
         IF at IS NULL OR at < to_timestamp(0) OR at >= '10000-01-01T00:00:00Z'::timestamptz THEN
           PERFORM alkstore.raise('ALK03', format(
-            'run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got %s', v));
+            'run_at must be an RFC 3339 timestamp or unix seconds between 1970 and 9999, got %s',
+            alkstore.excerpt(v::text)));
         END IF;
         r.run_at := at;
       ELSE PERFORM alkstore.raise('ALK03', format(
         'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s)',
-        to_json(k)));
+        alkstore.quote(k)));
     END CASE;
   END LOOP;
   IF delay_ms IS NOT NULL THEN

@@ -30,6 +30,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 300::double precision $$;
 CREATE OR REPLACE FUNCTION alkstore.max_name_bytes() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1024::integer $$;
 
+-- The longest sentence of an error message, in characters.
+CREATE OR REPLACE FUNCTION alkstore.max_detail_chars() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 950::integer $$;
+
 -- How many characters of an offending value an error message quotes.
 CREATE OR REPLACE FUNCTION alkstore.quote_chars() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 64::integer $$;

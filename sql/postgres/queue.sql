@@ -31,7 +31,7 @@ DECLARE
   ids bigint[];
 BEGIN
   IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
-    PERFORM alkstore.raise('ALK04', format('payloads must be a JSON array, got %s', coalesce(payloads::text, 'NULL')));
+    PERFORM alkstore.raise('ALK04', format('payloads must be a JSON array, got %s', coalesce(alkstore.excerpt(payloads::text), 'NULL')));
   END IF;
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
@@ -60,7 +60,9 @@ RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attem
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
-  now timestamptz := clock_timestamp();
+  now    timestamptz := clock_timestamp();
+  chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
+  any_expired boolean;
 BEGIN
   -- Jobs that may not run any more go to the dead-letter state instead.
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.)
@@ -76,11 +78,42 @@ BEGIN
             WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now
               AND e.attempts >= e.max_attempts
             FOR UPDATE SKIP LOCKED));
+  -- Expired claims are rare: one index probe says whether there are any.
+  -- When there are, both sides are candidates, and locking max_jobs rows on
+  -- each would keep other workers off rows this claim does not take until it
+  -- ends. So choose first, skipping rows others hold, in a subtransaction
+  -- that is then rolled back (releasing its locks); then lock the chosen.
+  any_expired := EXISTS (SELECT FROM alkstore.jobs e
+                          WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now);
+  IF any_expired THEN
+    BEGIN
+      WITH p AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+           AND (c.expires_at IS NULL OR c.expires_at > now)
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         FOR UPDATE SKIP LOCKED
+      ), e AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
+           AND c.attempts < c.max_attempts
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         FOR UPDATE SKIP LOCKED
+      )
+      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
+        SELECT * FROM p UNION ALL SELECT * FROM e
+         ORDER BY priority DESC, run_at, id LIMIT max_jobs) u;
+      RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
+    EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+      NULL;
+    END;
+  END IF;
   RETURN QUERY
   WITH pending AS (
     SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
      WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
        AND (c.expires_at IS NULL OR c.expires_at > now)
+       AND (chosen IS NULL OR c.id = ANY (chosen))
      ORDER BY c.priority DESC, c.run_at, c.id
      LIMIT max_jobs
      FOR UPDATE SKIP LOCKED
@@ -88,8 +121,9 @@ BEGIN
     SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
      WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
        AND c.attempts < c.max_attempts
+       AND (chosen IS NULL OR c.id = ANY (chosen))
      ORDER BY c.priority DESC, c.run_at, c.id
-     LIMIT max_jobs
+     LIMIT CASE WHEN any_expired THEN max_jobs ELSE 0 END -- 0: not even scanned
      FOR UPDATE SKIP LOCKED
   ), claimed AS (
     UPDATE alkstore.jobs j

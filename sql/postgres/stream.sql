@@ -26,13 +26,11 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp A
 DECLARE
   s text := alkstore.name('stream', stream);
   n integer := alkstore.batch('max_events', max_events);
+  a bigint := alkstore.offset_arg('after_offset', after_offset);
 BEGIN
-  IF after_offset IS NULL OR after_offset < 0 THEN
-    PERFORM alkstore.raise('ALK05', format('after_offset must be at least 0, got %s', coalesce(after_offset::text, 'NULL')));
-  END IF;
   RETURN QUERY
   SELECT e."offset", e.key, e.payload, e.created_at FROM alkstore.events e
-   WHERE e.stream = s AND e."offset" > after_offset
+   WHERE e.stream = s AND e."offset" > a
    ORDER BY e."offset" LIMIT n;
 END $$;
 
@@ -41,11 +39,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   s text := alkstore.name('stream', stream);
   c text := alkstore.name('consumer', consumer);
-  o bigint := $3;
+  o bigint := alkstore.offset_arg('offset', $3);
 BEGIN
-  IF o IS NULL OR o < 0 THEN
-    PERFORM alkstore.raise('ALK05', format('offset must be at least 0, got %s', coalesce(o::text, 'NULL')));
-  END IF;
   IF o = 0 THEN
     RETURN false; -- every consumer starts at 0: nothing to advance
   END IF;
@@ -73,11 +68,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   s text := alkstore.name('stream', stream);
   c text := alkstore.name('consumer', consumer);
-  o bigint := $3;
+  o bigint := alkstore.offset_arg('offset', $3);
 BEGIN
-  IF o IS NULL OR o < 0 THEN
-    PERFORM alkstore.raise('ALK05', format('offset must be at least 0, got %s', coalesce(o::text, 'NULL')));
-  END IF;
   INSERT INTO alkstore.offsets AS t (stream, consumer, "offset", updated_at)
   VALUES (s, c, o, clock_timestamp())
   ON CONFLICT ON CONSTRAINT offsets_pkey DO UPDATE

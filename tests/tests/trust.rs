@@ -593,3 +593,156 @@ fn durations_round_and_notification_sizes_measure_alike_on_every_engine() {
         assert_eq!(ms, 4001, "[{}]", target.name());
     }
 }
+
+/// Issue 15 item 15 (contract v1.1 §G): bad values of any size give a
+/// message of at most 1000 characters that quotes only a prefix of them
+/// (two bad 1 MB calls grew the server log by 2 MB). The messages are read
+/// raw from each engine's driver: the facade would cut them itself.
+#[test]
+fn errors_about_huge_values_stay_short() {
+    let huge = "z".repeat(1_000_000);
+    let calls = [
+        (
+            "SELECT alk_queue_configure('q', $1)",
+            format!("{{\"{huge}\": 1}}"),
+        ),
+        (
+            "SELECT alk_queue_configure('q', $1)",
+            format!("{{\"max_attempts\": \"{huge}\"}}"),
+        ),
+        ("SELECT alk_enqueue('q', $1, '1')", format!("[\"{huge}\"]")),
+        (
+            "SELECT alk_enqueue('q', $1, '1')",
+            format!("{{\"run_at\": \"{huge}\"}}"),
+        ),
+        (
+            "SELECT alk_enqueue_batch('q', NULL, $1)",
+            format!("{{\"a\": \"{huge}\"}}"),
+        ),
+        ("SELECT alk_enqueue($1, NULL, '1')", huge.clone()),
+    ];
+    for target in targets() {
+        for (sql, arg) in &calls {
+            let message = if target.is_postgres() {
+                let mut c = pg(target.pg_url());
+                let sql = sql.replace("$1", "$1::text::jsonb").replace(
+                    "alk_enqueue($1::text::jsonb, NULL",
+                    "alk_enqueue($1::text, NULL",
+                );
+                let e = c.query_one(sql.as_str(), &[arg]).unwrap_err();
+                e.as_db_error()
+                    .expect("a server error")
+                    .message()
+                    .to_string()
+            } else {
+                let c = rusqlite::Connection::open(target.sqlite_path()).unwrap();
+                alkstore_sqlite::register(&c).unwrap();
+                let sql = sql.replace("$1", "?1");
+                c.query_row(&sql, [arg], |r| r.get::<_, rusqlite::types::Value>(0))
+                    .unwrap_err()
+                    .to_string()
+            };
+            assert!(
+                message.contains("alkstore"),
+                "[{}] {sql}: {message:.200}",
+                target.name()
+            );
+            assert!(
+                message.chars().count() <= 1000,
+                "[{}] {sql}: {} characters",
+                target.name(),
+                message.chars().count()
+            );
+        }
+    }
+}
+
+/// Issue 15 item 11: a claim of n jobs locks at most n rows, so a second
+/// worker gets the rest at once, when pending jobs and expired claims are
+/// both in the queue.
+#[test]
+fn a_claim_locks_only_the_rows_it_claims() {
+    for target in pg_targets() {
+        let q = fresh("locks");
+        let (mut a, mut b) = (pg(target.pg_url()), pg(target.pg_url()));
+        a.query_one(
+            "SELECT alk_queue_configure($1, jsonb_build_object('visibility_timeout_s', 0.05))",
+            &[&q],
+        )
+        .unwrap();
+        for _ in 0..4 {
+            a.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+                .unwrap();
+        }
+        // Two claims that expire, two jobs pending.
+        a.query("SELECT * FROM alk_claim($1, 'gone', 2)", &[&q])
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        a.batch_execute("BEGIN").unwrap();
+        let first = a
+            .query("SELECT * FROM alk_claim($1, 'a', 2)", &[&q])
+            .unwrap();
+        assert_eq!(first.len(), 2);
+        let second = b
+            .query("SELECT * FROM alk_claim($1, 'b', 2)", &[&q])
+            .unwrap();
+        assert_eq!(
+            second.len(),
+            2,
+            "[{}] the first claim locked more than it claimed",
+            target.name()
+        );
+        a.batch_execute("COMMIT").unwrap();
+    }
+}
+
+/// The plain install by a role that is not a superuser (managed
+/// PostgreSQL): it installs and grants, and warns that it could not create
+/// the event trigger that stops shadowing overloads.
+#[test]
+fn a_plain_install_by_an_ordinary_role_works_and_warns() {
+    let Some(url) = pg_database("alkstore_trust_nonsuper") else {
+        assert!(!pg_required());
+        return;
+    };
+    let mut c = pg(&url);
+    let installer = new_role(&mut c, "installer", None);
+    c.batch_execute(&format!(
+        "GRANT CREATE ON DATABASE alkstore_trust_nonsuper TO {installer}; \
+         GRANT CREATE ON SCHEMA public TO {installer}"
+    ))
+    .unwrap();
+    let out = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url])
+        .args(["-c", &format!("SET ROLE {installer}"), "-f"])
+        .arg(plain_script())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no event trigger stops other roles"),
+        "{stderr}"
+    );
+    let owner: String = c
+        .query_one(
+            "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'alkstore'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, installer);
+    let app = new_role(&mut c, "app", Some(Role::User));
+    assert_eq!(
+        as_role(&mut c, &app, "SELECT alk_enqueue('q', NULL, '1')"),
+        None
+    );
+    assert_eq!(
+        as_role(&mut c, &app, "SELECT alk_queue_configure('q', '{}')").as_deref(),
+        Some("42501")
+    );
+    assert_eq!(
+        as_role(&mut c, &app, "SELECT * FROM alkstore.jobs").as_deref(),
+        Some("42501")
+    );
+}
