@@ -20,6 +20,8 @@ stop() {
 case "${1:-}" in
   start)
     stop
+    # Debian's own pgbouncer service, if its package started one, holds the port.
+    service pgbouncer stop >/dev/null 2>&1 || true
     mkdir -p "$dir"
     # Clients may name any role; PgBouncer logs in to the server as
     # postgres over the socket (peer authentication: it runs as postgres).
