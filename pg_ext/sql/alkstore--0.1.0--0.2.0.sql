@@ -1016,43 +1016,49 @@ BEGIN
   IF ttl IS NULL THEN
     PERFORM alkstore.raise('ALK05', 'ttl_s must not be NULL');
   END IF;
-  -- Session level for now, so that a failed attempt can let go of it.
+  -- Session level for now, so that a failed attempt can let go of it. A
+  -- session lock outlives a rollback: on any error it is let go of below.
   IF NOT pg_try_advisory_lock(key) THEN
     RETURN NULL; -- another transaction is acquiring this name
   END IF;
-  SELECT l.owner, l.token, l.expires_at INTO cur FROM alkstore.locks l WHERE l.name = n;
-  IF FOUND THEN
-    IF cur.owner IS NOT NULL AND cur.owner <> o AND cur.expires_at > clock_timestamp() THEN
-      PERFORM pg_advisory_unlock(key);
-      RETURN NULL; -- held by another owner: no row lock taken
+  BEGIN
+    SELECT l.owner, l.token, l.expires_at INTO cur FROM alkstore.locks l WHERE l.name = n;
+    IF FOUND THEN
+      IF cur.owner IS NOT NULL AND cur.owner <> o AND cur.expires_at > clock_timestamp() THEN
+        PERFORM pg_advisory_unlock(key);
+        RETURN NULL; -- held by another owner: no row lock taken
+      END IF;
+      -- Free, expired or ours: lock the row, unless the holder is renewing or
+      -- releasing it right now (then it is alive: do not wait for it).
+      SELECT l.owner, l.token, l.expires_at INTO cur FROM alkstore.locks l WHERE l.name = n
+         FOR UPDATE SKIP LOCKED;
+      now := clock_timestamp(); -- read after every lock is held
+      IF NOT FOUND OR (cur.owner IS NOT NULL AND cur.owner <> o AND cur.expires_at > now) THEN
+        PERFORM pg_advisory_unlock(key);
+        RETURN NULL;
+      END IF;
+      tok := CASE WHEN cur.owner = o AND cur.expires_at > now THEN cur.token ELSE cur.token + 1 END;
+      UPDATE alkstore.locks l SET owner = o, token = tok,
+             expires_at = now + ttl * interval '1 millisecond'
+       WHERE l.name = n;
+    ELSE
+      now := clock_timestamp();
+      INSERT INTO alkstore.locks AS l (name, owner, token, expires_at)
+      VALUES (n, o, 1, now + ttl * interval '1 millisecond')
+      ON CONFLICT ON CONSTRAINT locks_pkey DO NOTHING
+      RETURNING l.token INTO tok;
+      IF tok IS NULL THEN
+        PERFORM pg_advisory_unlock(key);
+        RETURN NULL; -- created meanwhile by a transaction this snapshot does not see
+      END IF;
     END IF;
-    -- Free, expired or ours: lock the row, unless the holder is renewing or
-    -- releasing it right now (then it is alive: do not wait for it).
-    SELECT l.owner, l.token, l.expires_at INTO cur FROM alkstore.locks l WHERE l.name = n
-       FOR UPDATE SKIP LOCKED;
-    now := clock_timestamp(); -- read after every lock is held
-    IF NOT FOUND OR (cur.owner IS NOT NULL AND cur.owner <> o AND cur.expires_at > now) THEN
-      PERFORM pg_advisory_unlock(key);
-      RETURN NULL;
-    END IF;
-    tok := CASE WHEN cur.owner = o AND cur.expires_at > now THEN cur.token ELSE cur.token + 1 END;
-    UPDATE alkstore.locks l SET owner = o, token = tok,
-           expires_at = now + ttl * interval '1 millisecond'
-     WHERE l.name = n;
-  ELSE
-    now := clock_timestamp();
-    INSERT INTO alkstore.locks AS l (name, owner, token, expires_at)
-    VALUES (n, o, 1, now + ttl * interval '1 millisecond')
-    ON CONFLICT ON CONSTRAINT locks_pkey DO NOTHING
-    RETURNING l.token INTO tok;
-    IF tok IS NULL THEN
-      PERFORM pg_advisory_unlock(key);
-      RETURN NULL; -- created meanwhile by a transaction this snapshot does not see
-    END IF;
-  END IF;
-  -- Keep the name until this transaction ends: transaction level from here.
-  PERFORM pg_advisory_xact_lock(key);
-  PERFORM pg_advisory_unlock(key);
+    -- Keep the name until this transaction ends: transaction level from here.
+    PERFORM pg_advisory_xact_lock(key);
+    PERFORM pg_advisory_unlock(key);
+  EXCEPTION WHEN OTHERS OR query_canceled THEN
+    PERFORM pg_advisory_unlock(key);
+    RAISE;
+  END;
   RETURN tok;
 END $$;
 

@@ -746,3 +746,47 @@ fn a_plain_install_by_an_ordinary_role_works_and_warns() {
         Some("42501")
     );
 }
+
+/// An acquisition that fails with an error half way (here REPEATABLE READ's
+/// serialization failure on a row updated after its snapshot) must not leave
+/// its session holding the name: advisory locks taken at session level
+/// survive a rollback.
+#[test]
+fn a_lease_acquisition_that_errors_leaves_the_name_free() {
+    for target in pg_targets() {
+        let name = fresh("lease-err");
+        let (mut a, mut b, mut c) = (
+            pg(target.pg_url()),
+            pg(target.pg_url()),
+            pg(target.pg_url()),
+        );
+        b.query_one("SELECT alk_lock_acquire($1, 'b', 0.05)", &[&name])
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100)); // b's lease expired
+        a.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
+            .unwrap();
+        b.query_one("SELECT alk_lock_acquire($1, 'b', 60)", &[&name])
+            .unwrap(); // b again
+        let e = a
+            .query_one("SELECT alk_lock_acquire($1, 'a', 60)", &[&name])
+            .unwrap_err();
+        assert_eq!(
+            e.code().map(|c| c.code()),
+            Some("40001"),
+            "[{}] {e}",
+            target.name()
+        );
+        a.batch_execute("ROLLBACK").unwrap();
+        b.query_one("SELECT alk_lock_release($1, 'b')", &[&name])
+            .unwrap();
+        let token: Option<i64> = c
+            .query_one("SELECT alk_lock_acquire($1, 'c', 60)", &[&name])
+            .unwrap()
+            .get(0);
+        assert!(
+            token.is_some(),
+            "[{}] the failed acquirer's session still holds the name",
+            target.name()
+        );
+    }
+}
