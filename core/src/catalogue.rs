@@ -144,7 +144,7 @@ pub const FUNCTIONS: &[Function] = &[
         Rows,
         User,
     ),
-    f("alk_ack", Both, &["bigint", "text"], 2, Bool, User),
+    f("alk_ack", Both, &["bigint", "text", "jsonb"], 2, Bool, User),
     f("alk_ack_batch", Both, &["bigint[]", "text"], 2, Int, User),
     f(
         "alk_retry",
@@ -177,6 +177,12 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_queue_opts", Both, &["text"], 1, Json, User),
     f("alk_queue_stats", Both, &["text"], 1, Json, User),
     f("alk_sweep", Both, &["text"], 0, Int, User),
+    // Job features (v1.1 §C).
+    f("alk_queue_pause", Both, &["text"], 1, Bool, Admin),
+    f("alk_queue_resume", Both, &["text"], 1, Bool, Admin),
+    f("alk_outbox_pause", Both, &["text"], 1, Bool, Admin),
+    f("alk_outbox_resume", Both, &["text"], 1, Bool, Admin),
+    f("alk_prune", Both, &["integer"], 1, Int, User),
     // Outboxes (v1 §6).
     f(
         "alk_outbox_enqueue",

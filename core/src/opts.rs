@@ -2,7 +2,8 @@
 //!
 //! Unknown keys, wrong types, out-of-range values and contradictory keys are
 //! all `InvalidOptions`, so a typo never silently does nothing. JSON `null`
-//! as a value is a wrong type, not "default".
+//! as a value is a wrong type, not "default" — except `retain_dead_s`, whose
+//! default is null (keep dead jobs), so null is how it is set back.
 
 use crate::error::{err, Code, ContractError};
 use crate::time;
@@ -44,6 +45,9 @@ pub fn compact_json_len(text: &str) -> usize {
     n
 }
 
+/// The most rows one `alk_prune` call deletes (contract v1.1 §G).
+pub const MAX_PRUNE_ROWS: i64 = 100_000;
+
 /// The largest `max_jobs` / `max_events` a call may ask for.
 pub const MAX_BATCH: i64 = 1000;
 
@@ -58,6 +62,11 @@ pub struct QueueOpts {
     pub backoff_base_ms: i64,
     /// Cap of the computed retry delay.
     pub backoff_max_ms: i64,
+    /// How long an acked job is kept as `completed` (0: deleted at ack).
+    /// Read when a job finishes, not stamped (contract v1.1 §C3, §G).
+    pub retain_completed_ms: i64,
+    /// How long a dead job is kept (`None`: until requeued or purged).
+    pub retain_dead_ms: Option<i64>,
 }
 
 impl Default for QueueOpts {
@@ -67,26 +76,39 @@ impl Default for QueueOpts {
             max_attempts: 5,
             backoff_base_ms: 5_000,
             backoff_max_ms: 3_600_000,
+            retain_completed_ms: 0,
+            retain_dead_ms: None,
         }
     }
 }
 
 /// The option keys `alk_queue_configure` accepts.
-pub const QUEUE_KEYS: [&str; 4] = [
+pub const QUEUE_KEYS: [&str; 6] = [
     "visibility_timeout_s",
     "max_attempts",
     "backoff_base_s",
     "backoff_max_s",
+    "retain_completed_s",
+    "retain_dead_s",
 ];
 
 /// The option keys the enqueue functions accept.
-pub const ENQUEUE_KEYS: [&str; 5] = [
+pub const ENQUEUE_KEYS: [&str; 8] = [
     "delay_s",
     "run_at",
     "priority",
     "max_attempts",
     "expires_in_s",
+    "idempotency_key",
+    "idempotency_ttl_s",
+    "group_key",
 ];
+
+/// How long an idempotency key holds when no `idempotency_ttl_s` is given.
+pub const DEFAULT_IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
+
+/// The longest `idempotency_key` or `group_key`, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
 
 impl QueueOpts {
     /// The fixed options of every outbox's backing queue (contract §6).
@@ -113,6 +135,10 @@ impl QueueOpts {
                 "max_attempts" => self.max_attempts = max_attempts(value)?,
                 "backoff_base_s" => self.backoff_base_ms = duration(key, value, false)?,
                 "backoff_max_s" => self.backoff_max_ms = duration(key, value, false)?,
+                "retain_completed_s" => self.retain_completed_ms = duration(key, value, false)?,
+                // null: keep dead jobs until requeued or purged (the default).
+                "retain_dead_s" if value.is_null() => self.retain_dead_ms = None,
+                "retain_dead_s" => self.retain_dead_ms = Some(duration(key, value, false)?),
                 _ => unreachable!("object() rejects unknown keys"),
             }
         }
@@ -126,6 +152,8 @@ impl QueueOpts {
             "max_attempts": self.max_attempts,
             "backoff_base_s": time::ms_to_seconds_json(self.backoff_base_ms),
             "backoff_max_s": time::ms_to_seconds_json(self.backoff_max_ms),
+            "retain_completed_s": time::ms_to_seconds_json(self.retain_completed_ms),
+            "retain_dead_s": self.retain_dead_ms.map(time::ms_to_seconds_json),
         })
     }
 }
@@ -143,7 +171,7 @@ pub fn backoff_ms(base_ms: i64, max_ms: i64, attempts: i64) -> i64 {
 }
 
 /// Per-job options, resolved at enqueue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EnqueueOpts {
     /// Run no earlier than now + delay.
     pub delay_ms: Option<i64>,
@@ -155,6 +183,13 @@ pub struct EnqueueOpts {
     pub max_attempts: Option<i32>,
     /// Dead-letter the job with `expired` if it has not started this long after enqueue.
     pub expires_in_ms: Option<i64>,
+    /// Another enqueue with this key within the TTL returns the first job's
+    /// id and writes nothing (contract v1.1 §C1).
+    pub idempotency_key: Option<String>,
+    /// How long the key holds, counted from this enqueue (`None`: a day).
+    pub idempotency_ttl_ms: Option<i64>,
+    /// Jobs of one group run one at a time, in id order (contract v1.1 §C2).
+    pub group_key: Option<String>,
 }
 
 impl EnqueueOpts {
@@ -179,6 +214,9 @@ impl EnqueueOpts {
                 }
                 "max_attempts" => out.max_attempts = Some(max_attempts(value)?),
                 "expires_in_s" => out.expires_in_ms = Some(duration(key, value, true)?),
+                "idempotency_key" => out.idempotency_key = Some(key_text(key, value)?),
+                "idempotency_ttl_s" => out.idempotency_ttl_ms = Some(duration(key, value, true)?),
+                "group_key" => out.group_key = Some(key_text(key, value)?),
                 _ => unreachable!("object() rejects unknown keys"),
             }
         }
@@ -189,6 +227,26 @@ impl EnqueueOpts {
             );
         }
         Ok(out)
+    }
+
+    /// Parses the options of a batch enqueue, which apply to every payload:
+    /// an idempotency key (or its TTL) there is `InvalidOptions` (§C1).
+    pub fn parse_batch(opts: Option<&Value>) -> Result<Self, ContractError> {
+        let out = Self::parse(opts)?;
+        if out.idempotency_key.is_some() || out.idempotency_ttl_ms.is_some() {
+            return err(
+                Code::InvalidOptions,
+                "idempotency_key and idempotency_ttl_s cannot be given to a batch enqueue: \
+                 its options apply to every payload",
+            );
+        }
+        Ok(out)
+    }
+
+    /// How long the idempotency key holds, in milliseconds.
+    pub fn idempotency_ttl_ms(&self) -> i64 {
+        self.idempotency_ttl_ms
+            .unwrap_or(DEFAULT_IDEMPOTENCY_TTL_MS)
     }
 
     /// The job's `run_at` given the time of enqueue.
@@ -293,6 +351,28 @@ fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractE
     Ok(n as i64)
 }
 
+/// A key option: a non-empty string of at most [`MAX_KEY_BYTES`] bytes.
+fn key_text(key: &str, value: &Value) -> Result<String, ContractError> {
+    match value {
+        Value::String(s) if !s.is_empty() && s.len() <= MAX_KEY_BYTES => Ok(s.clone()),
+        Value::String(s) if !s.is_empty() => err(
+            Code::InvalidOptions,
+            format!(
+                "{key} must be at most {MAX_KEY_BYTES} bytes, got {} bytes starting {}",
+                s.len(),
+                crate::names::quote(s)
+            ),
+        ),
+        _ => err(
+            Code::InvalidOptions,
+            format!(
+                "{key} must be a non-empty string, got {}",
+                crate::names::excerpt(&value.to_string())
+            ),
+        ),
+    }
+}
+
 fn max_attempts(value: &Value) -> Result<i32, ContractError> {
     Ok(int_in("max_attempts", value, 1, i32::MAX as i64)? as i32)
 }
@@ -341,9 +421,28 @@ mod tests {
             json!({"run_at": "yesterday"}),
             json!({"run_at": -5}),
             json!({"delay_s": 1, "run_at": 5}),
+            json!({"idempotency_key": ""}),
+            json!({"idempotency_key": 5}),
+            json!({"idempotency_key": "k".repeat(1025)}),
+            json!({"idempotency_key": "k", "idempotency_ttl_s": 0}),
+            json!({"group_key": ""}),
+            json!({"group_key": null}),
         ] {
             assert_eq!(code(bad), Code::InvalidOptions);
         }
+    }
+
+    #[test]
+    fn batch_opts_refuse_idempotency() {
+        for bad in [
+            json!({"idempotency_key": "k"}),
+            json!({"idempotency_ttl_s": 5}),
+        ] {
+            let e = EnqueueOpts::parse_batch(Some(&bad)).unwrap_err();
+            assert_eq!(e.code, Code::InvalidOptions);
+        }
+        let ok = EnqueueOpts::parse_batch(Some(&json!({"group_key": "g"}))).unwrap();
+        assert_eq!(ok.group_key.as_deref(), Some("g"));
     }
 
     #[test]
@@ -367,8 +466,23 @@ mod tests {
             .unwrap();
         assert_eq!(
             q.to_json(),
-            json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 0.5, "backoff_max_s": 3600})
+            json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 0.5, "backoff_max_s": 3600,
+                   "retain_completed_s": 0, "retain_dead_s": null})
         );
+        let r = QueueOpts::default()
+            .merged(Some(
+                &json!({"retain_completed_s": 3600, "retain_dead_s": 0.5}),
+            ))
+            .unwrap();
+        assert_eq!(
+            (r.retain_completed_ms, r.retain_dead_ms),
+            (3_600_000, Some(500))
+        );
+        let r = r.merged(Some(&json!({"retain_dead_s": null}))).unwrap();
+        assert_eq!(r.retain_dead_ms, None);
+        assert!(QueueOpts::default()
+            .merged(Some(&json!({"retain_completed_s": -1})))
+            .is_err());
         assert!(QueueOpts::default()
             .merged(Some(&json!({"visibility_timeout_s": 0})))
             .is_err());

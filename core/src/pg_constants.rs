@@ -8,7 +8,10 @@
 
 use crate::error::{Code, MAX_DETAIL_CHARS};
 use crate::names::{NameKind, MAX_NAME_BYTES, OUTBOX_QUEUE_PREFIX, QUOTE_CHARS, RESERVED_PREFIX};
-use crate::opts::{QueueOpts, MAX_BATCH, MAX_DURATION_S, MAX_NOTIFY_BYTES, MAX_WAIT_TTL_S};
+use crate::opts::{
+    QueueOpts, DEFAULT_IDEMPOTENCY_TTL_MS, MAX_BATCH, MAX_DURATION_S, MAX_NOTIFY_BYTES,
+    MAX_PRUNE_ROWS, MAX_WAIT_TTL_S,
+};
 use std::fmt::Write;
 
 const KINDS: [NameKind; 8] = [
@@ -119,6 +122,21 @@ pub fn sql() -> String {
         &MAX_BATCH.to_string(),
     );
 
+    constant(
+        &mut out,
+        "The largest max_rows of alk_prune.",
+        "max_prune_rows()",
+        "integer",
+        &MAX_PRUNE_ROWS.to_string(),
+    );
+    constant(
+        &mut out,
+        "How long an idempotency key holds when no idempotency_ttl_s is given, in milliseconds.",
+        "default_idempotency_ttl_ms()",
+        "bigint",
+        &DEFAULT_IDEMPOTENCY_TTL_MS.to_string(),
+    );
+
     let d = QueueOpts::default();
     constant(
         &mut out,
@@ -126,8 +144,14 @@ pub fn sql() -> String {
         "default_queue_opts()",
         "alkstore.queue_opts",
         &format!(
-            "ROW({}, {}, {}, {})",
-            d.visibility_timeout_ms, d.max_attempts, d.backoff_base_ms, d.backoff_max_ms
+            "ROW({}, {}, {}, {}, {}, {})",
+            d.visibility_timeout_ms,
+            d.max_attempts,
+            d.backoff_base_ms,
+            d.backoff_max_ms,
+            d.retain_completed_ms,
+            d.retain_dead_ms
+                .map_or("NULL".to_string(), |ms| ms.to_string())
         ),
     );
 

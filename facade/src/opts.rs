@@ -15,6 +15,12 @@ pub struct QueueOpts {
     pub backoff_base: Option<Duration>,
     /// Cap of the retry backoff (default 3600 s).
     pub backoff_max: Option<Duration>,
+    /// How long an acked job is kept as `completed`, with its result
+    /// (default zero: deleted at ack). Read when each job finishes.
+    pub retain_completed: Option<Duration>,
+    /// How long a dead job is kept: `Some(None)` sets it back to the
+    /// default, kept until requeued or purged.
+    pub retain_dead: Option<Option<Duration>>,
 }
 
 impl QueueOpts {
@@ -42,6 +48,19 @@ impl QueueOpts {
         self
     }
 
+    /// Keeps acked jobs, and the results they were acked with, this long
+    /// (`alk_prune` deletes them after).
+    pub fn retain_completed(mut self, d: Duration) -> Self {
+        self.retain_completed = Some(d);
+        self
+    }
+
+    /// Keeps dead jobs this long (`None`: until requeued or purged).
+    pub fn retain_dead(mut self, d: Option<Duration>) -> Self {
+        self.retain_dead = Some(d);
+        self
+    }
+
     /// The options as the JSON object the functions take.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -51,6 +70,14 @@ impl QueueOpts {
         }
         put_secs(&mut m, "backoff_base_s", self.backoff_base);
         put_secs(&mut m, "backoff_max_s", self.backoff_max);
+        put_secs(&mut m, "retain_completed_s", self.retain_completed);
+        match self.retain_dead {
+            Some(Some(d)) => put_secs(&mut m, "retain_dead_s", Some(d)),
+            Some(None) => {
+                m.insert("retain_dead_s".into(), Value::Null);
+            }
+            None => {}
+        }
         Value::Object(m)
     }
 }
@@ -68,6 +95,14 @@ pub struct EnqueueOpts {
     pub max_attempts: Option<u32>,
     /// Dead-letter the job as `expired` if it has not started this long after enqueue.
     pub expires_in: Option<Duration>,
+    /// Another enqueue with this key into the same queue (or outbox) within
+    /// the TTL returns the first job's id and writes nothing — even once
+    /// that job is done. Not for batches.
+    pub idempotency_key: Option<String>,
+    /// How long the key holds, from this enqueue (default a day).
+    pub idempotency_ttl: Option<Duration>,
+    /// Jobs with one group key run one at a time, in the order enqueued.
+    pub group_key: Option<String>,
 }
 
 impl EnqueueOpts {
@@ -106,6 +141,24 @@ impl EnqueueOpts {
         self
     }
 
+    /// Makes the enqueue idempotent under `key` (see the field's docs).
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets how long the idempotency key holds.
+    pub fn idempotency_ttl(mut self, d: Duration) -> Self {
+        self.idempotency_ttl = Some(d);
+        self
+    }
+
+    /// Puts the job in an ordered group: one at a time, in id order.
+    pub fn group_key(mut self, key: impl Into<String>) -> Self {
+        self.group_key = Some(key.into());
+        self
+    }
+
     /// The options as the JSON object the functions take.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -124,6 +177,13 @@ impl EnqueueOpts {
             m.insert("max_attempts".into(), n.into());
         }
         put_secs(&mut m, "expires_in_s", self.expires_in);
+        if let Some(k) = &self.idempotency_key {
+            m.insert("idempotency_key".into(), k.as_str().into());
+        }
+        put_secs(&mut m, "idempotency_ttl_s", self.idempotency_ttl);
+        if let Some(g) = &self.group_key {
+            m.insert("group_key".into(), g.as_str().into());
+        }
         Value::Object(m)
     }
 }

@@ -33,6 +33,10 @@ pub trait Store: Send + Sync {
     fn get_job(&self, job_id: i64) -> Result<Option<Value>>;
     /// Opens a transaction for business rows and alkstore writes together.
     fn begin(&self) -> Result<Box<dyn TxHandle>>;
+    /// Deletes up to `max_rows` rows that outlived their retention
+    /// (completed and dead jobs, idempotency keys, old notifications);
+    /// returns how many. [`Worker`](crate::Worker)s call it periodically.
+    fn prune(&self, max_rows: i64) -> Result<i64>;
 }
 
 /// An open transaction. Dropping it without `commit` rolls it back.
@@ -191,7 +195,7 @@ fn wait_for<T>(
 /// A queue.
 #[derive(Clone)]
 pub struct Queue {
-    engine: Arc<dyn Engine>,
+    pub(crate) engine: Arc<dyn Engine>,
     name: String,
 }
 
@@ -259,6 +263,18 @@ impl Queue {
     /// Acks a job this worker holds; true if it did.
     pub fn ack(&self, job_id: i64, worker: &str) -> Result<bool> {
         boolean(self.call("alk_ack", &[job_id.into(), worker.into()])?)
+    }
+
+    /// Acks with a result, kept with the completed job while the queue
+    /// retains completed jobs ([`QueueOpts::retain_completed`]); dropped
+    /// when it does not.
+    pub fn ack_with_result<T: Serialize + ?Sized>(
+        &self,
+        job_id: i64,
+        worker: &str,
+        result: &T,
+    ) -> Result<bool> {
+        boolean(self.call("alk_ack", &[job_id.into(), worker.into(), payload(result)?])?)
     }
 
     /// Acks many; returns how many.
@@ -343,6 +359,17 @@ impl Queue {
     /// Dead-letters expired jobs and timed-out final claims now.
     pub fn sweep(&self) -> Result<i64> {
         int(self.call("alk_sweep", &[self.name.as_str().into()])?)
+    }
+
+    /// Pauses the queue: claims return nothing until [`resume`](Self::resume);
+    /// everything else keeps working. True if it was running.
+    pub fn pause(&self) -> Result<bool> {
+        boolean(self.call("alk_queue_pause", &[self.name.as_str().into()])?)
+    }
+
+    /// Resumes a paused queue; true if it was paused.
+    pub fn resume(&self) -> Result<bool> {
+        boolean(self.call("alk_queue_resume", &[self.name.as_str().into()])?)
     }
 }
 
@@ -438,6 +465,23 @@ impl Outbox {
             }
         }
         Ok(done)
+    }
+
+    /// Pauses delivery: claims return nothing until [`resume`](Self::resume).
+    /// True if it was running.
+    pub fn pause(&self) -> Result<bool> {
+        boolean(
+            self.queue
+                .call("alk_outbox_pause", &[self.name.as_str().into()])?,
+        )
+    }
+
+    /// Resumes delivery; true if it was paused.
+    pub fn resume(&self) -> Result<bool> {
+        boolean(
+            self.queue
+                .call("alk_outbox_resume", &[self.name.as_str().into()])?,
+        )
     }
 
     /// Counts per state of the backing queue.
@@ -709,6 +753,14 @@ impl Core {
     pub fn begin(&self) -> Result<Box<dyn TxHandle>> {
         self.engine.begin()
     }
+    pub fn prune(&self, max_rows: i64) -> Result<i64> {
+        prune(&*self.engine, max_rows)
+    }
+}
+
+/// `alk_prune` on an engine.
+pub(crate) fn prune(engine: &dyn Engine, max_rows: i64) -> Result<i64> {
+    int(engine.call("alk_prune", &[max_rows.into()])?)
 }
 
 /// Implements [`Store`] for a type with a `core: Core` field.
@@ -743,6 +795,9 @@ macro_rules! impl_store {
             }
             fn begin(&self) -> $crate::Result<Box<dyn $crate::TxHandle>> {
                 self.core.begin()
+            }
+            fn prune(&self, max_rows: i64) -> $crate::Result<i64> {
+                self.core.prune(max_rows)
             }
         }
     };

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Runs `f`, turning a panic into an error message.
-pub(crate) fn guarded(
-    f: impl FnOnce() -> std::result::Result<(), String>,
-) -> std::result::Result<(), String> {
+pub(crate) fn guarded<T>(
+    f: impl FnOnce() -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(panic) => {
@@ -44,7 +44,14 @@ pub struct Worker {
     queue: Queue,
     name: String,
     concurrency: usize,
+    prune_every: Option<Duration>,
 }
+
+/// How often a worker prunes (`alk_prune`) unless told otherwise.
+pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Rows per `alk_prune` call: one short transaction each.
+const PRUNE_BATCH: i64 = 1000;
 
 impl Worker {
     /// A worker named `name`. Each handler claims as
@@ -56,6 +63,7 @@ impl Worker {
             queue,
             name: format!("{name}-{}", process_tag()),
             concurrency: 1,
+            prune_every: Some(DEFAULT_PRUNE_EVERY),
         }
     }
 
@@ -70,6 +78,16 @@ impl Worker {
         self
     }
 
+    /// How often one of the handlers deletes what outlived its retention
+    /// (contract v1.1 §C5: completed and dead jobs, idempotency keys, old
+    /// notifications), in batches of 1000 rows between claims. Default
+    /// [`DEFAULT_PRUNE_EVERY`], the first time at start; `None`: never (prune
+    /// elsewhere, e.g. from pg_cron).
+    pub fn prune_every(mut self, every: Option<Duration>) -> Worker {
+        self.prune_every = every;
+        self
+    }
+
     /// Runs handlers until `stop` is raised; each finishes the job in hand
     /// first. `Ok` acks the job; `Err` (or a panic) retries it with the
     /// stamped backoff, dead after its last attempt. Returns the number of
@@ -78,13 +96,30 @@ impl Worker {
     where
         F: Fn(&Job) -> std::result::Result<(), String> + Sync,
     {
+        self.run_inner(stop, &|job: &Job| handler(job).map(|()| None))
+    }
+
+    /// As [`run`](Self::run), but `Ok(result)` acks the job with `result`,
+    /// kept with the completed job while the queue retains completed jobs
+    /// ([`QueueOpts::retain_completed`](crate::QueueOpts::retain_completed)).
+    pub fn run_with_result<F>(&self, stop: &Stop, handler: F) -> Result<u64>
+    where
+        F: Fn(&Job) -> std::result::Result<serde_json::Value, String> + Sync,
+    {
+        self.run_inner(stop, &|job: &Job| handler(job).map(Some))
+    }
+
+    fn run_inner(&self, stop: &Stop, handler: &Handler<'_>) -> Result<u64> {
         let handled = AtomicU64::new(0);
         std::thread::scope(|s| -> Result<()> {
             let threads: Vec<_> = (0..self.concurrency)
                 .map(|n| {
-                    let (handler, handled) = (&handler, &handled);
+                    let handled = &handled;
+                    // One handler per worker prunes.
+                    let prunes = if n == 0 { self.prune_every } else { None };
                     s.spawn(move || {
-                        self.handle(&format!("{}-{n}", self.name), stop, handler, handled)
+                        let me = format!("{}-{n}", self.name);
+                        self.handle(&me, stop, handler, handled, prunes)
                     })
                 })
                 .collect();
@@ -96,12 +131,26 @@ impl Worker {
         Ok(handled.into_inner())
     }
 
-    fn handle<F>(&self, worker: &str, stop: &Stop, handler: &F, handled: &AtomicU64) -> Result<()>
-    where
-        F: Fn(&Job) -> std::result::Result<(), String> + Sync,
-    {
+    fn handle(
+        &self,
+        worker: &str,
+        stop: &Stop,
+        handler: &Handler<'_>,
+        handled: &AtomicU64,
+        prune_every: Option<Duration>,
+    ) -> Result<()> {
         let mut outage = Outage::default();
+        let mut pruned_at: Option<std::time::Instant> = None;
         while !stop.is_stopped() {
+            if let Some(every) = prune_every {
+                if pruned_at.is_none_or(|at| at.elapsed() >= every) {
+                    pruned_at = Some(std::time::Instant::now());
+                    if let Err(e) = self.prune(stop) {
+                        outage.wait(e, stop)?;
+                        continue;
+                    }
+                }
+            }
             let jobs = match self.queue.claim_wait(worker, 1, Duration::from_millis(200)) {
                 Ok(jobs) => jobs,
                 Err(e) => {
@@ -116,7 +165,11 @@ impl Worker {
                 // claimed until its visibility timeout, then runs again:
                 // at least once, never lost.
                 let settled = match outcome {
-                    Ok(()) => self.queue.ack(job.id, worker).map(|_| ()),
+                    Ok(None) => self.queue.ack(job.id, worker).map(|_| ()),
+                    Ok(Some(result)) => self
+                        .queue
+                        .ack_with_result(job.id, worker, &result)
+                        .map(|_| ()),
                     Err(e) => self.queue.retry(job.id, worker, &e, None).map(|_| ()),
                 };
                 if let Err(e) = settled {
@@ -125,6 +178,14 @@ impl Worker {
                 handled.fetch_add(1, Ordering::Relaxed);
             }
         }
+        Ok(())
+    }
+
+    /// Prunes in bounded batches until nothing is left or stop is raised.
+    fn prune(&self, stop: &Stop) -> Result<()> {
+        while !stop.is_stopped()
+            && crate::store::prune(&*self.queue.engine, PRUNE_BATCH)? == PRUNE_BATCH
+        {}
         Ok(())
     }
 
@@ -153,6 +214,10 @@ impl Worker {
         })
     }
 }
+
+/// A handler as the workers run it: `Ok(Some(result))` acks with a result.
+type Handler<'a> =
+    dyn Fn(&Job) -> std::result::Result<Option<serde_json::Value>, String> + Sync + 'a;
 
 /// `<host>-<pid>-<random>`, the same for the whole process: the random part
 /// tells apart two processes that got the same pid (containers).

@@ -29,9 +29,14 @@
     requires = ["common"]
 );
 ::pgrx::extension_sql_file!(
+    "../../sql/postgres/group.sql",
+    name = "group",
+    requires = ["wake"]
+);
+::pgrx::extension_sql_file!(
     "../../sql/postgres/queue.sql",
     name = "queue",
-    requires = ["wake"]
+    requires = ["group"]
 );
 ::pgrx::extension_sql_file!(
     "../../sql/postgres/outbox.sql",
@@ -39,9 +44,19 @@
     requires = ["queue"]
 );
 ::pgrx::extension_sql_file!(
+    "../../sql/postgres/pause.sql",
+    name = "pause",
+    requires = ["outbox"]
+);
+::pgrx::extension_sql_file!(
+    "../../sql/postgres/prune.sql",
+    name = "prune",
+    requires = ["pause"]
+);
+::pgrx::extension_sql_file!(
     "../../sql/postgres/stream.sql",
     name = "stream",
-    requires = ["outbox"]
+    requires = ["prune"]
 );
 ::pgrx::extension_sql_file!(
     "../../sql/postgres/notify.sql",

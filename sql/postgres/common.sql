@@ -169,7 +169,8 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
   r alkstore.queue_opts;
 BEGIN
-  SELECT c.visibility_timeout_ms, c.max_attempts, c.backoff_base_ms, c.backoff_max_ms INTO r
+  SELECT c.visibility_timeout_ms, c.max_attempts, c.backoff_base_ms, c.backoff_max_ms,
+         c.retain_completed_ms, c.retain_dead_ms INTO r
     FROM alkstore.queues c WHERE c.queue = q;
   IF NOT FOUND THEN
     r := alkstore.default_queue_opts();
@@ -196,8 +197,12 @@ BEGIN
       WHEN 'max_attempts' THEN r.max_attempts := alkstore.whole(k, opts -> k, 1, 2147483647);
       WHEN 'backoff_base_s' THEN r.backoff_base_ms := alkstore.duration_ms(k, opts -> k, false);
       WHEN 'backoff_max_s' THEN r.backoff_max_ms := alkstore.duration_ms(k, opts -> k, false);
+      WHEN 'retain_completed_s' THEN r.retain_completed_ms := alkstore.duration_ms(k, opts -> k, false);
+      -- null: keep dead jobs until requeued or purged (the default).
+      WHEN 'retain_dead_s' THEN r.retain_dead_ms :=
+        CASE WHEN opts -> k = 'null'::jsonb THEN NULL ELSE alkstore.duration_ms(k, opts -> k, false) END;
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s)',
+        'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s, retain_completed_s, retain_dead_s)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;
@@ -210,8 +215,28 @@ LANGUAGE sql IMMUTABLE AS $$
     'visibility_timeout_s', alkstore.seconds(o.visibility_timeout_ms),
     'max_attempts', o.max_attempts,
     'backoff_base_s', alkstore.seconds(o.backoff_base_ms),
-    'backoff_max_s', alkstore.seconds(o.backoff_max_ms))
+    'backoff_max_s', alkstore.seconds(o.backoff_max_ms),
+    'retain_completed_s', alkstore.seconds(o.retain_completed_ms),
+    'retain_dead_s', coalesce(alkstore.seconds(o.retain_dead_ms), 'null'::jsonb))
 $$;
+
+-- A key option (idempotency_key, group_key): a non-empty string of at most
+-- max_name_bytes() bytes.
+CREATE OR REPLACE FUNCTION alkstore.key_opt(key text, v jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  s text;
+BEGIN
+  IF jsonb_typeof(v) IS DISTINCT FROM 'string' OR v = '""'::jsonb THEN
+    PERFORM alkstore.raise('ALK03', format('%s must be a non-empty string, got %s', key, alkstore.excerpt(v::text)));
+  END IF;
+  s := v #>> '{}';
+  IF octet_length(s) > alkstore.max_name_bytes() THEN
+    PERFORM alkstore.raise('ALK03', format('%s must be at most %s bytes, got %s bytes starting %s',
+      key, alkstore.max_name_bytes(), octet_length(s), alkstore.quote(s)));
+  END IF;
+  RETURN s;
+END $$;
 
 -- Enqueue options, resolved against the time of enqueue.
 
@@ -223,7 +248,7 @@ DECLARE
   delay_ms bigint;
   at       timestamptz;
   secs     numeric;
-  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL);
+  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL);
 BEGIN
   IF opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb THEN
     RETURN r;
@@ -258,8 +283,11 @@ BEGIN
             alkstore.excerpt(v::text)));
         END IF;
         r.run_at := at;
+      WHEN 'idempotency_key' THEN r.idempotency_key := alkstore.key_opt(k, v);
+      WHEN 'idempotency_ttl_s' THEN r.idempotency_ttl_ms := alkstore.duration_ms(k, v, true);
+      WHEN 'group_key' THEN r.group_key := alkstore.key_opt(k, v);
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s)',
+        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;

@@ -46,9 +46,17 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3153600000::numeric $$;
 CREATE OR REPLACE FUNCTION alkstore.max_batch() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1000::integer $$;
 
+-- The largest max_rows of alk_prune.
+CREATE OR REPLACE FUNCTION alkstore.max_prune_rows() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 100000::integer $$;
+
+-- How long an idempotency key holds when no idempotency_ttl_s is given, in milliseconds.
+CREATE OR REPLACE FUNCTION alkstore.default_idempotency_ttl_ms() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 86400000::bigint $$;
+
 -- Options of a queue never configured (contract §5).
 CREATE OR REPLACE FUNCTION alkstore.default_queue_opts() RETURNS alkstore.queue_opts
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ROW(60000, 5, 5000, 3600000)::alkstore.queue_opts $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ROW(60000, 5, 5000, 3600000, 0, NULL)::alkstore.queue_opts $$;
 
 -- Whether names of this kind share the reserved namespace.
 CREATE OR REPLACE FUNCTION alkstore.namespaced(kind text) RETURNS boolean

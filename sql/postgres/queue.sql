@@ -8,42 +8,86 @@
 CREATE OR REPLACE FUNCTION alkstore.enqueue(q text, stamped alkstore.queue_opts, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-  now timestamptz := clock_timestamp();
-  o   alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
-  p   jsonb := alkstore.payload('payload', payload);
-  id  bigint;
+  now   timestamptz := clock_timestamp();
+  o     alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
+  p     jsonb := alkstore.payload('payload', payload);
+  id    bigint;
+  state text := 'pending';
 BEGIN
-  INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
-    visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
-  VALUES (q, 'pending', p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
-    stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now, o.expires_at)
-  RETURNING j.id INTO id;
-  PERFORM alkstore.wake('q', q);
+  IF o.idempotency_key IS NOT NULL THEN
+    -- Claim the key first, with the id the job will have: whoever holds
+    -- the key row decides, and a second enqueue waits for that one's end.
+    id := nextval('alkstore.jobs_id_seq');
+    INSERT INTO alkstore.idempotency AS k (queue, key, job_id, expires_at)
+    VALUES (q, o.idempotency_key, id,
+            now + coalesce(o.idempotency_ttl_ms, alkstore.default_idempotency_ttl_ms()) * interval '1 millisecond')
+    ON CONFLICT ON CONSTRAINT idempotency_pkey DO UPDATE
+      SET job_id = excluded.job_id, expires_at = excluded.expires_at
+      WHERE k.expires_at <= now -- a key past its TTL is free again, pruned or not
+    RETURNING k.job_id INTO id;
+    IF id IS NULL THEN
+      RETURN (SELECT k.job_id FROM alkstore.idempotency k WHERE k.queue = q AND k.key = o.idempotency_key);
+    END IF;
+  END IF;
+  IF o.group_key IS NOT NULL AND NOT alkstore.group_join(q, o.group_key, 1) THEN
+    state := 'waiting';
+  END IF;
+  IF id IS NULL THEN
+    INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key)
+    VALUES (q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
+      stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
+      o.expires_at, o.group_key)
+    RETURNING j.id INTO id;
+  ELSE
+    INSERT INTO alkstore.jobs AS j (id, queue, state, payload, priority, attempts, max_attempts,
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
+      idempotency_key)
+    OVERRIDING SYSTEM VALUE
+    VALUES (id, q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
+      stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
+      o.expires_at, o.group_key, o.idempotency_key);
+  END IF;
+  IF state = 'pending' THEN
+    PERFORM alkstore.wake('q', q);
+  END IF;
   RETURN id;
 END $$;
 
+-- The options apply to every payload: no idempotency key (contract v1.1
+-- §C1); with a group_key, the jobs join the group in payload order.
 CREATE OR REPLACE FUNCTION alkstore.enqueue_batch(q text, stamped alkstore.queue_opts, opts jsonb, payloads jsonb)
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
-  now timestamptz := clock_timestamp();
-  o   alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
-  ids bigint[];
+  now  timestamptz := clock_timestamp();
+  o    alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
+  ids  bigint[];
+  head boolean := true; -- whether the first job heads its group
 BEGIN
+  IF o.idempotency_key IS NOT NULL OR o.idempotency_ttl_ms IS NOT NULL THEN
+    PERFORM alkstore.raise('ALK03', 'idempotency_key and idempotency_ttl_s cannot be given to a batch enqueue: '
+                                    'its options apply to every payload');
+  END IF;
   IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
     PERFORM alkstore.raise('ALK04', format('payloads must be a JSON array, got %s', coalesce(alkstore.excerpt(payloads::text), 'NULL')));
   END IF;
+  IF o.group_key IS NOT NULL AND jsonb_array_length(payloads) > 0 THEN
+    head := alkstore.group_join(q, o.group_key, jsonb_array_length(payloads));
+  END IF;
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
-      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
-    SELECT q, 'pending', p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
-      stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now, o.expires_at
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key)
+    SELECT q, CASE WHEN o.group_key IS NULL OR (head AND p.n = 1) THEN 'pending' ELSE 'waiting' END,
+      p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
+      stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
+      o.expires_at, o.group_key
     FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n)
     ORDER BY p.n
     RETURNING id
   )
   SELECT coalesce(array_agg(rows.id ORDER BY rows.id), '{}') INTO ids FROM rows;
-  IF cardinality(ids) > 0 THEN
+  IF cardinality(ids) > 0 AND head THEN
     PERFORM alkstore.wake('q', q);
   END IF;
   RETURN ids;
@@ -63,21 +107,36 @@ DECLARE
   now    timestamptz := clock_timestamp();
   chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
   any_expired boolean;
+  qs     text[];   -- queue and group of grouped jobs dead-lettered here
+  gs     text[];
 BEGIN
+  IF EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q) THEN
+    RETURN; -- paused (contract v1.1 §C4)
+  END IF;
   -- Jobs that may not run any more go to the dead-letter state instead.
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.)
-  UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired'
-   WHERE j.id = ANY (ARRAY(
-           SELECT e.id FROM alkstore.jobs e
-            WHERE e.queue = q AND e.state = 'pending' AND e.expires_at <= now
-            FOR UPDATE SKIP LOCKED));
-  UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
-         claimed_by = NULL, claim_expires_at = NULL
-   WHERE j.id = ANY (ARRAY(
-           SELECT e.id FROM alkstore.jobs e
-            WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now
-              AND e.attempts >= e.max_attempts
-            FOR UPDATE SKIP LOCKED));
+  WITH d AS (
+    UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.queue = q AND e.state = 'pending' AND e.expires_at <= now
+              FOR UPDATE SKIP LOCKED))
+    RETURNING j.group_key
+  ), f AS (
+    UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
+           claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now
+                AND e.attempts >= e.max_attempts
+              FOR UPDATE SKIP LOCKED))
+    RETURNING j.group_key
+  )
+  SELECT array_agg(q), array_agg(u.group_key) INTO qs, gs
+    FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u WHERE u.group_key IS NOT NULL;
+  IF gs IS NOT NULL THEN
+    PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
+  END IF;
   -- Expired claims are rare: one index probe says whether there are any.
   -- When there are, both sides are candidates, and locking max_jobs rows on
   -- each would keep other workers off rows this claim does not take until it
@@ -167,30 +226,74 @@ BEGIN
                                             alkstore.batch('max_jobs', $3));
 END $$;
 
-CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text) RETURNS boolean
+-- Without a retention the job is deleted (one statement, as in v1); with
+-- one it is kept as 'completed' with its result (contract v1.1 §C3).
+CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text, result jsonb DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   -- Checked here, not inside the statement: a generic plan need not
   -- evaluate a WHERE term once the job is not found.
   jid bigint := alkstore.job_id(job_id);
   w   text := alkstore.name('worker', worker);
+  now timestamptz;
+  q   text;
+  g   text;
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w;
-  RETURN FOUND;
+  DELETE FROM alkstore.jobs j
+   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+     AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
+  RETURNING j.queue, j.group_key INTO q, g;
+  IF NOT FOUND THEN
+    now := clock_timestamp();
+    UPDATE alkstore.jobs j
+       SET state = 'completed', completed_at = now, result = alk_ack.result, claim_expires_at = NULL,
+           prune_at = now + coalesce((SELECT c.retain_completed_ms FROM alkstore.queues c WHERE c.queue = j.queue), 0)
+                            * interval '1 millisecond'
+     WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+    RETURNING j.queue, j.group_key INTO q, g;
+    IF NOT FOUND THEN
+      RETURN false;
+    END IF;
+  END IF;
+  IF g IS NOT NULL THEN
+    PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  RETURN true;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  w text := alkstore.name('worker', worker);
-  n integer;
+  w   text := alkstore.name('worker', worker);
+  now timestamptz := clock_timestamp();
+  n   integer;
+  qs  text[];
+  gs  text[];
 BEGIN
   IF job_ids IS NULL OR array_position(job_ids, NULL) IS NOT NULL THEN
     PERFORM alkstore.raise('ALK05', 'job_ids must be an array of job ids without NULLs');
   END IF;
-  DELETE FROM alkstore.jobs j
-   WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w;
-  GET DIAGNOSTICS n = ROW_COUNT;
+  WITH d AS (
+    DELETE FROM alkstore.jobs j
+     WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w
+       AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
+    RETURNING j.queue, j.group_key
+  ), k AS (
+    UPDATE alkstore.jobs j
+       SET state = 'completed', completed_at = now, claim_expires_at = NULL,
+           prune_at = now + c.retain_completed_ms * interval '1 millisecond'
+      FROM alkstore.queues c
+     WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w
+       AND c.queue = j.queue AND c.retain_completed_ms > 0
+    RETURNING j.queue, j.group_key
+  )
+  SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
+         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL)
+    INTO n, qs, gs
+    FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
+  IF gs IS NOT NULL THEN
+    PERFORM alkstore.groups_done(qs, gs);
+  END IF;
   RETURN n;
 END $$;
 
@@ -201,17 +304,24 @@ DECLARE
   delay_ms bigint := alkstore.arg_ms('delay_s', delay_s, false);
   now      timestamptz := clock_timestamp();
   result   text;
+  q        text;
+  g        text;
 BEGIN
   PERFORM alkstore.job_id(job_id), alkstore.name('worker', worker);
+  -- A retried head stays its group's head (contract v1.1 §C2).
   UPDATE alkstore.jobs j
      SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
          run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
                   ELSE now + coalesce(delay_ms,
                          least(j.backoff_base_ms * power(2::numeric, greatest(j.attempts - 1, 0)),
                                j.backoff_max_ms)::bigint) * interval '1 millisecond' END,
+         prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' AND j.claimed_by = worker
-  RETURNING j.state INTO result;
+  RETURNING j.state, j.queue, j.group_key INTO result, q, g;
+  IF result = 'dead' AND g IS NOT NULL THEN
+    PERFORM alkstore.group_done(q, g, true);
+  END IF;
   RETURN result;
 END $$;
 
@@ -220,11 +330,21 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   jid bigint := alkstore.job_id(job_id);
   w   text := alkstore.name('worker', worker);
+  q   text;
+  g   text;
 BEGIN
   UPDATE alkstore.jobs j
-     SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL
-   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w;
-  RETURN FOUND;
+     SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
+         prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
+   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+  RETURNING j.queue, j.group_key INTO q, g;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  IF g IS NOT NULL THEN
+    PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  RETURN true;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_heartbeat(job_id bigint, worker text, extend_s double precision DEFAULT NULL)
@@ -246,42 +366,66 @@ CREATE OR REPLACE FUNCTION alk_cancel(job_id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   jid bigint := alkstore.job_id(job_id);
+  q   text;
+  g   text;
+  was text;
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running');
-  RETURN FOUND;
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting')
+  RETURNING j.queue, j.group_key, j.state INTO q, g, was;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  IF g IS NOT NULL THEN
+    PERFORM alkstore.group_done(q, g, was <> 'waiting');
+  END IF;
+  RETURN true;
 END $$;
 
-CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  jid bigint := alkstore.job_id(job_id);
-BEGIN
-  RETURN (SELECT jsonb_build_object(
-    'id', j.id, 'queue', j.queue, 'state', j.state, 'payload', j.payload,
+-- A waiting job is pending to everyone outside (it only waits for its group).
+CREATE OR REPLACE FUNCTION alkstore.job_json(j alkstore.jobs) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object(
+    'id', j.id, 'queue', j.queue, 'state', CASE WHEN j.state = 'waiting' THEN 'pending' ELSE j.state END,
+    'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
     'backoff_base_s', alkstore.seconds(j.backoff_base_ms),
     'backoff_max_s', alkstore.seconds(j.backoff_max_ms),
     'run_at', alkstore.ts(j.run_at), 'created_at', alkstore.ts(j.created_at),
     'claimed_by', j.claimed_by, 'claim_expires_at', alkstore.ts(j.claim_expires_at),
-    'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error)
-  FROM alkstore.jobs j WHERE j.id = jid);
+    'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error,
+    'idempotency_key', j.idempotency_key, 'group_key', j.group_key,
+    'completed_at', alkstore.ts(j.completed_at), 'result', j.result)
+$$;
+
+CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
+BEGIN
+  RETURN (SELECT alkstore.job_json(j) FROM alkstore.jobs j WHERE j.id = jid);
 END $$;
 
 -- Requeue also clears the expiry: putting a dead job back is an explicit
--- decision to run it.
+-- decision to run it. A grouped job rejoins its group: it heads it if the
+-- group has no other job, else it waits and runs next (lowest id).
 CREATE OR REPLACE FUNCTION alk_requeue_dead(job_id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   jid bigint := alkstore.job_id(job_id);
+  q   text;
+  g   text;
 BEGIN
-  UPDATE alkstore.jobs j
-     SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL
-   WHERE j.id = jid AND j.state = 'dead';
-  IF FOUND THEN
-    PERFORM alkstore.wake('q', (SELECT j.queue FROM alkstore.jobs j WHERE j.id = job_id));
+  SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN false;
   END IF;
-  RETURN FOUND;
+  UPDATE alkstore.jobs j
+     SET state = CASE WHEN g IS NULL OR alkstore.group_join(q, g, 1) THEN 'pending' ELSE 'waiting' END,
+         attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
+   WHERE j.id = jid;
+  PERFORM alkstore.wake('q', q);
+  RETURN true;
 END $$;
 
 -- Merges the given keys over the queue's options in one statement, so
@@ -296,11 +440,14 @@ BEGIN
   -- Serialise configures of one queue (the row may not exist yet to lock).
   PERFORM pg_advisory_xact_lock(hashtext('alkstore.queues'), hashtext(q));
   merged := alkstore.merge_queue_opts(alkstore.queue_opts(q), opts);
-  INSERT INTO alkstore.queues AS c (queue, visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms)
-  VALUES (q, merged.visibility_timeout_ms, merged.max_attempts, merged.backoff_base_ms, merged.backoff_max_ms)
+  INSERT INTO alkstore.queues AS c (queue, visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms,
+                                    retain_completed_ms, retain_dead_ms)
+  VALUES (q, merged.visibility_timeout_ms, merged.max_attempts, merged.backoff_base_ms, merged.backoff_max_ms,
+          merged.retain_completed_ms, merged.retain_dead_ms)
   ON CONFLICT ON CONSTRAINT queues_pkey DO UPDATE SET
     visibility_timeout_ms = excluded.visibility_timeout_ms, max_attempts = excluded.max_attempts,
-    backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms;
+    backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
+    retain_completed_ms = excluded.retain_completed_ms, retain_dead_ms = excluded.retain_dead_ms;
   RETURN alkstore.queue_opts_json(merged);
 END $$;
 
@@ -311,7 +458,7 @@ BEGIN
 END $$;
 
 -- Each count reads one partial index, so stats cost does not grow with
--- the other states' history.
+-- the other states' history. Waiting jobs count as pending (or scheduled).
 CREATE OR REPLACE FUNCTION alkstore.stats(q text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -322,10 +469,14 @@ BEGIN
    WHERE j.queue = q AND j.state = 'pending' AND j.run_at <= now;
   RETURN jsonb_build_object(
     'queue', q,
-    'pending', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at <= now),
-    'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at > now),
+    'pending', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at <= now)
+             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
+    'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at > now)
+               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
     'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
+    'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
+    'paused', EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
     'oldest_runnable_age_s',
       CASE WHEN oldest IS NULL THEN NULL
            ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END);
@@ -337,21 +488,36 @@ BEGIN
   RETURN alkstore.stats(alkstore.name('queue', queue));
 END $$;
 
+-- Expired pending (and waiting) jobs and final claims past their deadline
+-- go dead; a finished head hands its group on.
 CREATE OR REPLACE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q   text := CASE WHEN queue IS NULL THEN NULL ELSE alkstore.name('queue', queue) END;
   now timestamptz := clock_timestamp();
-  a   integer;
-  b   integer;
+  n   integer := 0;
+  r   record;
 BEGIN
-  UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired'
-   WHERE j.state = 'pending' AND j.expires_at <= now AND (q IS NULL OR j.queue = q);
-  GET DIAGNOSTICS a = ROW_COUNT;
-  UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
-         claimed_by = NULL, claim_expires_at = NULL
-   WHERE j.state = 'running' AND j.claim_expires_at <= now AND j.attempts >= j.max_attempts
-     AND (q IS NULL OR j.queue = q);
-  GET DIAGNOSTICS b = ROW_COUNT;
-  RETURN a + b;
+  FOR r IN
+    WITH x AS (
+      SELECT e.id, e.state FROM alkstore.jobs e
+       WHERE ((e.state IN ('pending', 'waiting') AND e.expires_at <= now)
+              OR (e.state = 'running' AND e.claim_expires_at <= now AND e.attempts >= e.max_attempts))
+         AND (q IS NULL OR e.queue = q)
+       FOR UPDATE
+    )
+    UPDATE alkstore.jobs j
+       SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
+           last_error = CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
+                             ELSE 'expired' END,
+           prune_at = alkstore.dead_prune_at(j.queue, now)
+      FROM x WHERE j.id = x.id
+    RETURNING j.queue, j.group_key, x.state AS was
+  LOOP
+    n := n + 1;
+    IF r.group_key IS NOT NULL THEN
+      PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
+    END IF;
+  END LOOP;
+  RETURN n;
 END $$;

@@ -20,13 +20,23 @@ CREATE TABLE alkstore.queues (
   visibility_timeout_ms bigint  NOT NULL,
   max_attempts          integer NOT NULL,
   backoff_base_ms       bigint  NOT NULL,
-  backoff_max_ms        bigint  NOT NULL
+  backoff_max_ms        bigint  NOT NULL,
+  retain_completed_ms   bigint  NOT NULL DEFAULT 0,  -- 0: acked jobs are deleted
+  retain_dead_ms        bigint                       -- NULL: dead jobs are kept
+);
+
+-- Paused queues (outboxes by backing queue): claims on them return nothing.
+CREATE TABLE alkstore.paused (
+  queue     text PRIMARY KEY,
+  paused_at timestamptz NOT NULL
 );
 
 CREATE TABLE alkstore.jobs (
   id                    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   queue                 text        NOT NULL,
-  state                 text        NOT NULL CHECK (state IN ('pending', 'running', 'dead')),
+  -- 'waiting': pending (as every function reports it) behind its group's
+  -- head; only heads are in jobs_pending, so claims never read past them.
+  state                 text        NOT NULL,
   payload               jsonb       NOT NULL,
   priority              integer     NOT NULL,
   attempts              integer     NOT NULL,
@@ -39,7 +49,13 @@ CREATE TABLE alkstore.jobs (
   claimed_by            text,
   claim_expires_at      timestamptz,
   expires_at            timestamptz,
-  last_error            text
+  last_error            text,
+  idempotency_key       text,
+  group_key             text,
+  completed_at          timestamptz,
+  result                jsonb,
+  prune_at              timestamptz, -- completed or dead: when alk_prune may delete it
+  CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'dead', 'completed', 'waiting'))
 );
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
@@ -54,6 +70,35 @@ CREATE INDEX jobs_dead ON alkstore.jobs (queue, id) WHERE state = 'dead';
 -- Pending jobs with an expiry, dead-lettered at claim time or by alk_sweep.
 CREATE INDEX jobs_expiring ON alkstore.jobs (queue, expires_at)
   WHERE state = 'pending' AND expires_at IS NOT NULL;
+
+-- Jobs waiting behind their group's head, next-in-line first.
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id) WHERE state = 'waiting';
+-- Completed jobs, for stats and inspection.
+CREATE INDEX jobs_completed ON alkstore.jobs (queue, id) WHERE state = 'completed';
+-- Finished jobs with a retention, in the order alk_prune deletes them.
+CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
+
+-- Ordered groups (contract v1.1 §C2): the number of pending, running and
+-- waiting jobs of each group. Its row lock orders enqueues into a group and
+-- the hand-over when the head finishes, so a group never has two heads or
+-- a waiting job with no head.
+CREATE TABLE alkstore.groups (
+  queue     text    NOT NULL,
+  group_key text    NOT NULL,
+  jobs      integer NOT NULL,
+  PRIMARY KEY (queue, group_key)
+);
+
+-- Idempotency keys (contract v1.1 §C1). Kept apart from the jobs: a key
+-- holds for its TTL even after its job was acked and deleted.
+CREATE TABLE alkstore.idempotency (
+  queue      text        NOT NULL,
+  key        text        NOT NULL,
+  job_id     bigint      NOT NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (queue, key)
+);
+CREATE INDEX idempotency_expiry ON alkstore.idempotency (expires_at);
 
 -- The last offset of each stream. Publishers update its row, which
 -- serialises them per stream: offsets are dense and commit in order.
@@ -105,15 +150,20 @@ CREATE TYPE alkstore.queue_opts AS (
   visibility_timeout_ms bigint,
   max_attempts          integer,
   backoff_base_ms       bigint,
-  backoff_max_ms        bigint
+  backoff_max_ms        bigint,
+  retain_completed_ms   bigint,
+  retain_dead_ms        bigint
 );
 
 -- Enqueue options, resolved against the time of enqueue.
 CREATE TYPE alkstore.enqueue_opts AS (
-  run_at       timestamptz,
-  priority     integer,
-  max_attempts integer,     -- NULL: the queue's
-  expires_at   timestamptz  -- NULL: never
+  run_at             timestamptz,
+  priority           integer,
+  max_attempts       integer,     -- NULL: the queue's
+  expires_at         timestamptz, -- NULL: never
+  idempotency_key    text,
+  idempotency_ttl_ms bigint,      -- NULL: the default TTL
+  group_key          text
 );
 
 REVOKE ALL ON ALL TABLES IN SCHEMA alkstore FROM PUBLIC;

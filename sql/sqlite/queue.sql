@@ -35,23 +35,45 @@ INSERT INTO alk_meta (key, value) VALUES ('version', ?1)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- name: queue_opts
-SELECT visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms
+SELECT visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms,
+       retain_completed_ms, retain_dead_ms
 FROM alk_queues WHERE queue = ?1;
 
 -- name: queue_configure
-INSERT INTO alk_queues (queue, visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms)
-VALUES (?1, ?2, ?3, ?4, ?5)
+INSERT INTO alk_queues (queue, visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms,
+                        retain_completed_ms, retain_dead_ms)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 ON CONFLICT (queue) DO UPDATE SET
   visibility_timeout_ms = excluded.visibility_timeout_ms,
   max_attempts = excluded.max_attempts,
   backoff_base_ms = excluded.backoff_base_ms,
-  backoff_max_ms = excluded.backoff_max_ms;
+  backoff_max_ms = excluded.backoff_max_ms,
+  retain_completed_ms = excluded.retain_completed_ms,
+  retain_dead_ms = excluded.retain_dead_ms;
 
 -- The new id is read with sqlite3_last_insert_rowid (cheaper than RETURNING).
 -- name: enqueue
 INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
 VALUES (?1, 'pending', ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
+
+-- An enqueue with a group or an idempotency key (?11 state: 'pending' for
+-- a group's head, else 'waiting').
+-- name: enqueue_keyed
+INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
+  visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at,
+  group_key, idempotency_key)
+VALUES (?1, ?11, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13);
+
+-- name: idempotency_get
+SELECT job_id FROM alk_idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3;
+
+-- name: idempotency_put
+INSERT INTO alk_idempotency (queue, key, job_id, expires_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (queue, key) DO UPDATE SET job_id = excluded.job_id, expires_at = excluded.expires_at;
+
+-- name: paused
+SELECT 1 FROM alk_paused WHERE queue = ?1;
 
 -- Claim candidates, each side read in claim order straight from its partial
 -- index (no sort, no temporary table: those cost more than the claim).
@@ -96,33 +118,45 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND (
   OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts))
 RETURNING id;
 
+-- Dead-lettering statements keep a dead job until now + the queue's
+-- retain_dead_ms as it is now (NULL: kept), and return its queue and group.
 -- name: expire_one
-UPDATE alk_jobs SET state = 'dead', last_error = 'expired'
-WHERE id = ?1 AND state = 'pending' AND expires_at <= ?2;
+UPDATE alk_jobs SET state = 'dead', last_error = 'expired',
+  prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
+WHERE id = ?1 AND state = 'pending' AND expires_at <= ?2
+RETURNING queue, group_key;
 
 -- name: final_claim_one
 UPDATE alk_jobs
 SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
-    claimed_by = NULL, claim_expires_at = NULL
-WHERE id = ?1 AND state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts;
+    claimed_by = NULL, claim_expires_at = NULL,
+    prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
+WHERE id = ?1 AND state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
+RETURNING queue, group_key;
 
 -- name: dead_letter
 UPDATE alk_jobs
-SET state = 'dead', last_error = ?2, claimed_by = NULL, claim_expires_at = NULL
-WHERE id = ?1;
+SET state = 'dead', last_error = ?2, claimed_by = NULL, claim_expires_at = NULL,
+    prune_at = ?3 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
+WHERE id = ?1
+RETURNING queue, group_key;
 
+-- Ack without a retention: the job is deleted (one statement, as in v1).
 -- name: ack
 DELETE FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
-RETURNING id;
+  AND NOT EXISTS (SELECT 1 FROM alk_queues c WHERE c.queue = alk_jobs.queue AND c.retain_completed_ms > 0)
+RETURNING queue, group_key;
 
--- ?1 is a JSON array of ids, checked by queue.rs.
--- name: ack_batch
-DELETE FROM alk_jobs
-WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2
-RETURNING id;
+-- Ack with a retention: the job is kept as completed, with its result.
+-- name: ack_keep
+UPDATE alk_jobs
+SET state = 'completed', completed_at = ?3, result = ?4, claim_expires_at = NULL,
+    prune_at = ?3 + coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0)
+WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
+RETURNING queue, group_key;
 
 -- name: held_job
-SELECT attempts, max_attempts, backoff_base_ms, backoff_max_ms, visibility_timeout_ms
+SELECT attempts, max_attempts, backoff_base_ms, backoff_max_ms, visibility_timeout_ms, queue, group_key
 FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
 
 -- name: retry_pending
@@ -132,9 +166,10 @@ WHERE id = ?1 AND state = 'running';
 
 -- name: fail
 UPDATE alk_jobs
-SET state = 'dead', last_error = ?3, claimed_by = NULL, claim_expires_at = NULL
+SET state = 'dead', last_error = ?3, claimed_by = NULL, claim_expires_at = NULL,
+    prune_at = ?4 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
-RETURNING id;
+RETURNING queue, group_key;
 
 -- name: heartbeat
 UPDATE alk_jobs
@@ -143,43 +178,63 @@ WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
 RETURNING id;
 
 -- name: cancel
-DELETE FROM alk_jobs WHERE id = ?1 AND state IN ('pending', 'running')
-RETURNING id;
+DELETE FROM alk_jobs WHERE id = ?1 AND (state = 'pending' OR state = 'running' OR state = 'waiting')
+RETURNING queue, group_key, state;
 
+-- A waiting job is pending to everyone outside (it only waits for its group).
 -- name: get_job
-SELECT id, queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms,
-       backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by, claim_expires_at,
-       expires_at, last_error
+SELECT id, queue, CASE state WHEN 'waiting' THEN 'pending' ELSE state END, payload, priority,
+       attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at,
+       created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key,
+       group_key, completed_at, result
 FROM alk_jobs WHERE id = ?1;
 
+-- name: dead_job
+SELECT queue, group_key FROM alk_jobs WHERE id = ?1 AND state = 'dead';
+
 -- Requeue also clears the expiry: putting a dead job back is an explicit
--- decision to run it.
+-- decision to run it. ?3: 'pending', or 'waiting' behind its group's head.
 -- name: requeue_dead
 UPDATE alk_jobs
-SET state = 'pending', attempts = 0, run_at = ?2, expires_at = NULL
-WHERE id = ?1 AND state = 'dead'
-RETURNING id;
+SET state = ?3, attempts = 0, run_at = ?2, expires_at = NULL, prune_at = NULL
+WHERE id = ?1 AND state = 'dead';
 
+-- Waiting jobs count as pending (or scheduled).
 -- name: queue_stats
 SELECT
-  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2),
-  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at > ?2),
+  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2)
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at <= ?2),
+  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at > ?2)
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at > ?2),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'running'),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'dead'),
-  (SELECT min(run_at) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2);
+  (SELECT min(run_at) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2),
+  (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'completed'),
+  EXISTS (SELECT 1 FROM alk_paused WHERE queue = ?1);
 
--- Sweep: ?1 is a queue or NULL for every queue.
+-- Sweep: ?1 is a queue or NULL for every queue. Each returns the queue,
+-- group and former state of what it dead-lettered.
 -- name: sweep_expired
 UPDATE alk_jobs
-SET state = 'dead', last_error = 'expired'
+SET state = 'dead', last_error = 'expired',
+    prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING id;
+RETURNING queue, group_key, 'pending';
+
+-- name: sweep_expired_waiting
+UPDATE alk_jobs
+SET state = 'dead', last_error = 'expired',
+    prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
+WHERE state = 'waiting' AND expires_at IS NOT NULL AND expires_at <= ?2
+  AND (?1 IS NULL OR queue = ?1)
+RETURNING queue, group_key, 'waiting';
 
 -- name: sweep_final_claims
 UPDATE alk_jobs
 SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
-    claimed_by = NULL, claim_expires_at = NULL
+    claimed_by = NULL, claim_expires_at = NULL,
+    prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
   AND (?1 IS NULL OR queue = ?1)
-RETURNING id;
+RETURNING queue, group_key, 'running';

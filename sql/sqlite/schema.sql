@@ -15,7 +15,15 @@ CREATE TABLE IF NOT EXISTS alk_queues (
   visibility_timeout_ms INTEGER NOT NULL,
   max_attempts          INTEGER NOT NULL,
   backoff_base_ms       INTEGER NOT NULL,
-  backoff_max_ms        INTEGER NOT NULL
+  backoff_max_ms        INTEGER NOT NULL,
+  retain_completed_ms   INTEGER NOT NULL DEFAULT 0,  -- 0: acked jobs are deleted
+  retain_dead_ms        INTEGER                      -- NULL: dead jobs are kept
+) WITHOUT ROWID;
+
+-- Paused queues (outboxes by backing queue): claims on them return nothing.
+CREATE TABLE IF NOT EXISTS alk_paused (
+  queue     TEXT PRIMARY KEY,
+  paused_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 
 -- Jobs of every queue. AUTOINCREMENT so that the id of a committed job is
@@ -23,8 +31,11 @@ CREATE TABLE IF NOT EXISTS alk_queues (
 CREATE TABLE IF NOT EXISTS alk_jobs (
   id                    INTEGER PRIMARY KEY AUTOINCREMENT,
   queue                 TEXT    NOT NULL,
-  -- ORs, not IN (…): a 3-value IN list costs a temporary table per write.
-  state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'),
+  -- 'waiting': pending (as every function reports it) behind its group's
+  -- head; only heads are in alk_jobs_pending, so claims never read past
+  -- them. ORs, not IN (…): an IN list costs a temporary table per write.
+  state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'
+                                               OR state = 'completed' OR state = 'waiting'),
   payload               TEXT    NOT NULL,
   priority              INTEGER NOT NULL,
   attempts              INTEGER NOT NULL,
@@ -37,7 +48,12 @@ CREATE TABLE IF NOT EXISTS alk_jobs (
   claimed_by            TEXT,
   claim_expires_at      INTEGER,
   expires_at            INTEGER,
-  last_error            TEXT
+  last_error            TEXT,
+  idempotency_key       TEXT,
+  group_key             TEXT,
+  completed_at          INTEGER,
+  result                TEXT,
+  prune_at              INTEGER  -- completed or dead: when alk_prune may delete it
 );
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
@@ -53,6 +69,33 @@ CREATE INDEX IF NOT EXISTS alk_jobs_dead ON alk_jobs (queue, id) WHERE state = '
 -- Pending jobs with an expiry, for the claim-time and alk_sweep dead-lettering.
 CREATE INDEX IF NOT EXISTS alk_jobs_expiring
   ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
+
+-- Jobs waiting behind their group's head, next-in-line first.
+CREATE INDEX IF NOT EXISTS alk_jobs_waiting
+  ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';
+-- Completed jobs, for stats and inspection.
+CREATE INDEX IF NOT EXISTS alk_jobs_completed ON alk_jobs (queue, id) WHERE state = 'completed';
+-- Finished jobs with a retention, in the order alk_prune deletes them.
+CREATE INDEX IF NOT EXISTS alk_jobs_prune ON alk_jobs (prune_at) WHERE prune_at IS NOT NULL;
+
+-- Ordered groups (contract v1.1 §C2): live jobs per group (see queue.rs).
+CREATE TABLE IF NOT EXISTS alk_groups (
+  queue     TEXT    NOT NULL,
+  group_key TEXT    NOT NULL,
+  jobs      INTEGER NOT NULL,
+  PRIMARY KEY (queue, group_key)
+) WITHOUT ROWID;
+
+-- Idempotency keys (contract v1.1 §C1), kept apart from the jobs: a key
+-- holds for its TTL even after its job was acked and deleted.
+CREATE TABLE IF NOT EXISTS alk_idempotency (
+  queue      TEXT    NOT NULL,
+  key        TEXT    NOT NULL,
+  job_id     INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS alk_idempotency_expiry ON alk_idempotency (expires_at);
 
 -- Stream events. Offsets are dense per stream: each is max + 1 under
 -- SQLite's single writer, so a rolled-back publish leaves no gap.

@@ -177,6 +177,27 @@ impl<'a> Args<'a> {
         Ok(n)
     }
 
+    /// A required whole number from 1 to `max` (`alk_prune`'s `max_rows`).
+    pub fn count(&self, i: usize, what: &str, max: i64) -> Result<i64> {
+        match self.integer(i, what)? {
+            Some(n) if (1..=max).contains(&n) => Ok(n),
+            Some(n) => err(
+                Code::InvalidArgument,
+                format!("{what} must be between 1 and {max}, got {n}"),
+            ),
+            None => err(Code::InvalidArgument, format!("{what} must not be NULL")),
+        }
+    }
+
+    /// An optional JSON value (`alk_ack`'s result): NULL or left out is `None`.
+    pub fn opt_json(&self, i: usize, what: &str) -> Result<Option<Cow<'a, str>>> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(a) if a.kind() == Kind::Null => Ok(None),
+            Some(_) => self.payload(i, what).map(Some),
+        }
+    }
+
     /// A stream offset: an integer of at least 0.
     pub fn offset(&self, i: usize, what: &str) -> Result<i64> {
         match self.integer(i, what)? {

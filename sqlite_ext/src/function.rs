@@ -5,7 +5,7 @@ use crate::args::Args;
 use crate::conn::{Conn, ConnState};
 use crate::error::Result;
 use crate::ffi;
-use crate::{init, lock, notify, outbox, queue, stream};
+use crate::{init, lock, notify, outbox, pause, prune, queue, stream};
 use alkstore_core::catalogue;
 use sqlite_loadable::ext::{sqlite3, sqlite3_context, sqlite3_value};
 use std::ffi::{c_int, c_void, CStr};
@@ -60,6 +60,11 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_queue_opts", READS, queue::opts),
     (c"alk_queue_stats", READS, queue::stats),
     (c"alk_sweep", WRITES, queue::sweep),
+    (c"alk_queue_pause", WRITES, pause::queue_pause),
+    (c"alk_queue_resume", WRITES, pause::queue_resume),
+    (c"alk_outbox_pause", WRITES, pause::outbox_pause),
+    (c"alk_outbox_resume", WRITES, pause::outbox_resume),
+    (c"alk_prune", WRITES, prune::prune),
     (c"alk_outbox_enqueue", WRITES, outbox::enqueue),
     (c"alk_outbox_claim", WRITES, outbox::claim),
     (c"alk_outbox_stats", READS, outbox::stats),

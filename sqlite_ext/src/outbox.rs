@@ -7,7 +7,6 @@ use crate::conn::Conn;
 use crate::error::Result;
 use crate::function::Out;
 use crate::queue;
-use alkstore_core::time::now_ms;
 use alkstore_core::{names, EnqueueOpts, NameKind, QueueOpts};
 
 fn backing_queue(args: &Args) -> Result<String> {
@@ -19,14 +18,7 @@ pub fn enqueue(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = backing_queue(args)?;
     let opts = EnqueueOpts::parse(args.opts(1)?.as_ref())?;
     let payload = args.payload(2, "payload")?;
-    let id = queue::insert_job(
-        conn,
-        &queue,
-        &QueueOpts::outbox(),
-        &opts,
-        &payload,
-        now_ms(),
-    )?;
+    let id = queue::enqueue_one(conn, &queue, &QueueOpts::outbox(), &opts, &payload)?;
     Ok(Out::Int(id))
 }
 

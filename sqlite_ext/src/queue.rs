@@ -6,6 +6,7 @@ use crate::conn::Conn;
 use crate::error::Result;
 use crate::function::Out;
 use crate::json::{self, Obj};
+use crate::{group, pause};
 use alkstore_core::opts::backoff_ms;
 use alkstore_core::time::{self, now_ms};
 use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueOpts};
@@ -17,27 +18,79 @@ pub fn enqueue(conn: &Conn, args: &Args) -> Result<Out> {
     let opts = EnqueueOpts::parse(args.opts(1)?.as_ref())?;
     let payload = args.payload(2, "payload")?;
     let stamped = queue_opts(conn, queue)?;
-    Ok(Out::Int(insert_job(
-        conn,
-        queue,
-        &stamped,
-        &opts,
-        &payload,
-        now_ms(),
+    Ok(Out::Int(enqueue_one(
+        conn, queue, &stamped, &opts, &payload,
     )?))
+}
+
+/// Enqueues one job with its options (shared by queues and outboxes): an
+/// idempotency key still held answers with its job's id and writes nothing
+/// (contract v1.1 §C1); a `group_key` joins the job to its group (§C2).
+pub fn enqueue_one(
+    conn: &Conn,
+    queue: &str,
+    stamped: &QueueOpts,
+    opts: &EnqueueOpts,
+    payload: &str,
+) -> Result<i64> {
+    if opts.idempotency_key.is_none() && opts.group_key.is_none() {
+        return insert_job(conn, queue, stamped, opts, payload, now_ms(), "pending");
+    }
+    // Under the write lock: a second enqueue of the key waits for the first
+    // transaction to end, then sees its key.
+    let now = conn.now_locked()?;
+    if let Some(key) = &opts.idempotency_key {
+        let mut st = conn.stmt("idempotency_get")?;
+        st.bind_text(1, queue);
+        st.bind_text(2, key);
+        st.bind_i64(3, now);
+        if st.step_row()? {
+            return Ok(st.i64(0));
+        }
+    }
+    let state = match &opts.group_key {
+        Some(g) if !group::join(conn, queue, g, 1)? => "waiting",
+        _ => "pending",
+    };
+    let id = insert_job(conn, queue, stamped, opts, payload, now, state)?;
+    if let Some(key) = &opts.idempotency_key {
+        let mut st = conn.stmt("idempotency_put")?;
+        st.bind_text(1, queue);
+        st.bind_text(2, key);
+        st.bind_i64(3, id);
+        st.bind_i64(4, now + opts.idempotency_ttl_ms());
+        st.run()?;
+    }
+    Ok(id)
 }
 
 /// `alk_enqueue_batch(queue, opts, payloads)` → JSON array of ids, in order.
 pub fn enqueue_batch(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
-    let opts = EnqueueOpts::parse(args.opts(1)?.as_ref())?;
+    let opts = EnqueueOpts::parse_batch(args.opts(1)?.as_ref())?;
     let payloads = args.payload(2, "payloads")?;
     let items = payload_array(&payloads)?;
     let stamped = queue_opts(conn, queue)?;
     let now = now_ms();
+    // With a group, the jobs join it in payload order: the first heads it
+    // if it was empty.
+    let mut head = match &opts.group_key {
+        Some(g) if !items.is_empty() => group::join(conn, queue, g, items.len() as i64)?,
+        _ => true,
+    };
     let mut ids = Vec::with_capacity(items.len());
     for item in items {
-        ids.push(insert_job(conn, queue, &stamped, &opts, item.get(), now)?);
+        let state = if head { "pending" } else { "waiting" };
+        ids.push(insert_job(
+            conn,
+            queue,
+            &stamped,
+            &opts,
+            item.get(),
+            now,
+            state,
+        )?);
+        head = opts.group_key.is_none();
     }
     Ok(Out::Text(json::int_array(&ids)))
 }
@@ -65,19 +118,29 @@ pub fn queue_opts(conn: &Conn, queue: &str) -> Result<QueueOpts> {
         max_attempts: st.i64(1) as i32,
         backoff_base_ms: st.i64(2),
         backoff_max_ms: st.i64(3),
+        retain_completed_ms: st.i64(4),
+        retain_dead_ms: st.opt_i64(5),
     })
 }
 
-/// Inserts one job, stamped with the resolved options; returns its id.
-pub fn insert_job(
+/// Inserts one job in `state`, stamped with the resolved options; returns its id.
+fn insert_job(
     conn: &Conn,
     queue: &str,
     stamped: &QueueOpts,
     opts: &EnqueueOpts,
     payload: &str,
     now: i64,
+    state: &str,
 ) -> Result<i64> {
-    let mut st = conn.stmt("enqueue")?;
+    // The plain statement for plain jobs: fewer parameters on the hot path.
+    let plain = state == "pending" && opts.group_key.is_none() && opts.idempotency_key.is_none();
+    let mut st = conn.stmt(if plain { "enqueue" } else { "enqueue_keyed" })?;
+    if !plain {
+        st.bind_text(11, state);
+        st.bind_opt_text(12, opts.group_key.as_deref());
+        st.bind_opt_text(13, opts.idempotency_key.as_deref());
+    }
     st.bind_text(1, queue);
     st.bind_text(2, payload);
     st.bind_i64(3, opts.priority as i64);
@@ -117,6 +180,9 @@ struct Candidate {
 }
 
 fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<String> {
+    if pause::is_paused(conn, queue)? {
+        return Ok("[]".into()); // contract v1.1 §C4
+    }
     let now = conn.now_locked()?;
     let mut out = String::with_capacity(64 + 256 * max_jobs as usize);
     out.push('[');
@@ -128,11 +194,20 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
         let mut candidates = candidates(conn, queue, now, want)?;
         let page = candidates.len() as i64;
         let mut progress = false;
+        let mut promoted = false;
         for c in candidates.iter().filter(|c| c.dead_letter.is_some()) {
-            let mut st = conn.stmt(c.dead_letter.expect("filtered"))?;
-            st.bind_i64(1, c.order.2);
-            st.bind_i64(2, now);
-            st.run()?;
+            let finished = {
+                let mut st = conn.stmt(c.dead_letter.expect("filtered"))?;
+                st.bind_i64(1, c.order.2);
+                st.bind_i64(2, now);
+                st.step_row()?.then(|| group::of_row(&st)).flatten()
+            };
+            // Its group's next job becomes the head: a new candidate, so
+            // look again even if this page was short.
+            if let Some((q, g)) = finished {
+                group::done(conn, &q, &g, true)?;
+                promoted = true;
+            }
             progress = true;
         }
         candidates.retain(|c| c.dead_letter.is_none());
@@ -177,7 +252,7 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
             out.push_str(part);
             claimed += 1;
         }
-        if claimed == max_jobs || !progress || page < want || full {
+        if claimed == max_jobs || !progress || (page < want && !promoted) || full {
             break;
         }
     }
@@ -261,12 +336,33 @@ fn candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candi
     Ok(all)
 }
 
+/// Moves a job to dead; its group (if any) passes to the next job.
 fn dead_letter(conn: &Conn, id: i64, error: Option<&str>) -> Result<()> {
-    let mut st = conn.stmt("dead_letter")?;
-    st.bind_i64(1, id);
-    st.bind_opt_text(2, error);
-    st.run()?;
+    let finished = {
+        let mut st = conn.stmt("dead_letter")?;
+        st.bind_i64(1, id);
+        st.bind_opt_text(2, error);
+        st.bind_i64(3, now_ms());
+        st.step_row()?.then(|| group::of_row(&st)).flatten()
+    };
+    if let Some((q, g)) = finished {
+        group::done(conn, &q, &g, true)?;
+    }
     Ok(())
+}
+
+/// Runs a statement that finishes a held job and returns its queue and
+/// group; true if it hit the job. A finished head hands its group on.
+fn finish(conn: &Conn, mut st: crate::conn::Cached<'_, '_>) -> Result<bool> {
+    if !st.step_row()? {
+        return Ok(false);
+    }
+    let finished = group::of_row(&st);
+    drop(st);
+    if let Some((q, g)) = finished {
+        group::done(conn, &q, &g, true)?;
+    }
+    Ok(true)
 }
 
 /// Runs a statement keyed by `(job_id, worker, …)` and tells whether it hit a row.
@@ -284,11 +380,29 @@ fn hit(
     Ok(st.step_row()?)
 }
 
-/// `alk_ack(job_id, worker)` → true if the job was running under this worker.
+/// `alk_ack(job_id, worker[, result])` → true if the job was running under
+/// this worker. Without a retention the job is deleted; with one it is kept
+/// as `completed` with its result (contract v1.1 §C3).
 pub fn ack(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
-    Ok(Out::Bool(hit(conn, "ack", id, worker, |_| {})?))
+    let result = args.opt_json(2, "result")?;
+    Ok(Out::Bool(ack_one(conn, id, worker, result.as_deref())?))
+}
+
+fn ack_one(conn: &Conn, id: i64, worker: &str, result: Option<&str>) -> Result<bool> {
+    let mut st = conn.stmt("ack")?;
+    st.bind_i64(1, id);
+    st.bind_text(2, worker);
+    if finish(conn, st)? {
+        return Ok(true);
+    }
+    let mut st = conn.stmt("ack_keep")?;
+    st.bind_i64(1, id);
+    st.bind_text(2, worker);
+    st.bind_i64(3, now_ms());
+    st.bind_opt_text(4, result);
+    finish(conn, st)
 }
 
 /// `alk_ack_batch(job_ids, worker)` → number acked; `job_ids` is a JSON array of integers.
@@ -304,7 +418,7 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
     let worker = args.name(1, NameKind::Worker)?;
     let mut acked = 0;
     for id in ids {
-        acked += hit(conn, "ack", id, worker, |_| {})? as i64;
+        acked += ack_one(conn, id, worker, None)? as i64;
     }
     Ok(Out::Int(acked))
 }
@@ -342,9 +456,12 @@ pub fn fail(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let error = args.opt_text(2, "error")?;
-    Ok(Out::Bool(hit(conn, "fail", id, worker, |st| {
-        st.bind_opt_text(3, error)
-    })?))
+    let mut st = conn.stmt("fail")?;
+    st.bind_i64(1, id);
+    st.bind_text(2, worker);
+    st.bind_opt_text(3, error);
+    st.bind_i64(4, now_ms());
+    Ok(Out::Bool(finish(conn, st)?))
 }
 
 /// `alk_heartbeat(job_id, worker[, extend_s])` → true if the claim was extended.
@@ -362,9 +479,18 @@ pub fn heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_cancel(job_id)` → true if a pending or running job was removed.
 pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
-    let mut st = conn.stmt("cancel")?;
-    st.bind_i64(1, id);
-    Ok(Out::Bool(st.step_row()?))
+    let finished = {
+        let mut st = conn.stmt("cancel")?;
+        st.bind_i64(1, id);
+        if !st.step_row()? {
+            return Ok(Out::Bool(false));
+        }
+        group::of_row(&st).map(|qg| (qg, st.text(2) != "waiting"))
+    };
+    if let Some(((q, g), head)) = finished {
+        group::done(conn, &q, &g, head)?;
+    }
+    Ok(Out::Bool(true))
 }
 
 /// `alk_get_job(job_id)` → the job document, or NULL when unknown or acked.
@@ -393,6 +519,10 @@ pub fn get_job(conn: &Conn, args: &Args) -> Result<Out> {
             .time("claim_expires_at", st.opt_i64(13))
             .time("expires_at", st.opt_i64(14))
             .str("last_error", st.opt_text(15))
+            .str("idempotency_key", st.opt_text(16))
+            .str("group_key", st.opt_text(17))
+            .time("completed_at", st.opt_i64(18))
+            .raw("result", st.opt_text(19).unwrap_or("null"))
             .finish(),
     ))
 }
@@ -400,10 +530,26 @@ pub fn get_job(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_requeue_dead(job_id)` → true if a dead job went back to pending.
 pub fn requeue_dead(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
+    let (queue, group) = {
+        let mut st = conn.stmt("dead_job")?;
+        st.bind_i64(1, id);
+        if !st.step_row()? {
+            return Ok(Out::Bool(false));
+        }
+        (st.text(0).to_owned(), st.opt_text(1).map(str::to_owned))
+    };
+    // A grouped job rejoins its group: it heads it if the group has no
+    // other job, else it waits and runs next (lowest id).
+    let state = match &group {
+        Some(g) if !group::join(conn, &queue, g, 1)? => "waiting",
+        _ => "pending",
+    };
     let mut st = conn.stmt("requeue_dead")?;
     st.bind_i64(1, id);
     st.bind_i64(2, now_ms());
-    Ok(Out::Bool(st.step_row()?))
+    st.bind_text(3, state);
+    st.run()?;
+    Ok(Out::Bool(true))
 }
 
 /// `alk_queue_configure(queue, opts)` → the queue's resolved options after the merge.
@@ -419,6 +565,8 @@ pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_i64(3, merged.max_attempts as i64);
     st.bind_i64(4, merged.backoff_base_ms);
     st.bind_i64(5, merged.backoff_max_ms);
+    st.bind_i64(6, merged.retain_completed_ms);
+    st.bind_opt_i64(7, merged.retain_dead_ms);
     st.run()?;
     Ok(Out::Text(merged.to_json().to_string()))
 }
@@ -451,6 +599,8 @@ pub fn stats_of(conn: &Conn, backing: &str, shown: &str) -> Result<String> {
         .int("scheduled", Some(st.i64(1)))
         .int("running", Some(st.i64(2)))
         .int("dead", Some(st.i64(3)))
+        .int("completed", Some(st.i64(5)))
+        .raw("paused", if st.i64(6) == 1 { "true" } else { "false" })
         .raw("oldest_runnable_age_s", oldest.as_deref().unwrap_or("null"))
         .finish())
 }
@@ -463,13 +613,25 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
     };
     let now = now_ms();
     let mut swept = 0;
-    for name in ["sweep_expired", "sweep_final_claims"] {
+    let mut finished = Vec::new();
+    for name in [
+        "sweep_expired",
+        "sweep_expired_waiting",
+        "sweep_final_claims",
+    ] {
         let mut st = conn.stmt(name)?;
         st.bind_opt_text(1, queue);
         st.bind_i64(2, now);
         while st.step_row()? {
             swept += 1;
+            if let Some(qg) = group::of_row(&st) {
+                finished.push((qg, st.text(2) != "waiting"));
+            }
         }
+    }
+    finished.sort();
+    for ((q, g), head) in finished {
+        group::done(conn, &q, &g, head)?;
     }
     Ok(Out::Int(swept))
 }

@@ -14,8 +14,11 @@ pub const SCHEMA_VERSION: i64 = alkstore_core::SCHEMA_VERSION;
 /// script), in order. A database at version `v` runs every one above `v`.
 pub const MIGRATIONS: &[(i64, &str)] = &[(2, include_str!("../../sql/sqlite/migrate/0002.sql"))];
 
-const SOURCES: [&str; 4] = [
+const SOURCES: [&str; 7] = [
     include_str!("../../sql/sqlite/queue.sql"),
+    include_str!("../../sql/sqlite/group.sql"),
+    include_str!("../../sql/sqlite/pause.sql"),
+    include_str!("../../sql/sqlite/prune.sql"),
     include_str!("../../sql/sqlite/stream.sql"),
     include_str!("../../sql/sqlite/notify.sql"),
     include_str!("../../sql/sqlite/lock.sql"),

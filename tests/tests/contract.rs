@@ -21,20 +21,24 @@ fn ids(jobs: &Value) -> Vec<i64> {
         .collect()
 }
 
-const JOB_KEYS: [&str; 16] = [
+const JOB_KEYS: [&str; 20] = [
     "attempts",
     "backoff_base_s",
     "backoff_max_s",
     "claim_expires_at",
     "claimed_by",
+    "completed_at",
     "created_at",
     "expires_at",
+    "group_key",
     "id",
+    "idempotency_key",
     "last_error",
     "max_attempts",
     "payload",
     "priority",
     "queue",
+    "result",
     "run_at",
     "state",
     "visibility_timeout_s",
@@ -543,7 +547,8 @@ fn cancel_batches_and_stats() {
         let stats = db.ok("alk_queue_stats", &[t(&q)]);
         assert_eq!(
             stats,
-            json!({"queue": q, "pending": 1, "scheduled": 0, "running": 0, "dead": 0, "oldest_runnable_age_s": stats["oldest_runnable_age_s"]})
+            json!({"queue": q, "pending": 1, "scheduled": 0, "running": 0, "dead": 0, "completed": 0,
+                   "paused": false, "oldest_runnable_age_s": stats["oldest_runnable_age_s"]})
         );
     });
 }
@@ -552,7 +557,8 @@ fn cancel_batches_and_stats() {
 fn configure_merges_over_defaults() {
     each(|db, _| {
         let q = fresh("conf");
-        let defaults = json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 5, "backoff_max_s": 3600});
+        let defaults = json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 5, "backoff_max_s": 3600,
+                              "retain_completed_s": 0, "retain_dead_s": null});
         assert_eq!(db.ok("alk_queue_opts", &[t(&q)]), defaults);
         db.ok("alk_queue_configure", &[t(&q), j(r#"{"max_attempts": 3}"#)]);
         let merged = db.ok(
@@ -561,7 +567,8 @@ fn configure_merges_over_defaults() {
         );
         assert_eq!(
             merged,
-            json!({"visibility_timeout_s": 60, "max_attempts": 3, "backoff_base_s": 5, "backoff_max_s": 10})
+            json!({"visibility_timeout_s": 60, "max_attempts": 3, "backoff_base_s": 5, "backoff_max_s": 10,
+                   "retain_completed_s": 0, "retain_dead_s": null})
         );
         assert_eq!(db.ok("alk_queue_opts", &[t(&q)]), merged);
     });

@@ -148,13 +148,14 @@ fn check_fixture(db: &mut dyn Db, engine: &str) {
     assert_eq!(job(9)["queue"], "__alkstore_outbox:up-o", "[{engine}]");
     assert_eq!(
         r["stats"][0],
-        json!({"queue": "up-q", "pending": 2, "scheduled": 2, "running": 1, "dead": 1}),
+        json!({"queue": "up-q", "pending": 2, "scheduled": 2, "running": 1, "dead": 1, "completed": 0, "paused": false}),
         "[{engine}]"
     );
     assert_eq!(r["outbox"]["pending"], 1, "[{engine}]");
     assert_eq!(
         r["opts"],
-        json!({"visibility_timeout_s": CENTURY_S, "max_attempts": 7, "backoff_base_s": 0.25, "backoff_max_s": 90}),
+        json!({"visibility_timeout_s": CENTURY_S, "max_attempts": 7, "backoff_base_s": 0.25, "backoff_max_s": 90,
+               "retain_completed_s": 0, "retain_dead_s": null}),
         "[{engine}]"
     );
     let events = r["events"].as_array().unwrap();
@@ -226,6 +227,75 @@ fn check_it_keeps_working(db: &mut dyn Db, engine: &str) {
         !db.yes("alk_save_offset", &[t("up-s"), t("c-two"), Arg::Int(1)]),
         "[{engine}]"
     );
+    // The job features of 0.2.0 (contract v1.1 §C) work on upgraded data:
+    // the old queue's options gain retention, its old jobs join no group.
+    db.ok(
+        "alk_queue_configure",
+        &[t("up-q"), j(r#"{"retain_completed_s": 3600}"#)],
+    );
+    assert_eq!(
+        db.ok("alk_queue_opts", &[t("up-q")])["max_attempts"],
+        7,
+        "[{engine}] the old options are kept"
+    );
+    let g1 = db.int(
+        "alk_enqueue",
+        &[
+            t("up-q"),
+            j(r#"{"group_key": "g", "idempotency_key": "k"}"#),
+            j("1"),
+        ],
+    );
+    let g2 = db.int(
+        "alk_enqueue",
+        &[t("up-q"), j(r#"{"group_key": "g"}"#), j("2")],
+    );
+    assert_eq!(
+        db.int(
+            "alk_enqueue",
+            &[t("up-q"), j(r#"{"idempotency_key": "k"}"#), j("3")]
+        ),
+        g1,
+        "[{engine}]"
+    );
+    let first = db.ok("alk_claim", &[t("up-q"), t("w-g"), Arg::Int(10)]);
+    let first: Vec<i64> = first
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert!(
+        first.contains(&g1) && !first.contains(&g2),
+        "[{engine}] {first:?}"
+    );
+    for id in &first {
+        assert!(
+            db.yes(
+                "alk_ack",
+                &[Arg::Int(*id), t("w-g"), j(r#"{"done": true}"#)]
+            ),
+            "[{engine}]"
+        );
+    }
+    assert_eq!(
+        db.ok("alk_get_job", &[Arg::Int(g1)])["result"],
+        json!({"done": true}),
+        "[{engine}]"
+    );
+    assert!(db.yes("alk_queue_pause", &[t("up-q")]), "[{engine}]");
+    assert_eq!(
+        db.ok("alk_claim", &[t("up-q"), t("w-g")]),
+        json!([]),
+        "[{engine}]"
+    );
+    assert!(db.yes("alk_queue_resume", &[t("up-q")]), "[{engine}]");
+    let next = db.ok("alk_claim", &[t("up-q"), t("w-g"), Arg::Int(10)]);
+    assert!(
+        next.as_array().unwrap().iter().any(|j| j["id"] == g2),
+        "[{engine}] {next}"
+    );
+    assert!(db.int("alk_prune", &[Arg::Int(10)]) >= 0, "[{engine}]");
     // Leases: the holder keeps its token, others wait, tokens grow.
     let lock = |db: &mut dyn Db, name: &str, owner: &str| {
         db.ok("alk_lock_acquire", &[t(name), t(owner), Arg::Num(60.0)])
@@ -445,6 +515,39 @@ fn pg_010(name: &str, install: impl FnOnce(&mut postgres::Client)) -> Option<Pg0
     })
 }
 
+/// The readings without the keys 0.2.0 added (contract v1.1 §C), after
+/// checking that each of them has its neutral value on 0.1.0 data.
+fn without_new_keys(mut v: Value) -> Value {
+    let neutral = [
+        ("completed_at", Value::Null),
+        ("result", Value::Null),
+        ("group_key", Value::Null),
+        ("idempotency_key", Value::Null),
+        ("completed", json!(0)),
+        ("paused", json!(false)),
+        ("retain_completed_s", json!(0)),
+        ("retain_dead_s", Value::Null),
+    ];
+    fn strip(v: &mut Value, neutral: &[(&str, Value)]) {
+        match v {
+            Value::Object(map) => {
+                for (key, want) in neutral {
+                    if let Some(got) = map.remove(*key) {
+                        assert_eq!(&got, want, "{key} on upgraded 0.1.0 data");
+                    }
+                }
+                map.values_mut().for_each(|v| strip(v, neutral));
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| strip(v, neutral)),
+            _ => {}
+        }
+    }
+    for part in ["jobs", "stats", "outbox", "opts"] {
+        strip(&mut v[part], &neutral);
+    }
+    v
+}
+
 fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
     let mut c = pg(&old.url);
     let rows: Vec<String> = rows_pg(&mut c, &old.columns)
@@ -462,7 +565,7 @@ fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
     );
     let mut db = Target::postgres(old.url.clone(), "upgraded").connect();
     assert_eq!(
-        readings(&mut *db),
+        without_new_keys(readings(&mut *db)),
         old.readings,
         "[{engine}] the functions read the same"
     );

@@ -8,3 +8,55 @@ UPDATE alkstore.meta SET value = '2' WHERE key = 'schema_version';
 
 -- Expired wake-up registrations are cleaned up through an index.
 CREATE INDEX waiters_expiry ON alkstore.waiters (expires_at);
+
+-- Job features (contract v1.1 §C).
+ALTER TABLE alkstore.queues
+  ADD COLUMN retain_completed_ms bigint NOT NULL DEFAULT 0,
+  ADD COLUMN retain_dead_ms bigint;
+ALTER TYPE alkstore.queue_opts
+  ADD ATTRIBUTE retain_completed_ms bigint,
+  ADD ATTRIBUTE retain_dead_ms bigint;
+ALTER TYPE alkstore.enqueue_opts
+  ADD ATTRIBUTE idempotency_key text,
+  ADD ATTRIBUTE idempotency_ttl_ms bigint,
+  ADD ATTRIBUTE group_key text;
+
+CREATE TABLE alkstore.paused (
+  queue     text PRIMARY KEY,
+  paused_at timestamptz NOT NULL
+);
+
+ALTER TABLE alkstore.jobs
+  ADD COLUMN idempotency_key text,
+  ADD COLUMN group_key text,
+  ADD COLUMN completed_at timestamptz,
+  ADD COLUMN result jsonb,
+  ADD COLUMN prune_at timestamptz,
+  DROP CONSTRAINT jobs_state_check,
+  -- Every existing row passes: 0.1.0 had three of these states.
+  ADD CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'dead', 'completed', 'waiting'));
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id) WHERE state = 'waiting';
+CREATE INDEX jobs_completed ON alkstore.jobs (queue, id) WHERE state = 'completed';
+CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
+
+CREATE TABLE alkstore.groups (
+  queue     text    NOT NULL,
+  group_key text    NOT NULL,
+  jobs      integer NOT NULL,
+  PRIMARY KEY (queue, group_key)
+);
+
+CREATE TABLE alkstore.idempotency (
+  queue      text        NOT NULL,
+  key        text        NOT NULL,
+  job_id     bigint      NOT NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (queue, key)
+);
+CREATE INDEX idempotency_expiry ON alkstore.idempotency (expires_at);
+
+-- alk_ack gained an optional result: the two-argument form goes.
+DROP FUNCTION alk_ack(bigint, text);
+
+-- As schema.sql does for every table: explicit, owner-only privileges.
+REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency FROM PUBLIC;

@@ -1,0 +1,65 @@
+-- Ordered groups (contract v1.1 §C2). Jobs of one (queue, group_key) run
+-- one at a time in id order. Only the group's head is 'pending' (or
+-- 'running'); the others are 'waiting', outside the claim index, so a claim
+-- reads heads only however long the groups' backlogs are. alkstore.groups
+-- counts each group's live jobs; updating its row orders a group's enqueues
+-- against the hand-over when its head finishes (the row lock is held to
+-- commit, and under REPEATABLE READ a concurrent change is a serialization
+-- failure rather than a stale read), so a group never has two heads and
+-- never waiting jobs without one.
+
+-- Adds n jobs to group g of queue q; true if the group had none (then the
+-- first of them is its head).
+CREATE OR REPLACE FUNCTION alkstore.group_join(q text, g text, n integer) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+  total integer;
+BEGIN
+  INSERT INTO alkstore.groups AS c (queue, group_key, jobs) VALUES (q, g, n)
+  ON CONFLICT ON CONSTRAINT groups_pkey DO UPDATE SET jobs = c.jobs + excluded.jobs
+  RETURNING c.jobs INTO total;
+  RETURN total = n;
+END $$;
+
+-- One job of the group finished (acked, cancelled, dead-lettered). When it
+-- was the head, the next waiting job (lowest id) becomes the head.
+CREATE OR REPLACE FUNCTION alkstore.group_done(q text, g text, head boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  remaining integer;
+BEGIN
+  UPDATE alkstore.groups c SET jobs = c.jobs - 1
+   WHERE c.queue = q AND c.group_key = g
+  RETURNING c.jobs INTO remaining;
+  IF remaining IS NULL THEN
+    RETURN;
+  ELSIF remaining <= 0 THEN
+    DELETE FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g;
+  ELSIF head THEN
+    UPDATE alkstore.jobs j SET state = 'pending'
+     WHERE j.id = (SELECT min(w.id) FROM alkstore.jobs w
+                    WHERE w.queue = q AND w.group_key = g AND w.state = 'waiting');
+    IF FOUND THEN
+      PERFORM alkstore.wake('q', q);
+    END IF;
+  END IF;
+END $$;
+
+-- group_done for each (queue, group_key) pair of finished heads, in key
+-- order (two sessions finishing several groups never deadlock on them).
+CREATE OR REPLACE FUNCTION alkstore.groups_done(qs text[], gs text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT u.q, u.g FROM unnest(qs, gs) AS u(q, g) WHERE u.g IS NOT NULL ORDER BY u.q, u.g LOOP
+    PERFORM alkstore.group_done(r.q, r.g, true);
+  END LOOP;
+END $$;
+
+-- When a job dead-lettered now in queue q may be pruned (contract v1.1 §C3:
+-- the queue's retain_dead_s as it is now; NULL: kept).
+CREATE OR REPLACE FUNCTION alkstore.dead_prune_at(q text, now timestamptz) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+  SELECT now + c.retain_dead_ms * interval '1 millisecond' FROM alkstore.queues c WHERE c.queue = q
+$$;

@@ -1,0 +1,37 @@
+-- Pruning (contract v1.1 §C5): deletes what outlived its retention, at
+-- most max_rows rows per call, oldest first. Rows another session holds are
+-- skipped, never waited for; callers loop until it returns 0.
+
+CREATE OR REPLACE FUNCTION alk_prune(max_rows integer) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  now  timestamptz := clock_timestamp();
+  done integer := 0;
+  n    integer;
+BEGIN
+  IF max_rows IS NULL OR max_rows < 1 OR max_rows > alkstore.max_prune_rows() THEN
+    PERFORM alkstore.raise('ALK05', format('max_rows must be between 1 and %s, got %s',
+      alkstore.max_prune_rows(), coalesce(max_rows::text, 'NULL')));
+  END IF;
+  -- Completed and dead jobs past their retention.
+  DELETE FROM alkstore.jobs j
+   WHERE j.id = ANY (ARRAY(
+           SELECT e.id FROM alkstore.jobs e
+            WHERE e.prune_at <= now AND e.state IN ('completed', 'dead')
+            ORDER BY e.prune_at LIMIT max_rows
+            FOR UPDATE SKIP LOCKED));
+  GET DIAGNOSTICS n = ROW_COUNT;
+  done := done + n;
+  -- Idempotency keys past their TTL.
+  IF done < max_rows THEN
+    DELETE FROM alkstore.idempotency k
+     WHERE k.ctid = ANY (ARRAY(
+             SELECT e.ctid FROM alkstore.idempotency e
+              WHERE e.expires_at <= now
+              ORDER BY e.expires_at LIMIT max_rows - done
+              FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    done := done + n;
+  END IF;
+  RETURN done;
+END $$;

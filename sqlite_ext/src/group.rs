@@ -1,0 +1,50 @@
+//! Ordered groups (contract v1.1 §C2). Jobs of one `(queue, group_key)`
+//! run one at a time in id order. Only the group's head is `pending` (or
+//! `running`); the others are `waiting`, outside the claim index, so a claim
+//! reads heads only. `alk_groups` counts each group's live jobs; SQLite's
+//! single writer orders a group's enqueues against its hand-over.
+
+use crate::conn::Conn;
+use crate::error::Result;
+
+/// Adds `n` jobs to the group; true if it had none (the first of them heads it).
+pub fn join(conn: &Conn, queue: &str, group: &str, n: i64) -> Result<bool> {
+    let mut st = conn.stmt("group_join")?;
+    st.bind_text(1, queue);
+    st.bind_text(2, group);
+    st.bind_i64(3, n);
+    st.step_row()?;
+    Ok(st.i64(0) == n)
+}
+
+/// One job of the group finished (acked, cancelled, dead-lettered). When it
+/// was the head, the next waiting job (lowest id) becomes the head.
+pub fn done(conn: &Conn, queue: &str, group: &str, head: bool) -> Result<()> {
+    let remaining = {
+        let mut st = conn.stmt("group_leave")?;
+        st.bind_text(1, queue);
+        st.bind_text(2, group);
+        if !st.step_row()? {
+            return Ok(());
+        }
+        st.i64(0)
+    };
+    let next = if remaining <= 0 {
+        "group_drop"
+    } else if head {
+        "group_promote"
+    } else {
+        return Ok(());
+    };
+    let mut st = conn.stmt(next)?;
+    st.bind_text(1, queue);
+    st.bind_text(2, group);
+    st.run().map_err(Into::into)
+}
+
+/// A finished job's queue and group, as the statements that finish jobs
+/// return them (columns 0 and 1); `None` when it had no group.
+pub fn of_row(st: &crate::ffi::Stmt) -> Option<(String, String)> {
+    st.opt_text(1)
+        .map(|g| (st.text(0).to_owned(), g.to_owned()))
+}

@@ -1,0 +1,33 @@
+//! Pruning (contract v1.1 §C5): deletes what outlived its retention, at
+//! most `max_rows` rows per call, oldest first; callers loop until it
+//! returns 0. Each statement is one short write under SQLite's one writer.
+
+use crate::args::Args;
+use crate::conn::Conn;
+use crate::error::Result;
+use crate::function::Out;
+use alkstore_core::opts::MAX_PRUNE_ROWS;
+use alkstore_core::time::now_ms;
+
+/// `alk_prune(max_rows)` → the number of rows deleted.
+pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
+    let max = args.count(0, "max_rows", MAX_PRUNE_ROWS)?;
+    let now = now_ms();
+    let mut done = 0;
+    for (name, cutoff) in [
+        ("prune_jobs", now),
+        ("prune_idempotency", now),
+        // Old notification rows: listeners have read them long ago.
+        ("prune_notifications", now - crate::notify::RETENTION_MS),
+    ] {
+        if done >= max {
+            break;
+        }
+        let mut st = conn.stmt(name)?;
+        st.bind_i64(1, cutoff);
+        st.bind_i64(2, max - done);
+        st.run()?;
+        done += crate::ffi::changes(conn.db);
+    }
+    Ok(Out::Int(done))
+}
