@@ -40,6 +40,15 @@ step "quick start (README): cargo run -p alkstore --example quickstart"
 cargo run --locked -q -p alkstore --example quickstart | tee "$log.quickstart"
 grep -q '^receipts sent: 1; orders in the table: 1$' "$log.quickstart"
 
+step "job features (README): cargo run -p alkstore --example job_features"
+check_features() {
+  tee "$log.features" &&
+    grep -q '^idempotent: true$' "$log.features" &&
+    grep -q '^claimed while paused: 0$' "$log.features" &&
+    grep -q '^job [0-9]* is "completed" with result {"done":{"charge":1200}}$' "$log.features"
+}
+cargo run --locked -q -p alkstore --example job_features | check_features
+
 step "SQLite engine: the release library in the sqlite3 shell and Python"
 cargo build --locked --release -p alkstore-sqlite
 ALKSTORE_SQLITE_LIB="$PWD/target/release/libalkstore_sqlite.so" \
@@ -84,6 +93,9 @@ bash scripts/isolation.sh
 
 step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts"
 cargo test --locked -p alkstore
+
+step "job features example on PostgreSQL"
+cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | check_features
 
 step "examples: Python and Node programs on SQLite and PostgreSQL"
 bash examples/run.sh
