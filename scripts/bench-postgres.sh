@@ -91,6 +91,47 @@ for c in 1 8; do
 done
 row "publish 1/tx, a stream per client" publishN_alk publish_raw 8 1
 
+# Job features (contract v1.1 §C) against the same operation without them.
+# A backlog of 100,000 pending jobs, interleaved over 10,000 groups as a busy
+# service enqueues them, against 100,000 ungrouped jobs; acks that keep the
+# job as completed against acks that delete it.
+script gclaim1     "SELECT alk_ack(c.id, 'w') FROM alk_claim('grouped', 'w', 1) c;"
+script pclaim1     "SELECT alk_ack(c.id, 'w') FROM alk_claim('plain', 'w', 1) c;"
+script gclaim32    "SELECT alk_ack_batch(coalesce(array_agg(c.id), '{}'), 'w') FROM alk_claim('grouped', 'w', 32) c;"
+script pclaim32    "SELECT alk_ack_batch(coalesce(array_agg(c.id), '{}'), 'w') FROM alk_claim('plain', 'w', 32) c;"
+script kclaim1     "SELECT alk_ack(c.id, 'w') FROM alk_claim('kept', 'w', 1) c;"
+script gclaimonly  "SELECT count(*) FROM alk_claim('grouped', 'w', 32);"
+script pclaimonly  "SELECT count(*) FROM alk_claim('plain', 'w', 32);"
+tps_n() { # script clients transactions-per-client -> transactions per second
+  { pgbench -n -M prepared -t "$3" -c "$2" -j "$2" -f "$work/$1.sql" $db 2>"$work/err" || cat "$work/err" >&2; } |
+    sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+}
+fill_features() {
+  psql -X -q -d $db <<'SQL'
+TRUNCATE alkstore.jobs, alkstore.groups;
+SELECT alk_queue_configure('kept', '{"retain_completed_s": 3600}') IS NOT NULL;
+SELECT count(alk_enqueue('grouped', jsonb_build_object('group_key', 'g' || (i % 10000)), jsonb_build_object('n', i)))
+  FROM generate_series(0, 99999) i;
+SELECT count(alk_enqueue_batch(q, NULL, (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(1, 1000) i)))
+  FROM unnest(ARRAY['plain', 'kept']) q, generate_series(1, 100);
+VACUUM ANALYZE alkstore.jobs; VACUUM ANALYZE alkstore.groups;
+SQL
+}
+echo
+echo "job features, against the same operation without them (100,000 pending jobs; 10,000 groups):"
+printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "with" "without" "ratio"
+for c in 1 8; do
+  fill_features >/dev/null
+  row "grouped claim+ack 1" gclaim1 pclaim1 $c 1
+  row "grouped claim 32 + ack_batch" gclaim32 pclaim32 $c 32
+  row "claim+ack 1 keeping completed" kclaim1 pclaim1 $c 1
+  # Claims alone, no acks: 300 claims of 32 in all, 9,600 of the 10,000 heads.
+  fill_features >/dev/null
+  g=$(tps_n gclaimonly $c $((300 / c))); p=$(tps_n pclaimonly $c $((300 / c)))
+  awk -v c="$c" -v a="$g" -v r="$p" \
+    'BEGIN { printf "%-34s %2d  %12.0f  %12.0f   %5.2fx\n", "grouped claim 32, claims alone", c, a * 32, r * 32, r / a }'
+done
+
 [ "${ALK_BENCH_SKIP_HISTORY:-0}" = 1 ] && { psql -X -q -d postgres -c "DROP DATABASE $db"; exit 0; }
 
 # Claims must not slow down as finished jobs pile up.

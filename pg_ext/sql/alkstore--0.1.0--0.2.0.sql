@@ -611,15 +611,46 @@ BEGIN
   END IF;
 END $$;
 
--- group_done for each (queue, group_key) pair of finished heads, in key
--- order (two sessions finishing several groups never deadlock on them).
+-- group_done for many finished heads (an ack_batch, a claim's dead-letters)
+-- in three statements whatever their number. The promotion is a statement
+-- of its own: it must see the waiting jobs of enqueues that committed while
+-- the first one waited for their group rows (READ COMMITTED takes a new
+-- snapshot per statement).
 CREATE OR REPLACE FUNCTION alkstore.groups_done(qs text[], gs text[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-  r record;
+  lq text[];    -- the groups that still have jobs, and their queues
+  lg text[];
+  woken text;
 BEGIN
-  FOR r IN SELECT u.q, u.g FROM unnest(qs, gs) AS u(q, g) WHERE u.g IS NOT NULL ORDER BY u.q, u.g LOOP
-    PERFORM alkstore.group_done(r.q, r.g, true);
+  WITH finished AS (
+    SELECT u.q, u.g, count(*)::integer AS n FROM unnest(qs, gs) AS u(q, g)
+     WHERE u.g IS NOT NULL GROUP BY u.q, u.g
+  ), counted AS (
+    UPDATE alkstore.groups c SET jobs = c.jobs - f.n FROM finished f
+     WHERE c.queue = f.q AND c.group_key = f.g
+    RETURNING c.queue, c.group_key, c.jobs
+  )
+  SELECT array_agg(c.queue) FILTER (WHERE c.jobs > 0), array_agg(c.group_key) FILTER (WHERE c.jobs > 0)
+    INTO lq, lg FROM counted c;
+  DELETE FROM alkstore.groups c
+   USING unnest(qs, gs) AS u(q, g)
+   WHERE c.queue = u.q AND c.group_key = u.g AND c.jobs <= 0;
+  IF lg IS NULL THEN
+    RETURN;
+  END IF;
+  FOR woken IN
+    WITH heads AS (
+      UPDATE alkstore.jobs j SET state = 'pending'
+       WHERE j.id = ANY (ARRAY(
+               SELECT (SELECT min(w.id) FROM alkstore.jobs w
+                        WHERE w.queue = u.q AND w.group_key = u.g AND w.state = 'waiting')
+                 FROM unnest(lq, lg) AS u(q, g)))
+      RETURNING j.queue
+    )
+    SELECT DISTINCT h.queue FROM heads h
+  LOOP
+    PERFORM alkstore.wake('q', woken);
   END LOOP;
 END $$;
 

@@ -1,9 +1,23 @@
 -- Pruning (contract v1.1 §C5): each statement deletes at most ?2 rows,
 -- oldest first, whose retention ended before ?1.
 
--- name: prune_jobs
+-- Dead jobs past their retention, across queues (alk_jobs_prune).
+-- name: prune_dead
 DELETE FROM alk_jobs WHERE id IN (
-  SELECT id FROM alk_jobs WHERE prune_at <= ?1 AND (state = 'completed' OR state = 'dead')
+  SELECT id FROM alk_jobs WHERE state = 'dead' AND prune_at IS NOT NULL AND prune_at <= ?1
+  ORDER BY prune_at LIMIT ?2);
+
+-- The next queue after ?1 (NULL: the first) that has completed jobs: a
+-- skip through alk_jobs_completed, one seek per queue.
+-- name: prune_next_queue
+SELECT queue FROM alk_jobs
+WHERE state = 'completed' AND (?1 IS NULL OR queue > ?1)
+ORDER BY queue LIMIT 1;
+
+-- Completed jobs of queue ?3 past their retention.
+-- name: prune_completed
+DELETE FROM alk_jobs WHERE id IN (
+  SELECT id FROM alk_jobs WHERE queue = ?3 AND state = 'completed' AND prune_at <= ?1
   ORDER BY prune_at LIMIT ?2);
 
 -- name: prune_idempotency

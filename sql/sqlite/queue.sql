@@ -141,19 +141,31 @@ SET state = 'dead', last_error = ?2, claimed_by = NULL, claim_expires_at = NULL,
 WHERE id = ?1
 RETURNING queue, group_key;
 
--- Ack without a retention: the job is deleted (one statement, as in v1).
--- name: ack
-DELETE FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
-  AND NOT EXISTS (SELECT 1 FROM alk_queues c WHERE c.queue = alk_jobs.queue AND c.retain_completed_ms > 0)
-RETURNING queue, group_key;
+-- The held job an ack finishes: its queue, group and the queue's
+-- retain_completed_ms now (0: delete it).
+-- name: ack_probe
+SELECT queue, group_key,
+       coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0)
+FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
 
--- Ack with a retention: the job is kept as completed, with its result.
+-- name: ack_delete
+DELETE FROM alk_jobs WHERE id = ?1;
+
+-- The held jobs among ?1 (a JSON array of ids), as ack_probe for each.
+-- name: ack_batch_probe
+SELECT id, queue, group_key,
+       coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0)
+FROM alk_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2;
+
+-- name: ack_batch_delete
+DELETE FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1));
+
+-- Kept as completed, with its result, until ?3 (completed_at) + ?5.
 -- name: ack_keep
 UPDATE alk_jobs
-SET state = 'completed', completed_at = ?3, result = ?4, claim_expires_at = NULL,
-    prune_at = ?3 + coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0)
-WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
-RETURNING queue, group_key;
+SET state = 'completed', completed_at = ?3, result = ?4, claim_expires_at = NULL, prune_at = ?3 + ?5
+WHERE id = ?1;
 
 -- name: held_job
 SELECT attempts, max_attempts, backoff_base_ms, backoff_max_ms, visibility_timeout_ms, queue, group_key

@@ -73,10 +73,12 @@ CREATE INDEX IF NOT EXISTS alk_jobs_expiring
 -- Jobs waiting behind their group's head, next-in-line first.
 CREATE INDEX IF NOT EXISTS alk_jobs_waiting
   ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';
--- Completed jobs, for stats and inspection.
-CREATE INDEX IF NOT EXISTS alk_jobs_completed ON alk_jobs (queue, id) WHERE state = 'completed';
--- Finished jobs with a retention, in the order alk_prune deletes them.
-CREATE INDEX IF NOT EXISTS alk_jobs_prune ON alk_jobs (prune_at) WHERE prune_at IS NOT NULL;
+-- Completed jobs, for stats and, per queue, for alk_prune. One index only:
+-- an ack that keeps the job writes one index entry more than one that
+-- deletes it.
+CREATE INDEX IF NOT EXISTS alk_jobs_completed ON alk_jobs (queue, prune_at) WHERE state = 'completed';
+-- Dead jobs with a retention, in the order alk_prune deletes them.
+CREATE INDEX IF NOT EXISTS alk_jobs_prune ON alk_jobs (prune_at) WHERE state = 'dead' AND prune_at IS NOT NULL;
 
 -- Ordered groups (contract v1.1 §C2): live jobs per group (see queue.rs).
 CREATE TABLE IF NOT EXISTS alk_groups (

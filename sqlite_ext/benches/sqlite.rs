@@ -271,10 +271,137 @@ fn main() {
         raw,
     );
 
+    job_features(&c, quick, &mut report);
+
     let worst = report
         .rows
         .iter()
         .map(|(_, a, r)| r / a)
         .fold(0.0, f64::max);
     println!("worst ratio (raw / alkstore): {worst:.2}x");
+}
+
+/// Contract v1.1 §C costs, each against the same operation without the
+/// feature (the "raw" column is the baseline here): claims on a backlog
+/// spread over many groups against the same backlog ungrouped, and acks
+/// that keep the job as completed against acks that delete it.
+fn job_features(c: &Connection, quick: bool, report: &mut Report) {
+    let (groups, per_group) = if quick { (1_000, 10) } else { (10_000, 10) };
+    println!(
+        "\njob features, against the same operation without them ({} pending jobs, {groups} groups):",
+        groups * per_group
+    );
+    // Jobs arrive interleaved across groups, as a busy service enqueues them.
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    {
+        let mut grouped = c
+            .prepare("SELECT alk_enqueue('grouped', json_object('group_key', 'g' || ?1), ?2)")
+            .unwrap();
+        let mut plain = c.prepare("SELECT alk_enqueue('plain', NULL, ?1)").unwrap();
+        for i in 0..groups * per_group {
+            let p = payload(i);
+            grouped
+                .query_row(params![(i % groups) as i64, p], |r| r.get::<_, i64>(0))
+                .unwrap();
+            plain.query_row([&p], |r| r.get::<_, i64>(0)).unwrap();
+        }
+    }
+    c.execute_batch("COMMIT; ANALYZE").unwrap();
+
+    let claim_ack = |queue: &str, ops: u64| {
+        let mut claim = c.prepare("SELECT alk_claim(?1, 'w', 1)").unwrap();
+        let mut ack = c.prepare("SELECT alk_ack(?1 ->> '$[0].id', 'w')").unwrap();
+        for _ in 0..ops {
+            let jobs: String = claim.query_row([queue], |r| r.get(0)).unwrap();
+            assert!(ack.query_row([jobs], |r| r.get::<_, bool>(0)).unwrap());
+        }
+    };
+    let ops = if quick { 300 } else { 5_000 };
+    let grouped = time(|| claim_ack("grouped", ops));
+    let plain = time(|| claim_ack("plain", ops));
+    report.add("grouped claim+ack 1 (vs ungrouped)", ops, grouped, plain);
+
+    let claim_batch = |queue: &str, rounds: u64| {
+        let mut claim = c.prepare("SELECT alk_claim(?1, 'w', 32)").unwrap();
+        let mut ack = c.prepare("SELECT alk_ack_batch(?1, 'w')").unwrap();
+        for _ in 0..rounds {
+            let jobs: String = claim.query_row([queue], |r| r.get(0)).unwrap();
+            let jobs: Vec<Claimed> = serde_json::from_str(&jobs).unwrap();
+            let ids =
+                serde_json::to_string(&jobs.iter().map(|j| j.id).collect::<Vec<_>>()).unwrap();
+            assert_eq!(ack.query_row([ids], |r| r.get::<_, i64>(0)).unwrap(), 32);
+        }
+    };
+    let rounds = if quick { 10 } else { 150 };
+    let grouped = time(|| claim_batch("grouped", rounds));
+    let plain = time(|| claim_batch("plain", rounds));
+    report.add("grouped claim 32 + ack_batch", rounds * 32, grouped, plain);
+
+    // The claims alone (the acks that hand each group on are not timed).
+    let claims_only = |queue: &str| {
+        let mut claim = c.prepare("SELECT alk_claim(?1, 'w', 32)").unwrap();
+        let mut ack = c.prepare("SELECT alk_ack_batch(?1, 'w')").unwrap();
+        let mut spent = Duration::ZERO;
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let jobs: String = claim.query_row([queue], |r| r.get(0)).unwrap();
+            spent += t.elapsed();
+            let jobs: Vec<Claimed> = serde_json::from_str(&jobs).unwrap();
+            let ids =
+                serde_json::to_string(&jobs.iter().map(|j| j.id).collect::<Vec<_>>()).unwrap();
+            ack.query_row([ids], |r| r.get::<_, i64>(0)).unwrap();
+        }
+        spent
+    };
+    let grouped = (0..3).map(|_| claims_only("grouped")).min().unwrap();
+    let plain = (0..3).map(|_| claims_only("plain")).min().unwrap();
+    report.add(
+        "grouped claim 32, claims alone",
+        rounds * 32,
+        grouped,
+        plain,
+    );
+
+    // Acks alone: jobs claimed beforehand, then acked one per transaction.
+    c.execute_batch(
+        "SELECT alk_queue_configure('kept', '{\"retain_completed_s\": 3600}');
+         SELECT alk_enqueue_batch('kept', NULL, (SELECT json_group_array(value) FROM generate_series(1, 30000)));
+         SELECT alk_enqueue_batch('deleted', NULL, (SELECT json_group_array(value) FROM generate_series(1, 30000)));",
+    )
+    .unwrap_or_else(|_| {
+        // No generate_series in this SQLite: enqueue in a loop instead.
+        for q in ["kept", "deleted"] {
+            let mut st = c.prepare("SELECT alk_enqueue(?1, NULL, '{}')").unwrap();
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            for _ in 0..30_000 {
+                st.query_row([q], |r| r.get::<_, i64>(0)).unwrap();
+            }
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    let acks = if quick { 300 } else { 5_000 };
+    let ack_all = |queue: &str| {
+        let mut claim = c
+            .prepare("SELECT value ->> 'id' FROM json_each(alk_claim(?1, 'w', 1000))")
+            .unwrap();
+        let mut ids: Vec<i64> = Vec::new();
+        while (ids.len() as u64) < acks {
+            ids.extend(
+                claim
+                    .query_map([queue], |r| r.get::<_, i64>(0))
+                    .unwrap()
+                    .map(Result::unwrap),
+            );
+        }
+        ids.truncate(acks as usize);
+        let mut ack = c.prepare("SELECT alk_ack(?1, 'w')").unwrap();
+        let t = Instant::now();
+        for id in ids {
+            assert!(ack.query_row([id], |r| r.get::<_, bool>(0)).unwrap());
+        }
+        t.elapsed()
+    };
+    let kept = (0..3).map(|_| ack_all("kept")).min().unwrap();
+    let deleted = (0..3).map(|_| ack_all("deleted")).min().unwrap();
+    report.add("ack keeping completed (vs deleting)", acks, kept, deleted);
 }

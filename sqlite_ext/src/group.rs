@@ -42,6 +42,30 @@ pub fn done(conn: &Conn, queue: &str, group: &str, head: bool) -> Result<()> {
     st.run().map_err(Into::into)
 }
 
+/// [`done`] for many finished heads (`(queue, group_key)`, one per job) in
+/// three statements. (A batch has each group once, but count anyway.)
+pub fn done_many(conn: &Conn, finished: &[(String, String)]) -> Result<()> {
+    match finished {
+        [] => return Ok(()),
+        [(q, g)] => return done(conn, q, g, true),
+        _ => {}
+    }
+    let mut counted: Vec<(&str, &str, i64)> = Vec::with_capacity(finished.len());
+    for (q, g) in finished {
+        match counted.iter_mut().find(|(cq, cg, _)| cq == q && cg == g) {
+            Some(c) => c.2 += 1,
+            None => counted.push((q, g, 1)),
+        }
+    }
+    let pairs = serde_json::to_string(&counted).expect("strings serialize");
+    for name in ["groups_leave", "groups_drop", "groups_promote"] {
+        let mut st = conn.stmt(name)?;
+        st.bind_text(1, &pairs);
+        st.run()?;
+    }
+    Ok(())
+}
+
 /// A finished job's queue and group, as the statements that finish jobs
 /// return them (columns 0 and 1); `None` when it had no group.
 pub fn of_row(st: &crate::ffi::Stmt) -> Option<(String, String)> {

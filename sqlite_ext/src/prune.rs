@@ -14,8 +14,27 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
     let max = args.count(0, "max_rows", MAX_PRUNE_ROWS)?;
     let now = now_ms();
     let mut done = 0;
+    // Completed jobs, queue by queue (their index is per queue).
+    let mut after: Option<String> = None;
+    while done < max {
+        let queue = {
+            let mut st = conn.stmt("prune_next_queue")?;
+            st.bind_opt_text(1, after.as_deref());
+            if !st.step_row()? {
+                break;
+            }
+            st.text(0).to_owned()
+        };
+        let mut st = conn.stmt("prune_completed")?;
+        st.bind_i64(1, now);
+        st.bind_i64(2, max - done);
+        st.bind_text(3, &queue);
+        st.run()?;
+        done += crate::ffi::changes(conn.db);
+        after = Some(queue);
+    }
     for (name, cutoff) in [
-        ("prune_jobs", now),
+        ("prune_dead", now),
         ("prune_idempotency", now),
         // Old notification rows: listeners have read them long ago.
         ("prune_notifications", now - crate::notify::RETENTION_MS),

@@ -391,18 +391,48 @@ pub fn ack(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 fn ack_one(conn: &Conn, id: i64, worker: &str, result: Option<&str>) -> Result<bool> {
-    let mut st = conn.stmt("ack")?;
-    st.bind_i64(1, id);
-    st.bind_text(2, worker);
-    if finish(conn, st)? {
-        return Ok(true);
+    Ok(match ack_held(conn, id, worker, result)? {
+        None => false,
+        Some(None) => true,
+        Some(Some((q, g))) => {
+            group::done(conn, &q, &g, true)?;
+            true
+        }
+    })
+}
+
+/// Acks one held job, leaving its group's hand-over to the caller: `None`
+/// if not held, else the group it headed (if any).
+fn ack_held(
+    conn: &Conn,
+    id: i64,
+    worker: &str,
+    result: Option<&str>,
+) -> Result<Option<Option<(String, String)>>> {
+    // A read first, then a plain DELETE or UPDATE: cheaper than a write
+    // with RETURNING (a temporary table each) and the same for both paths.
+    let (grouped, keep_ms) = {
+        let mut st = conn.stmt("ack_probe")?;
+        st.bind_i64(1, id);
+        st.bind_text(2, worker);
+        if !st.step_row()? {
+            return Ok(None);
+        }
+        (group::of_row(&st), st.i64(2))
+    };
+    if keep_ms > 0 {
+        let mut st = conn.stmt("ack_keep")?;
+        st.bind_i64(1, id);
+        st.bind_i64(3, now_ms());
+        st.bind_opt_text(4, result);
+        st.bind_i64(5, keep_ms);
+        st.run()?;
+    } else {
+        let mut st = conn.stmt("ack_delete")?;
+        st.bind_i64(1, id);
+        st.run()?;
     }
-    let mut st = conn.stmt("ack_keep")?;
-    st.bind_i64(1, id);
-    st.bind_text(2, worker);
-    st.bind_i64(3, now_ms());
-    st.bind_opt_text(4, result);
-    finish(conn, st)
+    Ok(Some(grouped))
 }
 
 /// `alk_ack_batch(job_ids, worker)` → number acked; `job_ids` is a JSON array of integers.
@@ -416,10 +446,40 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
         .map_err(crate::error::Error::from)
     })?;
     let worker = args.name(1, NameKind::Worker)?;
-    let mut acked = 0;
-    for id in ids {
-        acked += ack_one(conn, id, worker, None)? as i64;
+    // Set-wise: one read of the held jobs, one DELETE of those not kept.
+    let (mut delete, mut keep, mut finished) = (Vec::new(), Vec::new(), Vec::new());
+    {
+        let mut st = conn.stmt("ack_batch_probe")?;
+        st.bind_text(1, &json::int_array(&ids));
+        st.bind_text(2, worker);
+        while st.step_row()? {
+            let (id, keep_ms) = (st.i64(0), st.i64(3));
+            if let Some(g) = st.opt_text(2) {
+                finished.push((st.text(1).to_owned(), g.to_owned()));
+            }
+            if keep_ms > 0 {
+                keep.push((id, keep_ms));
+            } else {
+                delete.push(id);
+            }
+        }
     }
+    if !delete.is_empty() {
+        let mut st = conn.stmt("ack_batch_delete")?;
+        st.bind_text(1, &json::int_array(&delete));
+        st.run()?;
+    }
+    let now = now_ms();
+    for (id, keep_ms) in &keep {
+        let mut st = conn.stmt("ack_keep")?;
+        st.bind_i64(1, *id);
+        st.bind_i64(3, now);
+        st.bind_null(4);
+        st.bind_i64(5, *keep_ms);
+        st.run()?;
+    }
+    let acked = (delete.len() + keep.len()) as i64;
+    group::done_many(conn, &finished)?;
     Ok(Out::Int(acked))
 }
 
@@ -629,7 +689,7 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
             }
         }
     }
-    finished.sort();
+    // Expired waiting jobs leave their group too, without handing it on.
     for ((q, g), head) in finished {
         group::done(conn, &q, &g, head)?;
     }

@@ -62,8 +62,8 @@ CREATE INDEX alk_jobs_expiring
   ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
 CREATE INDEX alk_jobs_waiting
   ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';
-CREATE INDEX alk_jobs_completed ON alk_jobs (queue, id) WHERE state = 'completed';
-CREATE INDEX alk_jobs_prune ON alk_jobs (prune_at) WHERE prune_at IS NOT NULL;
+CREATE INDEX alk_jobs_completed ON alk_jobs (queue, prune_at) WHERE state = 'completed';
+CREATE INDEX alk_jobs_prune ON alk_jobs (prune_at) WHERE state = 'dead' AND prune_at IS NOT NULL;
 
 CREATE TABLE alk_groups (
   queue     TEXT    NOT NULL,
