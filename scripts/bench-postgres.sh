@@ -132,6 +132,31 @@ for c in 1 8; do
     'BEGIN { printf "%-34s %2d  %12.0f  %12.0f   %5.2fx\n", "grouped claim 32, claims alone", c, a * 32, r * 32, r / a }'
 done
 
+# Operating it (contract v1.1 §D): pages of 100 job documents at random
+# points of a queue of 1,000,000 jobs (half pending, half dead), and the
+# listing of every queue.
+echo
+echo "admin listings, a queue of 1,000,000 jobs (pages of 100, 1 client):"
+psql -X -q -d $db <<'SQL' >/dev/null
+TRUNCATE alkstore.jobs, alkstore.groups;
+INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms,
+  backoff_base_ms, backoff_max_ms, run_at, created_at, last_error)
+  SELECT 'big', CASE WHEN i % 2 = 0 THEN 'dead' ELSE 'pending' END, jsonb_build_object('n', i), 0, 0, 5, 60000,
+         5000, 3600000, clock_timestamp(), clock_timestamp(), CASE WHEN i % 2 = 0 THEN 'boom' END
+  FROM generate_series(1, 1000000) i;
+VACUUM ANALYZE alkstore.jobs;
+SQL
+maxid=$(psql -X -q -At -d $db -c "SELECT max(id) FROM alkstore.jobs")
+script page_dead  "\\set after random(0, $maxid - 1000)
+SELECT count(*) FROM alk_list_jobs('big', 'dead', :after, 100);"
+script page_any   "\\set after random(0, $maxid - 1000)
+SELECT count(*) FROM alk_list_jobs('big', NULL, :after, 100);"
+script page_first "SELECT count(*) FROM alk_list_jobs('big', 'dead', 0, 100);"
+script queues     "SELECT count(*) FROM alk_queues();"
+for case in page_first page_dead page_any queues; do
+  printf '  %-32s %10.0f calls/s\n' "$case" "$(tps $case 1)"
+done
+
 [ "${ALK_BENCH_SKIP_HISTORY:-0}" = 1 ] && { psql -X -q -d postgres -c "DROP DATABASE $db"; exit 0; }
 
 # Claims must not slow down as finished jobs pile up.

@@ -20,8 +20,12 @@ version=$(pg_version)
 schema=$(pg_schema_file)
 code=$(pg_code_files)
 pg_check_tags "$schema" $code sql/postgres/upgrade/*.sql
+# --out FILE writes elsewhere (the CLI embeds the script from its build directory).
 out="dist/alkstore--$version.plain.sql"
-mkdir -p dist
+if [ "${1:-}" = --out ]; then
+  out=$2
+fi
+mkdir -p "$(dirname "$out")"
 
 {
   cat <<HEAD

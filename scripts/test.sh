@@ -94,6 +94,9 @@ bash scripts/isolation.sh
 step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts"
 cargo test --locked -p alkstore
 
+step "the alkstore command-line tool and its Prometheus exporter on SQLite and PostgreSQL"
+cargo test --locked -p alkstore-cli
+
 step "job features example on PostgreSQL"
 cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | check_features
 

@@ -183,6 +183,18 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_outbox_pause", Both, &["text"], 1, Bool, Admin),
     f("alk_outbox_resume", Both, &["text"], 1, Bool, Admin),
     f("alk_prune", Both, &["integer"], 1, Int, User),
+    // Operating it (v1.1 §D).
+    f("alk_queues", Both, &[], 0, Rows, Admin),
+    f(
+        "alk_list_jobs",
+        Both,
+        &["text", "text", "bigint", "integer"],
+        1,
+        Rows,
+        Admin,
+    ),
+    f("alk_requeue_dead_all", Both, &["text"], 1, Int, Admin),
+    f("alk_purge", Both, &["text", "text"], 2, Int, Admin),
     // Outboxes (v1 §6).
     f(
         "alk_outbox_enqueue",
@@ -235,6 +247,7 @@ pub const FUNCTIONS: &[Function] = &[
         Bool,
         Admin,
     ),
+    f("alk_streams", Both, &[], 0, Rows, Admin),
     // Notifications (v1 §8).
     f("alk_notify", Both, &["text", "jsonb"], 2, Void, User),
     f(
@@ -292,6 +305,7 @@ pub const FUNCTIONS: &[Function] = &[
         User,
     ),
     f("alk_lock_release", Both, &["text", "text"], 2, Bool, User),
+    f("alk_locks", Both, &[], 0, Rows, Admin),
 ];
 
 /// Looks a function up by name.

@@ -37,6 +37,10 @@ pub trait Store: Send + Sync {
     /// (completed and dead jobs, idempotency keys, old notifications);
     /// returns how many. [`Worker`](crate::Worker)s call it periodically.
     fn prune(&self, max_rows: i64) -> Result<i64>;
+    /// Calls any `alk_*` function in its own transaction; the result as
+    /// JSON, sets as arrays (the admin listings: `alk_queues`,
+    /// `alk_streams`, `alk_locks`, `alk_list_jobs`).
+    fn call(&self, function: &str, args: &[Arg]) -> Result<Value>;
 }
 
 /// An open transaction. Dropping it without `commit` rolls it back.
@@ -371,6 +375,33 @@ impl Queue {
     pub fn resume(&self) -> Result<bool> {
         boolean(self.call("alk_queue_resume", &[self.name.as_str().into()])?)
     }
+
+    /// Job documents (as [`get_job`](Self::get_job)) in ascending id after
+    /// `after_id`: every state (`None`) or one of `pending`, `running`,
+    /// `dead`, `completed`. Admin role on PostgreSQL.
+    pub fn list_jobs(&self, state: Option<&str>, after_id: i64, max: i64) -> Result<Vec<Value>> {
+        let v = self.call(
+            "alk_list_jobs",
+            &[
+                self.name.as_str().into(),
+                Arg::opt_text(state),
+                after_id.into(),
+                max.into(),
+            ],
+        )?;
+        Ok(v.as_array().cloned().unwrap_or_default())
+    }
+
+    /// Puts every dead job back to pending; returns how many. Admin role on PostgreSQL.
+    pub fn requeue_dead_all(&self) -> Result<i64> {
+        int(self.call("alk_requeue_dead_all", &[self.name.as_str().into()])?)
+    }
+
+    /// Deletes every job in `state` (`pending`, `dead` or `completed`);
+    /// returns how many. Admin role on PostgreSQL.
+    pub fn purge(&self, state: &str) -> Result<i64> {
+        int(self.call("alk_purge", &[self.name.as_str().into(), state.into()])?)
+    }
 }
 
 /// An outbox (contract §6, ADR-014).
@@ -574,9 +605,19 @@ impl Stream {
         let position = self.get_offset(consumer)?;
         Ok(StreamSubscription {
             stream: self.clone(),
-            consumer: consumer.to_string(),
+            consumer: Some(consumer.to_string()),
             position,
         })
+    }
+
+    /// A reader of the events after `after`, waiting for new ones like a
+    /// consumer, but with no saved offset (`commit` saves nothing).
+    pub fn reader(&self, after: i64) -> StreamSubscription {
+        StreamSubscription {
+            stream: self.clone(),
+            consumer: None,
+            position: after,
+        }
     }
 }
 
@@ -584,7 +625,7 @@ impl Stream {
 /// saves its offset when told (at-least-once: a crash resumes from the last save).
 pub struct StreamSubscription {
     stream: Stream,
-    consumer: String,
+    consumer: Option<String>,
     position: i64,
 }
 
@@ -612,9 +653,13 @@ impl StreamSubscription {
         Ok(events)
     }
 
-    /// Saves the position as the consumer's offset.
+    /// Saves the position as the consumer's offset (a
+    /// [`reader`](Stream::reader) has none: false).
     pub fn commit(&self) -> Result<bool> {
-        self.stream.save_offset(&self.consumer, self.position)
+        match &self.consumer {
+            Some(consumer) => self.stream.save_offset(consumer, self.position),
+            None => Ok(false),
+        }
     }
 }
 
@@ -756,6 +801,9 @@ impl Core {
     pub fn prune(&self, max_rows: i64) -> Result<i64> {
         prune(&*self.engine, max_rows)
     }
+    pub fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
+        self.engine.call(function, args)
+    }
 }
 
 /// `alk_prune` on an engine.
@@ -798,6 +846,13 @@ macro_rules! impl_store {
             }
             fn prune(&self, max_rows: i64) -> $crate::Result<i64> {
                 self.core.prune(max_rows)
+            }
+            fn call(
+                &self,
+                function: &str,
+                args: &[$crate::sql::Arg],
+            ) -> $crate::Result<serde_json::Value> {
+                self.core.call(function, args)
             }
         }
     };

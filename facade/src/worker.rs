@@ -151,7 +151,18 @@ impl Worker {
                     }
                 }
             }
-            let jobs = match self.queue.claim_wait(worker, 1, Duration::from_millis(200)) {
+            let claimed = {
+                // Debug level: an idle worker claims (and waits) every 200 ms.
+                let span = tracing::debug_span!("alkstore.claim", queue = %self.queue.name(), worker,
+                                                claimed = tracing::field::Empty);
+                let _in = span.enter();
+                let claimed = self.queue.claim_wait(worker, 1, Duration::from_millis(200));
+                if let Ok(jobs) = &claimed {
+                    span.record("claimed", jobs.len());
+                }
+                claimed
+            };
+            let jobs = match claimed {
                 Ok(jobs) => jobs,
                 Err(e) => {
                     outage.wait(e, stop)?;
@@ -160,7 +171,24 @@ impl Worker {
             };
             outage.over();
             for job in jobs {
-                let outcome = self.with_heartbeat(&job, worker, || guarded(|| handler(&job)));
+                // One span per job, with the handler's run and the ack (or
+                // retry) inside it, for the user's subscriber or OpenTelemetry.
+                let span = tracing::info_span!("alkstore.job", job.id = job.id, queue = %job.queue,
+                                               attempt = job.attempts, worker);
+                let _in = span.enter();
+                let outcome = {
+                    let _run = tracing::info_span!("alkstore.handler").entered();
+                    let outcome = self.with_heartbeat(&job, worker, || guarded(|| handler(&job)));
+                    if let Err(e) = &outcome {
+                        tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
+                    }
+                    outcome
+                };
+                let _settle = tracing::info_span!(
+                    "alkstore.ack",
+                    outcome = if outcome.is_ok() { "ack" } else { "retry" }
+                )
+                .entered();
                 // A job whose ack or retry is lost with the connection stays
                 // claimed until its visibility timeout, then runs again:
                 // at least once, never lost.

@@ -69,9 +69,14 @@
     requires = ["notify"]
 );
 ::pgrx::extension_sql_file!(
+    "../../sql/postgres/admin.sql",
+    name = "admin",
+    requires = ["lock"]
+);
+::pgrx::extension_sql_file!(
     "../../sql/postgres/version.sql",
     name = "version",
-    requires = ["lock"]
+    requires = ["admin"]
 );
 ::pgrx::extension_sql_file!(
     "../../sql/postgres/backup.sql",

@@ -84,6 +84,10 @@ BEGIN
     ('alk_outbox_pause(text)', 'alkstore_admin'),
     ('alk_outbox_resume(text)', 'alkstore_admin'),
     ('alk_prune(integer)', 'alkstore_user'),
+    ('alk_queues()', 'alkstore_admin'),
+    ('alk_list_jobs(text, text, bigint, integer)', 'alkstore_admin'),
+    ('alk_requeue_dead_all(text)', 'alkstore_admin'),
+    ('alk_purge(text, text)', 'alkstore_admin'),
     ('alk_outbox_enqueue(text, jsonb, jsonb)', 'alkstore_user'),
     ('alk_outbox_claim(text, text, integer)', 'alkstore_user'),
     ('alk_outbox_stats(text)', 'alkstore_user'),
@@ -92,6 +96,7 @@ BEGIN
     ('alk_save_offset(text, text, bigint)', 'alkstore_user'),
     ('alk_get_offset(text, text)', 'alkstore_user'),
     ('alk_reset_offset(text, text, bigint)', 'alkstore_admin'),
+    ('alk_streams()', 'alkstore_admin'),
     ('alk_notify(text, jsonb)', 'alkstore_user'),
     ('alk_channel(text)', 'alkstore_user'),
     ('alk_listen_queue(text, double precision)', 'alkstore_user'),
@@ -102,7 +107,8 @@ BEGIN
     ('alk_unlisten_stream(text)', 'alkstore_user'),
     ('alk_lock_acquire(text, text, double precision)', 'alkstore_user'),
     ('alk_lock_renew(text, text, double precision)', 'alkstore_user'),
-    ('alk_lock_release(text, text)', 'alkstore_user')
+    ('alk_lock_release(text, text)', 'alkstore_user'),
+    ('alk_locks()', 'alkstore_admin')
   ) AS g(signature, role) LOOP
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', current_schema(), r.signature, r.role);
   END LOOP;

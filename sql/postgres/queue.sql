@@ -409,12 +409,11 @@ END $$;
 -- Requeue also clears the expiry: putting a dead job back is an explicit
 -- decision to run it. A grouped job rejoins its group: it heads it if the
 -- group has no other job, else it waits and runs next (lowest id).
-CREATE OR REPLACE FUNCTION alk_requeue_dead(job_id bigint) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+CREATE OR REPLACE FUNCTION alkstore.requeue_dead(jid bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
 DECLARE
-  jid bigint := alkstore.job_id(job_id);
-  q   text;
-  g   text;
+  q text;
+  g text;
 BEGIN
   SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' FOR UPDATE;
   IF NOT FOUND THEN
@@ -426,6 +425,12 @@ BEGIN
    WHERE j.id = jid;
   PERFORM alkstore.wake('q', q);
   RETURN true;
+END $$;
+
+CREATE OR REPLACE FUNCTION alk_requeue_dead(job_id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN alkstore.requeue_dead(alkstore.job_id(job_id));
 END $$;
 
 -- Merges the given keys over the queue's options in one statement, so

@@ -279,6 +279,8 @@ fn main() {
         .map(|(_, a, r)| r / a)
         .fold(0.0, f64::max);
     println!("worst ratio (raw / alkstore): {worst:.2}x");
+
+    admin_paging(&c, quick);
 }
 
 /// Runs `a` and `b` in turn five times; the fastest of each. Turns, not
@@ -426,4 +428,71 @@ fn job_features(c: &Connection, quick: bool, report: &mut Report) {
     };
     let (kept, deleted) = alternate(|| ack_all("kept"), || ack_all("deleted"));
     report.add("ack keeping completed (vs deleting)", acks, kept, deleted);
+}
+
+/// Operating it (contract v1.1 §D): pages of 100 job documents at random
+/// points of a queue of 1,000,000 jobs (half pending, half dead), and the
+/// listing of every queue.
+fn admin_paging(c: &Connection, quick: bool) {
+    let jobs: i64 = if quick { 20_000 } else { 1_000_000 };
+    println!("\nadmin listings, a queue of {jobs} jobs (pages of 100):");
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    c.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+         INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms,
+           backoff_base_ms, backoff_max_ms, run_at, created_at, last_error)
+         SELECT 'big', CASE WHEN i % 2 = 0 THEN 'dead' ELSE 'pending' END, json_object('n', i), 0, 0, 5, 60000,
+                5000, 3600000, 0, 0, CASE WHEN i % 2 = 0 THEN 'boom' END FROM n",
+        [jobs],
+    )
+    .unwrap();
+    c.execute_batch("COMMIT; ANALYZE").unwrap();
+    let (lo, hi): (i64, i64) = c
+        .query_row(
+            "SELECT min(id), max(id) FROM alk_jobs WHERE queue = 'big'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let calls = 200;
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut random_after = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        lo + (seed % (hi - lo - 1000).max(1) as u64) as i64
+    };
+    let page = |state: Option<&str>, after: i64| {
+        let mut st = c
+            .prepare_cached("SELECT alk_list_jobs('big', ?1, ?2, 100)")
+            .unwrap();
+        let text: String = st.query_row(params![state, after], |r| r.get(0)).unwrap();
+        assert!(text.len() > 2);
+    };
+    for (label, state, random) in [
+        ("first page of dead jobs", Some("dead"), false),
+        ("dead jobs, at random ids", Some("dead"), true),
+        ("every state, at random ids", None, true),
+    ] {
+        let t = Instant::now();
+        for _ in 0..calls {
+            let after = if random { random_after() } else { 0 };
+            page(state, after);
+        }
+        println!(
+            "  {label:<32} {:>10.0} calls/s",
+            calls as f64 / t.elapsed().as_secs_f64()
+        );
+    }
+    let t = Instant::now();
+    for _ in 0..20 {
+        let _: String = c
+            .query_row("SELECT alk_queues()", [], |r| r.get(0))
+            .unwrap();
+    }
+    println!(
+        "  {:<32} {:>10.0} calls/s",
+        "alk_queues()",
+        20.0 / t.elapsed().as_secs_f64()
+    );
 }

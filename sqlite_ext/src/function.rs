@@ -5,7 +5,7 @@ use crate::args::Args;
 use crate::conn::{Conn, ConnState};
 use crate::error::Result;
 use crate::ffi;
-use crate::{init, lock, notify, outbox, pause, prune, queue, stream};
+use crate::{admin, init, lock, notify, outbox, pause, prune, queue, stream};
 use alkstore_core::catalogue;
 use sqlite_loadable::ext::{sqlite3, sqlite3_context, sqlite3_value};
 use std::ffi::{c_int, c_void, CStr};
@@ -65,6 +65,10 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_outbox_pause", WRITES, pause::outbox_pause),
     (c"alk_outbox_resume", WRITES, pause::outbox_resume),
     (c"alk_prune", WRITES, prune::prune),
+    (c"alk_queues", READS, admin::queues),
+    (c"alk_list_jobs", READS, admin::list_jobs),
+    (c"alk_requeue_dead_all", WRITES, admin::requeue_dead_all),
+    (c"alk_purge", WRITES, admin::purge),
     (c"alk_outbox_enqueue", WRITES, outbox::enqueue),
     (c"alk_outbox_claim", WRITES, outbox::claim),
     (c"alk_outbox_stats", READS, outbox::stats),
@@ -73,11 +77,13 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_save_offset", WRITES, stream::save_offset),
     (c"alk_get_offset", READS, stream::get_offset),
     (c"alk_reset_offset", WRITES, stream::reset_offset),
+    (c"alk_streams", READS, admin::streams),
     (c"alk_notify", WRITES, notify::notify),
     (c"alk_notifications", READS, notify::notifications),
     (c"alk_lock_acquire", WRITES, lock::acquire),
     (c"alk_lock_renew", WRITES, lock::renew),
     (c"alk_lock_release", WRITES, lock::release),
+    (c"alk_locks", READS, admin::locks),
 ];
 
 /// The catalogue entry of a handler.

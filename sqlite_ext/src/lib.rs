@@ -19,6 +19,7 @@
 //! # Ok::<(), rusqlite::Error>(())
 //! ```
 
+mod admin;
 mod args;
 mod conn;
 mod error;

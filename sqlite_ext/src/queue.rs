@@ -556,12 +556,17 @@ pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_get_job(job_id)` → the job document, or NULL when unknown or acked.
 pub fn get_job(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
+    Ok(job_doc(conn, id)?.map_or(Out::Null, Out::Text))
+}
+
+/// The job document of `alk_get_job` (and the listings).
+pub fn job_doc(conn: &Conn, id: i64) -> Result<Option<String>> {
     let mut st = conn.stmt("get_job")?;
     st.bind_i64(1, id);
     if !st.step_row()? {
-        return Ok(Out::Null);
+        return Ok(None);
     }
-    Ok(Out::Text(
+    Ok(Some(
         Obj::new()
             .int("id", Some(st.i64(0)))
             .str("queue", Some(st.text(1)))
@@ -590,11 +595,16 @@ pub fn get_job(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_requeue_dead(job_id)` → true if a dead job went back to pending.
 pub fn requeue_dead(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
+    Ok(Out::Bool(requeue_one(conn, id)?))
+}
+
+/// Puts a dead job back; false if it is not dead.
+pub fn requeue_one(conn: &Conn, id: i64) -> Result<bool> {
     let (queue, group) = {
         let mut st = conn.stmt("dead_job")?;
         st.bind_i64(1, id);
         if !st.step_row()? {
-            return Ok(Out::Bool(false));
+            return Ok(false);
         }
         (st.text(0).to_owned(), st.opt_text(1).map(str::to_owned))
     };
@@ -609,7 +619,7 @@ pub fn requeue_dead(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_i64(2, now_ms());
     st.bind_text(3, state);
     st.run()?;
-    Ok(Out::Bool(true))
+    Ok(true)
 }
 
 /// `alk_queue_configure(queue, opts)` → the queue's resolved options after the merge.

@@ -1,0 +1,191 @@
+//! Queue and job commands: queues, jobs, job, requeue, purge, pause,
+//! resume, enqueue, prune.
+
+use crate::output::Output;
+use crate::Fallible;
+use alkstore::sql::Arg;
+use alkstore::{EnqueueOpts, Store};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+const QUEUE_COLUMNS: [&str; 8] = [
+    "queue",
+    "pending",
+    "scheduled",
+    "running",
+    "dead",
+    "completed",
+    "oldest_runnable_age_s",
+    "paused",
+];
+
+const JOB_COLUMNS: [&str; 7] = [
+    "id",
+    "state",
+    "attempts",
+    "run_at",
+    "group_key",
+    "last_error",
+    "payload",
+];
+
+pub fn queues(store: &dyn Store, out: &Output) -> Fallible {
+    let rows = store.call("alk_queues", &[])?;
+    out.rows(rows.as_array().map_or(&[][..], |r| r), &QUEUE_COLUMNS);
+    Ok(())
+}
+
+pub fn jobs(
+    store: &dyn Store,
+    out: &Output,
+    queue: &str,
+    state: Option<&str>,
+    after: i64,
+    limit: i64,
+) -> Fallible {
+    let rows = store.queue(queue)?.list_jobs(state, after, limit)?;
+    out.rows(&rows, &JOB_COLUMNS);
+    if !out.json && rows.len() as i64 == limit {
+        if let Some(last) = rows.last() {
+            eprintln!("(more: --after {})", last["id"]);
+        }
+    }
+    Ok(())
+}
+
+pub fn job(store: &dyn Store, out: &Output, id: i64) -> Fallible {
+    match store.get_job(id)? {
+        Some(doc) => {
+            out.doc(&doc);
+            Ok(())
+        }
+        None => Err(format!("no job {id} (never enqueued, acked, or pruned)").into()),
+    }
+}
+
+pub fn requeue(store: &dyn Store, out: &Output, target: &str, dead: bool) -> Fallible {
+    if dead {
+        let queue = store.queue(target)?;
+        let n = spinner(&format!("requeueing the dead jobs of {target}"), || {
+            queue.requeue_dead_all()
+        })?;
+        out.done(
+            "requeued",
+            n.into(),
+            &format!("{n} dead jobs of {target} back to pending"),
+        );
+        return Ok(());
+    }
+    let id: i64 = target.parse().map_err(|_| {
+        format!("{target:?} is not a job id (to requeue a queue's dead jobs: --dead)")
+    })?;
+    let v = store.call("alk_requeue_dead", &[id.into()])?;
+    if v != Value::Bool(true) {
+        return Err(format!("job {id} is not dead: nothing requeued").into());
+    }
+    out.done("requeued", 1.into(), &format!("job {id} back to pending"));
+    Ok(())
+}
+
+pub fn purge(store: &dyn Store, out: &Output, queue: &str, state: &str, yes: bool) -> Fallible {
+    let q = store.queue(queue)?;
+    if !yes {
+        let stats = q.stats()?;
+        let count = match state {
+            "pending" => {
+                stats["pending"].as_i64().unwrap_or(0) + stats["scheduled"].as_i64().unwrap_or(0)
+            }
+            other => stats[other].as_i64().unwrap_or(0),
+        };
+        eprint!("Delete {count} {state} jobs of queue {queue}? [y/N] ");
+        std::io::stderr().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err("not deleted (answer y, or pass --yes)".into());
+        }
+    }
+    let n = spinner(&format!("deleting the {state} jobs of {queue}"), || {
+        q.purge(state)
+    })?;
+    out.done(
+        "purged",
+        n.into(),
+        &format!("{n} {state} jobs of {queue} deleted"),
+    );
+    Ok(())
+}
+
+pub fn pause(store: &dyn Store, out: &Output, name: &str, outbox: bool, paused: bool) -> Fallible {
+    let changed = match (outbox, paused) {
+        (false, true) => store.queue(name)?.pause()?,
+        (false, false) => store.queue(name)?.resume()?,
+        (true, true) => store.outbox(name)?.pause()?,
+        (true, false) => store.outbox(name)?.resume()?,
+    };
+    let what = if outbox { "outbox" } else { "queue" };
+    let message = match (changed, paused) {
+        (true, true) => format!("{what} {name} paused"),
+        (true, false) => format!("{what} {name} resumed"),
+        (false, true) => format!("{what} {name} was already paused"),
+        (false, false) => format!("{what} {name} was not paused"),
+    };
+    out.done("changed", changed.into(), &message);
+    Ok(())
+}
+
+pub fn enqueue(
+    store: &dyn Store,
+    out: &Output,
+    queue: &str,
+    payload: &str,
+    opts: Option<&str>,
+) -> Fallible {
+    let payload: Value =
+        serde_json::from_str(payload).map_err(|e| format!("the payload is not JSON: {e}"))?;
+    let id = match opts {
+        // Options as given, checked by the database like any caller's.
+        Some(opts) => {
+            let q = store.queue(queue)?; // the name is checked first
+            store
+                .call(
+                    "alk_enqueue",
+                    &[q.name().into(), Arg::Json(opts.into()), Arg::json(&payload)],
+                )?
+                .as_i64()
+                .ok_or("no job id returned")?
+        }
+        None => store.queue(queue)?.enqueue(&EnqueueOpts::new(), &payload)?,
+    };
+    out.done("id", id.into(), &id.to_string());
+    Ok(())
+}
+
+pub fn prune(store: &dyn Store, out: &Output, batch: i64) -> Fallible {
+    let mut total = 0;
+    spinner("pruning", || -> alkstore::Result<()> {
+        loop {
+            let n = store.prune(batch)?;
+            total += n;
+            if n < batch {
+                return Ok(());
+            }
+        }
+    })?;
+    out.done("pruned", json!(total), &format!("{total} rows pruned"));
+    Ok(())
+}
+
+/// Runs a bulk call with a spinner and the elapsed time on standard error
+/// (shown only on a terminal).
+fn spinner<T>(what: &str, f: impl FnOnce() -> alkstore::Result<T>) -> alkstore::Result<T> {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").expect("template"));
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(Duration::from_millis(100));
+    let result = f();
+    bar.finish_and_clear();
+    result
+}

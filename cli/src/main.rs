@@ -1,0 +1,201 @@
+//! `alkstore`: operate alkstore from a terminal or a script — every queue's
+//! depth, dead jobs and their errors, bulk requeue and purge, pause,
+//! streams and consumer lag, leases, install and upgrade, and a Prometheus
+//! exporter. Over a URL: `sqlite:PATH` or `postgres://…` (`--url` or
+//! `ALKSTORE_URL`).
+//!
+//! Human tables by default, `--json` for scripts. An error is one line with
+//! the contract's code on standard error and exit status 1 (2: bad usage).
+
+mod install;
+mod jobs;
+mod metrics;
+mod output;
+mod streams;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "alkstore",
+    version,
+    about = "Operate alkstore queues, streams and leases"
+)]
+struct Cli {
+    /// The database: `sqlite:PATH` or `postgres://…`.
+    #[arg(long, env = "ALKSTORE_URL", global = true)]
+    url: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every queue and outbox: pending, scheduled, running, dead, completed, oldest age, paused.
+    Queues,
+    /// A page of a queue's jobs in id order.
+    Jobs {
+        queue: String,
+        /// pending, running, dead or completed (default: every state).
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many jobs.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Jobs after this id (the last id of the previous page).
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+    },
+    /// One job's document.
+    Job { id: i64 },
+    /// Puts dead jobs back to pending: one by id, or a queue's all with --dead.
+    Requeue {
+        /// A job id, or with --dead a queue.
+        target: String,
+        /// Requeue every dead job of the queue TARGET.
+        #[arg(long)]
+        dead: bool,
+    },
+    /// Deletes every job of a queue in one state (asks first unless --yes).
+    Purge {
+        queue: String,
+        /// pending, dead or completed.
+        #[arg(long)]
+        state: String,
+        /// Do not ask.
+        #[arg(long, short)]
+        yes: bool,
+    },
+    /// Pauses a queue (or an outbox): claims return nothing until resumed.
+    Pause {
+        queue: String,
+        /// QUEUE names an outbox.
+        #[arg(long)]
+        outbox: bool,
+    },
+    /// Resumes a paused queue (or outbox).
+    Resume {
+        queue: String,
+        /// QUEUE names an outbox.
+        #[arg(long)]
+        outbox: bool,
+    },
+    /// Enqueues one job; prints its id.
+    Enqueue {
+        queue: String,
+        /// The payload, JSON.
+        payload: String,
+        /// Enqueue options, a JSON object (delay_s, priority, group_key, …).
+        #[arg(long)]
+        opts: Option<String>,
+    },
+    /// Every stream: first and last offsets, consumers and their lag.
+    Streams,
+    /// Prints a stream's events after an offset; -f follows new ones.
+    Tail {
+        stream: String,
+        /// Events after this offset (default: the last 10).
+        #[arg(long)]
+        from: Option<i64>,
+        /// Keep printing new events as they are published (wake-ups, no polling).
+        #[arg(long, short)]
+        follow: bool,
+    },
+    /// Publishes one event; prints its offset.
+    Publish {
+        stream: String,
+        /// The payload, JSON.
+        payload: String,
+        /// The event's key.
+        #[arg(long)]
+        key: Option<String>,
+    },
+    /// Every lease: owner, fencing token, expiry, held.
+    Locks,
+    /// Deletes what outlived its retention (completed and dead jobs, keys, old notifications).
+    Prune {
+        /// Rows per call (the calls repeat until nothing is left).
+        #[arg(long, default_value_t = 10_000)]
+        batch: i64,
+    },
+    /// Installs alkstore: --print-sql prints the plain PostgreSQL install script.
+    Install {
+        /// Print the plain SQL install (for managed PostgreSQL: psql -f, or any client).
+        #[arg(long)]
+        print_sql: bool,
+    },
+    /// Brings the database's alkstore to this version (extension, plain SQL install or SQLite).
+    Upgrade,
+    /// Serves Prometheus metrics on /metrics.
+    Metrics {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:9187")]
+        listen: String,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("alkstore: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// What a command fails with: a contract or engine error from the
+/// database, or a message of the tool's own.
+pub type Fallible<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+fn run(cli: Cli) -> Fallible {
+    let out = output::Output { json: cli.json };
+    if let Command::Install { print_sql } = &cli.command {
+        return install::install(*print_sql);
+    }
+    let url = cli
+        .url
+        .ok_or("no database: give --url or set ALKSTORE_URL (sqlite:PATH or postgres://…)")?;
+    if let Command::Upgrade = cli.command {
+        return install::upgrade(&url, &out);
+    }
+    if let Command::Metrics { listen } = &cli.command {
+        return metrics::serve(&url, listen);
+    }
+    let store = alkstore::open(&url)?;
+    let store = &*store;
+    match cli.command {
+        Command::Queues => jobs::queues(store, &out),
+        Command::Jobs {
+            queue,
+            state,
+            limit,
+            after,
+        } => jobs::jobs(store, &out, &queue, state.as_deref(), after, limit),
+        Command::Job { id } => jobs::job(store, &out, id),
+        Command::Requeue { target, dead } => jobs::requeue(store, &out, &target, dead),
+        Command::Purge { queue, state, yes } => jobs::purge(store, &out, &queue, &state, yes),
+        Command::Pause { queue, outbox } => jobs::pause(store, &out, &queue, outbox, true),
+        Command::Resume { queue, outbox } => jobs::pause(store, &out, &queue, outbox, false),
+        Command::Enqueue {
+            queue,
+            payload,
+            opts,
+        } => jobs::enqueue(store, &out, &queue, &payload, opts.as_deref()),
+        Command::Streams => streams::streams(store, &out),
+        Command::Tail {
+            stream,
+            from,
+            follow,
+        } => streams::tail(store, &out, &stream, from, follow),
+        Command::Publish {
+            stream,
+            payload,
+            key,
+        } => streams::publish(store, &out, &stream, &payload, key.as_deref()),
+        Command::Locks => streams::locks(store, &out),
+        Command::Prune { batch } => jobs::prune(store, &out, batch),
+        Command::Install { .. } | Command::Upgrade | Command::Metrics { .. } => unreachable!(),
+    }
+}

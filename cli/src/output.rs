@@ -1,0 +1,62 @@
+//! Printing results: a table for people, JSON (`--json`) for scripts.
+
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use serde_json::Value;
+
+/// How results are printed.
+pub struct Output {
+    /// JSON instead of tables.
+    pub json: bool,
+}
+
+impl Output {
+    /// Rows (JSON objects) as a table of `columns`, or as a JSON array.
+    pub fn rows(&self, rows: &[Value], columns: &[&str]) {
+        if self.json {
+            println!("{}", Value::Array(rows.to_vec()));
+            return;
+        }
+        if rows.is_empty() {
+            println!("(none)");
+            return;
+        }
+        let mut table = Table::new();
+        table
+            .load_preset(UTF8_BORDERS_ONLY)
+            .set_header(columns.to_vec());
+        for row in rows {
+            table.add_row(columns.iter().map(|c| cell(&row[*c])));
+        }
+        println!("{table}");
+    }
+
+    /// One document: JSON, pretty for people.
+    pub fn doc(&self, doc: &Value) {
+        if self.json {
+            println!("{doc}");
+        } else {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(doc).expect("JSON prints")
+            );
+        }
+    }
+
+    /// A result of an action: `{key: value}` in JSON, `message` for people.
+    pub fn done(&self, key: &str, value: Value, message: &str) {
+        if self.json {
+            println!("{}", serde_json::json!({ key: value }));
+        } else {
+            println!("{message}");
+        }
+    }
+}
+
+/// A table cell: strings bare, null as "-", the rest as JSON.
+pub fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,470 @@
+//! The `alkstore` binary against SQLite and PostgreSQL (`ALKSTORE_PG_URL`):
+//! every subcommand, `--json` output parsed, exit codes and error lines
+//! checked, and a running exporter scraped and compared with the database.
+
+use alkstore_tests::{fresh, pg_required};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn urls() -> Vec<(String, tempfile::TempDir)> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut urls = vec![(
+        format!("sqlite:{}", dir.path().join("cli.db").display()),
+        dir,
+    )];
+    match std::env::var("ALKSTORE_PG_URL") {
+        Ok(url) => urls.push((url, tempfile::tempdir().unwrap())),
+        Err(_) => assert!(!pg_required(), "ALKSTORE_PG_URL is required"),
+    }
+    urls
+}
+
+fn cli(url: &str, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Runs with `--json`, expects success, parses standard output.
+fn json(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = cli(url, &all, "");
+    assert!(
+        out.status.success(),
+        "alkstore {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Runs, expects exit status `code` and an error line on standard error.
+fn fails(url: &str, args: &[&str], stdin: &str, code: i32) -> String {
+    let out = cli(url, args, stdin);
+    assert_eq!(out.status.code(), Some(code), "alkstore {args:?}: {out:?}");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn row<'a>(rows: &'a Value, key: &str, name: &str) -> &'a Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[key] == name)
+        .unwrap_or_else(|| panic!("{name} not in {rows}"))
+}
+
+#[test]
+fn every_subcommand_on_every_engine() {
+    for (url, _dir) in urls() {
+        let store = alkstore::open(&url).unwrap();
+        let q = fresh("cli-q");
+        let a = json(&url, &["enqueue", &q, r#"{"n": 1}"#])["id"]
+            .as_i64()
+            .unwrap();
+        let b = json(
+            &url,
+            &[
+                "enqueue",
+                &q,
+                r#"{"n": 2}"#,
+                "--opts",
+                r#"{"max_attempts": 1}"#,
+            ],
+        )["id"]
+            .as_i64()
+            .unwrap();
+        // b dies: claimed (it is second in claim order, so claim both) and failed.
+        let queue = store.queue(&q).unwrap();
+        for job in queue.claim("w", 2).unwrap() {
+            if job.id == b {
+                queue.fail(b, "w", "smtp down").unwrap();
+            } else {
+                queue
+                    .retry(job.id, "w", "later", Some(Duration::ZERO))
+                    .unwrap();
+            }
+        }
+        let queues = json(&url, &["queues"]);
+        let mine = row(&queues, "queue", &q);
+        assert_eq!(
+            (&mine["pending"], &mine["dead"], &mine["paused"]),
+            (&json!(1), &json!(1), &json!(false)),
+            "{url}"
+        );
+        let dead = json(&url, &["jobs", &q, "--state", "dead"]);
+        assert_eq!(dead.as_array().unwrap().len(), 1, "{url}");
+        assert_eq!(
+            (&dead[0]["id"], &dead[0]["last_error"]),
+            (&json!(b), &json!("smtp down")),
+            "{url}"
+        );
+        let page = json(&url, &["jobs", &q, "--limit", "1"]);
+        assert_eq!(page[0]["id"], a, "{url}");
+        let next = json(
+            &url,
+            &["jobs", &q, "--limit", "1", "--after", &a.to_string()],
+        );
+        assert_eq!(next[0]["id"], b, "{url}");
+        assert_eq!(
+            json(&url, &["job", &b.to_string()])["state"],
+            "dead",
+            "{url}"
+        );
+        // Requeue one, then (dead again) the whole queue's.
+        assert_eq!(
+            json(&url, &["requeue", &b.to_string()]),
+            json!({"requeued": 1}),
+            "{url}"
+        );
+        assert!(
+            fails(&url, &["requeue", &b.to_string()], "", 1).contains("not dead"),
+            "{url}"
+        );
+        for job in queue.claim("w", 2).unwrap() {
+            if job.id == b {
+                queue.fail(b, "w", "again").unwrap();
+            } else {
+                queue
+                    .retry(job.id, "w", "later", Some(Duration::ZERO))
+                    .unwrap();
+            }
+        }
+        assert_eq!(
+            json(&url, &["requeue", &q, "--dead"]),
+            json!({"requeued": 1}),
+            "{url}"
+        );
+        // Pause, resume.
+        assert_eq!(
+            json(&url, &["pause", &q]),
+            json!({"changed": true}),
+            "{url}"
+        );
+        assert_eq!(
+            row(&json(&url, &["queues"]), "queue", &q)["paused"],
+            true,
+            "{url}"
+        );
+        assert_eq!(
+            json(&url, &["resume", &q]),
+            json!({"changed": true}),
+            "{url}"
+        );
+        let ob = fresh("cli-outbox");
+        assert_eq!(
+            json(&url, &["pause", &ob, "--outbox"]),
+            json!({"changed": true}),
+            "{url}"
+        );
+        assert_eq!(
+            json(&url, &["resume", &ob, "--outbox"]),
+            json!({"changed": true}),
+            "{url}"
+        );
+        // Purge asks first: "n" keeps everything.
+        let asked = fails(&url, &["purge", &q, "--state", "pending"], "n\n", 1);
+        assert!(asked.contains("Delete 2 pending jobs"), "{url}: {asked}");
+        assert_eq!(queue.stats().unwrap()["pending"], 2, "{url}");
+        let out = cli(&url, &["--json", "purge", &q, "--state", "pending"], "y\n");
+        assert!(out.status.success(), "{url}: {out:?}");
+        assert_eq!(
+            json(&url, &["purge", &q, "--state", "dead", "--yes"]),
+            json!({"purged": 0}),
+            "{url}"
+        );
+        assert_eq!(queue.stats().unwrap()["pending"], 0, "{url}");
+
+        // Streams: publish, tail, follow, list.
+        let s = fresh("cli-stream");
+        assert_eq!(
+            json(&url, &["publish", &s, r#"{"e": 1}"#, "--key", "k1"]),
+            json!({"offset": 1}),
+            "{url}"
+        );
+        json(&url, &["publish", &s, r#"{"e": 2}"#]);
+        let tail = cli(&url, &["--json", "tail", &s, "--from", "0"], "");
+        assert!(tail.status.success());
+        let lines: Vec<Value> = String::from_utf8(tail.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{url}");
+        assert_eq!(
+            (&lines[0]["offset"], &lines[0]["key"], &lines[1]["payload"]),
+            (&json!(1), &json!("k1"), &json!({"e": 2})),
+            "{url}"
+        );
+        follows_new_events(&url, &s);
+        store.stream(&s).unwrap().save_offset("billing", 1).unwrap();
+        let streams = json(&url, &["streams"]);
+        let mine = row(&streams, "stream", &s);
+        assert_eq!(mine["last_offset"], 3, "{url}");
+        assert_eq!(
+            mine["consumers"],
+            json!([{"consumer": "billing", "offset": 1, "lag": 2}]),
+            "{url}"
+        );
+
+        // Leases, prune, upgrade, install.
+        let lease_name = fresh("cli-lease");
+        let lease = store
+            .lock(&lease_name, "host-a", Duration::from_secs(60))
+            .unwrap()
+            .unwrap();
+        let locks = json(&url, &["locks"]);
+        let mine = row(&locks, "name", &lease_name);
+        assert_eq!(
+            (&mine["owner"], &mine["token"], &mine["held"]),
+            (&json!("host-a"), &json!(lease.token()), &json!(true)),
+            "{url}"
+        );
+        assert!(
+            json(&url, &["prune"])["pruned"].as_i64().unwrap() >= 0,
+            "{url}"
+        );
+        assert_eq!(
+            json(&url, &["upgrade"])["version"]["version"],
+            alkstore_core_version(),
+            "{url}"
+        );
+        let sql = cli(&url, &["install", "--print-sql"], "");
+        let sql = String::from_utf8(sql.stdout).unwrap();
+        assert!(
+            sql.contains("alk_enqueue") && sql.trim_end().ends_with("COMMIT;"),
+            "{url}"
+        );
+
+        // Errors: one line, the contract's code, exit status 1; bad usage 2.
+        let e = fails(&url, &["jobs", "__alkstore_x"], "", 1);
+        assert!(
+            e.starts_with("alkstore: ALK02 ReservedName: "),
+            "{url}: {e}"
+        );
+        assert_eq!(e.trim_end().lines().count(), 1, "{url}: {e}");
+        let e = fails(&url, &["jobs", &q, "--state", "bogus"], "", 1);
+        assert!(
+            e.starts_with("alkstore: ALK05 InvalidArgument: "),
+            "{url}: {e}"
+        );
+        let e = fails(&url, &["enqueue", &q, "{not json"], "", 1);
+        assert!(e.contains("not JSON"), "{url}: {e}");
+        let e = fails(
+            &url,
+            &["enqueue", &q, "1", "--opts", r#"{"dely_s": 1}"#],
+            "",
+            1,
+        );
+        assert!(
+            e.starts_with("alkstore: ALK03 InvalidOptions: "),
+            "{url}: {e}"
+        );
+        fails(&url, &["bogus"], "", 2);
+        fails(&url, &["job", "x"], "", 2);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+        .arg("queues")
+        .env_remove("ALKSTORE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ALKSTORE_URL"));
+}
+
+fn alkstore_core_version() -> Value {
+    json!(env!("CARGO_PKG_VERSION"))
+}
+
+/// `tail -f` prints an event published after it started.
+fn follows_new_events(url: &str, stream: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+        .args(["--url", url, "--json", "tail", stream, "--from", "2", "-f"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    json(url, &["publish", stream, r#"{"e": 3}"#]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(lines.next());
+    });
+    let line = rx.recv_timeout(Duration::from_secs(10));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let line = line
+        .expect("tail -f printed the new event")
+        .unwrap()
+        .unwrap();
+    let event: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (&event["offset"], &event["payload"]),
+        (&json!(3), &json!({"e": 3})),
+        "{url}"
+    );
+}
+
+/// Scrapes `/metrics` once the exporter answers.
+fn scrape(addr: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut conn) = std::net::TcpStream::connect(addr) {
+            write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+            let mut response = String::new();
+            conn.read_to_string(&mut response).unwrap();
+            assert!(
+                response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
+                "{response}"
+            );
+            return response
+                .split("\r\n\r\n")
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+        }
+        assert!(Instant::now() < deadline, "the exporter never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no {series} in\n{body}"))
+}
+
+#[test]
+fn the_exporter_serves_the_database_figures() {
+    for (url, _dir) in urls() {
+        let store = alkstore::open(&url).unwrap();
+        let q = fresh("cli-metrics");
+        let queue = store.queue(&q).unwrap();
+        for i in 0..3 {
+            queue
+                .enqueue(&alkstore::EnqueueOpts::new(), &json!(i))
+                .unwrap();
+        }
+        let claimed = queue.claim("w", 1).unwrap();
+        assert_eq!(claimed.len(), 1);
+        queue.pause().unwrap();
+        let s = fresh("cli-metrics-stream");
+        for i in 0..4 {
+            store.stream(&s).unwrap().publish(&json!(i), None).unwrap();
+        }
+        store.stream(&s).unwrap().save_offset("reader", 1).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut exporter = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+            .args(["--url", &url, "metrics", "--listen", &addr])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let body = scrape(&addr);
+        exporter.kill().unwrap();
+        exporter.wait().unwrap();
+        let stats = queue.stats().unwrap();
+        for state in ["pending", "scheduled", "running", "dead", "completed"] {
+            let series = format!("alkstore_queue_jobs{{queue=\"{q}\",state=\"{state}\"}}");
+            assert_eq!(
+                sample(&body, &series),
+                stats[state].as_f64().unwrap(),
+                "{url} {state}"
+            );
+        }
+        assert_eq!(
+            sample(&body, &format!("alkstore_queue_paused{{queue=\"{q}\"}}")),
+            1.0,
+            "{url}"
+        );
+        assert!(
+            sample(
+                &body,
+                &format!("alkstore_queue_oldest_runnable_age_seconds{{queue=\"{q}\"}}")
+            ) >= 0.0
+        );
+        assert_eq!(
+            sample(
+                &body,
+                &format!("alkstore_stream_last_offset{{stream=\"{s}\"}}")
+            ),
+            4.0,
+            "{url}"
+        );
+        assert_eq!(
+            sample(
+                &body,
+                &format!("alkstore_stream_consumer_lag{{consumer=\"reader\",stream=\"{s}\"}}")
+            ),
+            3.0,
+            "{url}"
+        );
+        assert_eq!(sample(&body, "alkstore_up"), 1.0, "{url}");
+        assert_eq!(
+            sample(&body, "alkstore_exporter_scrape_errors_total"),
+            0.0,
+            "{url}"
+        );
+        assert!(body.contains("# TYPE alkstore_queue_jobs gauge"), "{body}");
+    }
+}
+
+#[test]
+fn the_exporter_counts_failed_scrapes() {
+    // A database that cannot be read any more: its jobs table dropped.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.db");
+    let url = format!("sqlite:{}", path.display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut exporter = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+        .args(["--url", &url, "metrics", "--listen", &addr])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = scrape(&addr);
+    assert_eq!(sample(&first, "alkstore_up"), 1.0);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE alk_jobs")
+        .unwrap();
+    let body = scrape(&addr);
+    exporter.kill().unwrap();
+    exporter.wait().unwrap();
+    assert_eq!(sample(&body, "alkstore_up"), 0.0, "{body}");
+    assert_eq!(
+        sample(&body, "alkstore_exporter_scrape_errors_total"),
+        1.0,
+        "{body}"
+    );
+}

@@ -1,0 +1,185 @@
+-- Operating it (contract v1.1 §D): listings and bulk actions for operators,
+-- all admin-only (grants.sql, from the catalogue). Listings read indexes:
+-- queue names by a skip scan of each state's partial index, job pages in
+-- id order from an id onwards.
+
+-- Every queue that has options, jobs or a pause (outboxes by backing
+-- queue), in name order. A skip scan per state: one index probe per queue,
+-- however many jobs each has.
+CREATE OR REPLACE FUNCTION alkstore.queue_names() RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE
+  p(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'pending'
+           UNION ALL
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'pending' AND j.queue > p.q)
+             FROM p WHERE p.q IS NOT NULL),
+  r(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'running'
+           UNION ALL
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'running' AND j.queue > r.q)
+             FROM r WHERE r.q IS NOT NULL),
+  d(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'dead'
+           UNION ALL
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'dead' AND j.queue > d.q)
+             FROM d WHERE d.q IS NOT NULL),
+  c(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'completed'
+           UNION ALL
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'completed' AND j.queue > c.q)
+             FROM c WHERE c.q IS NOT NULL),
+  w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting'
+           UNION ALL
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting' AND j.queue > w.q)
+             FROM w WHERE w.q IS NOT NULL)
+  SELECT q FROM (
+    SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM d UNION SELECT q FROM c UNION SELECT q FROM w
+    UNION SELECT o.queue FROM alkstore.queues o UNION SELECT s.queue FROM alkstore.paused s
+  ) names WHERE q IS NOT NULL ORDER BY q
+$$;
+
+CREATE OR REPLACE FUNCTION alk_queues()
+RETURNS TABLE (queue text, pending bigint, scheduled bigint, running bigint, dead bigint,
+               completed bigint, paused boolean, oldest_runnable_age_s numeric)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN QUERY
+  SELECT n.q, (s ->> 'pending')::bigint, (s ->> 'scheduled')::bigint, (s ->> 'running')::bigint,
+         (s ->> 'dead')::bigint, (s ->> 'completed')::bigint, (s ->> 'paused')::boolean,
+         (s ->> 'oldest_runnable_age_s')::numeric
+    FROM alkstore.queue_names() AS n(q), LATERAL alkstore.stats(n.q) AS s
+   ORDER BY n.q;
+END $$;
+
+-- A state argument of the listing and bulk functions (contract v1.1 §G).
+CREATE OR REPLACE FUNCTION alkstore.state_arg(st text, allowed text[], null_ok boolean) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF (st IS NULL AND NOT null_ok) OR (st IS NOT NULL AND NOT st = ANY (allowed)) THEN
+    PERFORM alkstore.raise('ALK05', format('state must be one of %s%s, got %s',
+      array_to_string(allowed, ', '), CASE WHEN null_ok THEN ' or NULL' ELSE '' END,
+      coalesce(alkstore.quote(st), 'NULL')));
+  END IF;
+  RETURN st;
+END $$;
+
+-- Job documents (as alk_get_job) of one queue in ascending id after
+-- after_id. One statement per state, each with its literal state, so the
+-- planner can read the state's partial index.
+CREATE OR REPLACE FUNCTION alk_list_jobs(queue text, state text DEFAULT NULL, after_id bigint DEFAULT 0,
+                                         max_jobs integer DEFAULT 100)
+RETURNS SETOF jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q  text := alkstore.name('queue', queue);
+  st text := alkstore.state_arg(state, ARRAY['pending', 'running', 'dead', 'completed'], true);
+  a  bigint := CASE WHEN after_id IS NULL THEN 0 ELSE alkstore.offset_arg('after_id', after_id) END;
+  m  integer := alkstore.batch('max_jobs', max_jobs);
+BEGIN
+  IF st = 'dead' THEN
+    RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
+                  WHERE j.queue = q AND j.state = 'dead' AND j.id > a ORDER BY j.id LIMIT m;
+  ELSIF st = 'completed' THEN
+    RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
+                  WHERE j.queue = q AND j.state = 'completed' AND j.id > a ORDER BY j.id LIMIT m;
+  ELSIF st = 'running' THEN
+    RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
+                  WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
+  ELSIF st = 'pending' THEN -- waiting group members are pending too
+    RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
+                  WHERE j.queue = q AND j.state IN ('pending', 'waiting') AND j.id > a ORDER BY j.id LIMIT m;
+  ELSE
+    RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
+                  WHERE j.queue = q AND j.id > a ORDER BY j.id LIMIT m;
+  END IF;
+END $$;
+
+-- Every dead job of the queue back to pending, as alk_requeue_dead does
+-- each: ungrouped ones in one statement, grouped ones one by one in id
+-- order (each rejoins its group).
+CREATE OR REPLACE FUNCTION alk_requeue_dead_all(queue text) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q   text := alkstore.name('queue', queue);
+  n   integer;
+  jid bigint;
+BEGIN
+  UPDATE alkstore.jobs j
+     SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
+   WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  FOR jid IN SELECT j.id FROM alkstore.jobs j
+              WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NOT NULL ORDER BY j.id LOOP
+    IF alkstore.requeue_dead(jid) THEN
+      n := n + 1;
+    END IF;
+  END LOOP;
+  IF n > 0 THEN
+    PERFORM alkstore.wake('q', q);
+  END IF;
+  RETURN n;
+END $$;
+
+-- Deletes every job of the queue in one state. Purging pending jobs takes
+-- their groups' counts down with them.
+CREATE OR REPLACE FUNCTION alk_purge(queue text, state text) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q  text := alkstore.name('queue', queue);
+  st text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);
+  n  integer;
+  gs text[];
+BEGIN
+  IF st = 'dead' THEN
+    DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead';
+    GET DIAGNOSTICS n = ROW_COUNT;
+  ELSIF st = 'completed' THEN
+    DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
+    GET DIAGNOSTICS n = ROW_COUNT;
+  ELSE
+    WITH d AS (
+      DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('pending', 'waiting')
+      RETURNING j.group_key
+    )
+    SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL) INTO n, gs FROM d;
+    IF gs IS NOT NULL THEN
+      UPDATE alkstore.groups c SET jobs = c.jobs - x.n
+        FROM (SELECT u.g, count(*)::integer AS n FROM unnest(gs) AS u(g) GROUP BY u.g) x
+       WHERE c.queue = q AND c.group_key = x.g;
+      DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
+    END IF;
+  END IF;
+  RETURN n;
+END $$;
+
+-- Every stream (published to, or with a saved offset): its first and last
+-- kept offsets (0 and 0 with none) and its consumers with their lag.
+CREATE OR REPLACE FUNCTION alk_streams()
+RETURNS TABLE (stream text, first_offset bigint, last_offset bigint, consumers jsonb)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN QUERY
+  WITH names AS (
+    SELECT s.stream AS n FROM alkstore.streams s UNION SELECT o.stream FROM alkstore.offsets o
+  ), spans AS (
+    SELECT names.n,
+           coalesce((SELECT min(e."offset") FROM alkstore.events e WHERE e.stream = names.n), 0) AS first,
+           coalesce((SELECT max(e."offset") FROM alkstore.events e WHERE e.stream = names.n), 0) AS last
+      FROM names
+  )
+  SELECT spans.n, spans.first, spans.last,
+         coalesce((SELECT jsonb_agg(jsonb_build_object('consumer', o.consumer, 'offset', o."offset",
+                                                       'lag', greatest(spans.last - o."offset", 0))
+                                    ORDER BY o.consumer)
+                     FROM alkstore.offsets o WHERE o.stream = spans.n), '[]'::jsonb)
+    FROM spans ORDER BY spans.n;
+END $$;
+
+-- Every lease row; a released one has no owner and no expiry.
+CREATE OR REPLACE FUNCTION alk_locks()
+RETURNS TABLE (name text, owner text, token bigint, expires_at text, held boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN QUERY
+  SELECT l.name, l.owner, l.token,
+         CASE WHEN l.owner IS NULL THEN NULL ELSE alkstore.ts(l.expires_at) END,
+         l.owner IS NOT NULL AND l.expires_at > clock_timestamp()
+    FROM alkstore.locks l ORDER BY l.name;
+END $$;

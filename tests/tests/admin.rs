@@ -1,0 +1,340 @@
+//! Contract v1.1 §D (operating it): the listings and bulk actions, on every
+//! engine. The PostgreSQL databases are shared with other tests, so each
+//! test looks for its own (fresh) names in the listings.
+
+use alkstore_tests::*;
+use serde_json::{json, Value};
+
+fn each(mut body: impl FnMut(&mut dyn Db)) {
+    for target in targets() {
+        let mut db = target.connect();
+        body(&mut *db);
+    }
+}
+
+fn find<'a>(rows: &'a Value, key: &str, name: &str) -> Option<&'a Value> {
+    rows.as_array().unwrap().iter().find(|r| r[key] == name)
+}
+
+fn ids(rows: &Value) -> Vec<i64> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
+    each(|db| {
+        let e = db.engine();
+        let (busy, configured, paused, untouched) = (
+            fresh("adm-busy"),
+            fresh("adm-conf"),
+            fresh("adm-paused"),
+            fresh("adm-none"),
+        );
+        let outbox = fresh("adm-outbox");
+        db.int("alk_enqueue", &[t(&busy), Arg::Null, j("1")]);
+        db.int(
+            "alk_enqueue",
+            &[t(&busy), j(r#"{"delay_s": 3600}"#), j("2")],
+        );
+        db.ok(
+            "alk_queue_configure",
+            &[t(&configured), j(r#"{"max_attempts": 2}"#)],
+        );
+        db.yes("alk_queue_pause", &[t(&paused)]);
+        db.int("alk_outbox_enqueue", &[t(&outbox), Arg::Null, j("3")]);
+        db.ok("alk_queue_opts", &[t(&untouched)]);
+        let all = db.ok("alk_queues", &[]);
+        let row = find(&all, "queue", &busy).unwrap_or_else(|| panic!("[{e}] {busy} missing"));
+        let mut keys: Vec<&str> = row
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "completed",
+                "dead",
+                "oldest_runnable_age_s",
+                "paused",
+                "pending",
+                "queue",
+                "running",
+                "scheduled"
+            ],
+            "[{e}]"
+        );
+        assert_eq!(
+            (&row["pending"], &row["scheduled"], &row["paused"]),
+            (&json!(1), &json!(1), &json!(false)),
+            "[{e}]"
+        );
+        let conf = find(&all, "queue", &configured).unwrap_or_else(|| panic!("[{e}] {configured}"));
+        assert_eq!(
+            (&conf["pending"], &conf["oldest_runnable_age_s"]),
+            (&json!(0), &Value::Null),
+            "[{e}]"
+        );
+        assert_eq!(
+            find(&all, "queue", &paused).unwrap()["paused"],
+            true,
+            "[{e}]"
+        );
+        let backing = format!("__alkstore_outbox:{outbox}");
+        assert_eq!(
+            find(&all, "queue", &backing).unwrap()["pending"],
+            1,
+            "[{e}] outboxes by backing queue"
+        );
+        assert!(
+            find(&all, "queue", &untouched).is_none(),
+            "[{e}] a queue only read is not listed"
+        );
+        let names: Vec<&str> = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["queue"].as_str().unwrap())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "[{e}] in name order");
+    });
+}
+
+#[test]
+fn alk_list_jobs_pages_in_id_order_per_state() {
+    each(|db| {
+        let e = db.engine();
+        let q = fresh("adm-list");
+        db.ok(
+            "alk_queue_configure",
+            &[t(&q), j(r#"{"retain_completed_s": 3600}"#)],
+        );
+        let mut all = Vec::new();
+        for i in 0..6 {
+            all.push(db.int(
+                "alk_enqueue",
+                &[t(&q), j(r#"{"group_key": "g"}"#), j(&i.to_string())],
+            ));
+        }
+        let plain = db.int("alk_enqueue", &[t(&q), j(r#"{"max_attempts": 1}"#), j("6")]);
+        all.push(plain);
+        // all[0] heads the group: claim it and the plain job; the plain one dies.
+        let claimed = ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(10)]));
+        assert_eq!(claimed, [all[0], plain], "[{e}]");
+        db.yes("alk_fail", &[Arg::Int(plain), t("w"), t("boom")]);
+        // Every job, two per page.
+        let mut seen = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = db.ok(
+                "alk_list_jobs",
+                &[t(&q), Arg::Null, Arg::Int(after), Arg::Int(2)],
+            );
+            let got = ids(&page);
+            assert!(got.len() <= 2, "[{e}]");
+            if got.is_empty() {
+                break;
+            }
+            after = *got.last().unwrap();
+            seen.extend(got);
+        }
+        assert_eq!(seen, all, "[{e}] every job once, ascending id");
+        let list = |db: &mut dyn Db, state: &str| {
+            ids(&db.ok(
+                "alk_list_jobs",
+                &[t(&q), t(state), Arg::Int(0), Arg::Int(100)],
+            ))
+        };
+        assert_eq!(list(db, "running"), [all[0]], "[{e}]");
+        assert_eq!(list(db, "dead"), [plain], "[{e}]");
+        assert_eq!(
+            list(db, "pending"),
+            all[1..6].to_vec(),
+            "[{e}] waiting group members are pending"
+        );
+        assert!(
+            db.yes("alk_ack", &[Arg::Int(all[0]), t("w"), j(r#"{"ok": 1}"#)]),
+            "[{e}]"
+        );
+        let done = db.ok("alk_list_jobs", &[t(&q), t("completed")]);
+        assert_eq!(
+            ids(&done),
+            [all[0]],
+            "[{e}] defaults: from the start, 100 at most"
+        );
+        assert_eq!(
+            done[0]["result"],
+            json!({"ok": 1}),
+            "[{e}] documents as alk_get_job"
+        );
+        assert_eq!(done[0], db.ok("alk_get_job", &[Arg::Int(all[0])]), "[{e}]");
+        for bad in [t("waiting"), t("Dead"), t("")] {
+            assert_eq!(db.code("alk_list_jobs", &[t(&q), bad]), "ALK05", "[{e}]");
+        }
+        assert_eq!(
+            db.code("alk_list_jobs", &[t(&q), Arg::Null, Arg::Int(-1)]),
+            "ALK05",
+            "[{e}]"
+        );
+        assert_eq!(
+            db.code(
+                "alk_list_jobs",
+                &[t(&q), Arg::Null, Arg::Int(0), Arg::Int(0)]
+            ),
+            "ALK05",
+            "[{e}]"
+        );
+        assert_eq!(
+            db.code("alk_list_jobs", &[t("__alkstore_x")]),
+            "ALK02",
+            "[{e}]"
+        );
+    });
+}
+
+#[test]
+fn requeue_dead_all_and_purge_act_on_one_queue_and_state() {
+    each(|db| {
+        let e = db.engine();
+        let (q, other) = (fresh("adm-bulk"), fresh("adm-bulk-other"));
+        let mut dead = Vec::new();
+        for i in 0..3 {
+            let opts = if i == 2 {
+                r#"{"max_attempts": 1, "group_key": "g"}"#
+            } else {
+                r#"{"max_attempts": 1}"#
+            };
+            dead.push(db.int("alk_enqueue", &[t(&q), j(opts), j("1")]));
+        }
+        let o = db.int(
+            "alk_enqueue",
+            &[t(&other), j(r#"{"max_attempts": 1}"#), j("1")],
+        );
+        for (queue, n) in [(&q, 3), (&other, 1)] {
+            for id in ids(&db.ok("alk_claim", &[t(queue), t("w"), Arg::Int(n)])) {
+                db.yes("alk_fail", &[Arg::Int(id), t("w"), t("x")]);
+            }
+        }
+        assert_eq!(db.int("alk_requeue_dead_all", &[t(&q)]), 3, "[{e}]");
+        assert_eq!(db.int("alk_requeue_dead_all", &[t(&q)]), 0, "[{e}]");
+        for id in &dead {
+            let job = db.ok("alk_get_job", &[Arg::Int(*id)]);
+            assert_eq!(
+                (&job["state"], &job["attempts"]),
+                (&json!("pending"), &json!(0)),
+                "[{e}]"
+            );
+        }
+        assert_eq!(
+            db.ok("alk_get_job", &[Arg::Int(o)])["state"],
+            "dead",
+            "[{e}] other queues untouched"
+        );
+        // Purge: pending ones (waiting group members too), then dead.
+        db.int("alk_enqueue", &[t(&q), j(r#"{"group_key": "g"}"#), j("2")]);
+        assert_eq!(db.int("alk_purge", &[t(&q), t("pending")]), 4, "[{e}]");
+        assert_eq!(db.ok("alk_queue_stats", &[t(&q)])["pending"], 0, "[{e}]");
+        // The purged group starts over: a new job heads it.
+        let head = db.int("alk_enqueue", &[t(&q), j(r#"{"group_key": "g"}"#), j("3")]);
+        assert_eq!(
+            ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])),
+            [head],
+            "[{e}]"
+        );
+        assert_eq!(db.int("alk_purge", &[t(&other), t("dead")]), 1, "[{e}]");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(o)]), Value::Null, "[{e}]");
+        assert_eq!(db.int("alk_purge", &[t(&q), t("completed")]), 0, "[{e}]");
+        for bad in [t("running"), t("waiting"), Arg::Null] {
+            assert_eq!(db.code("alk_purge", &[t(&q), bad]), "ALK05", "[{e}]");
+        }
+        assert_eq!(
+            db.ok("alk_get_job", &[Arg::Int(head)])["state"],
+            "running",
+            "[{e}] running jobs are never purged"
+        );
+    });
+}
+
+#[test]
+fn alk_streams_shows_offsets_and_consumer_lag() {
+    each(|db| {
+        let e = db.engine();
+        let (s, empty) = (fresh("adm-stream"), fresh("adm-stream-empty"));
+        for i in 0..3 {
+            db.int("alk_publish", &[t(&s), j(&i.to_string())]);
+        }
+        db.yes("alk_save_offset", &[t(&s), t("behind"), Arg::Int(1)]);
+        db.yes("alk_save_offset", &[t(&s), t("caught-up"), Arg::Int(3)]);
+        db.yes("alk_save_offset", &[t(&empty), t("early"), Arg::Int(0)]);
+        db.ok("alk_reset_offset", &[t(&empty), t("ahead"), Arg::Int(5)]);
+        let all = db.ok("alk_streams", &[]);
+        let row = find(&all, "stream", &s).unwrap_or_else(|| panic!("[{e}] {s}"));
+        assert_eq!(
+            row,
+            &json!({"stream": s, "first_offset": 1, "last_offset": 3, "consumers": [
+                {"consumer": "behind", "offset": 1, "lag": 2},
+                {"consumer": "caught-up", "offset": 3, "lag": 0}]}),
+            "[{e}]"
+        );
+        let row = find(&all, "stream", &empty).unwrap_or_else(|| panic!("[{e}] {empty}"));
+        assert_eq!(
+            (&row["first_offset"], &row["last_offset"]),
+            (&json!(0), &json!(0)),
+            "[{e}]"
+        );
+        assert_eq!(
+            row["consumers"][0],
+            json!({"consumer": "ahead", "offset": 5, "lag": 0}),
+            "[{e}] never negative"
+        );
+    });
+}
+
+#[test]
+fn alk_locks_lists_every_lease_and_whether_it_is_held() {
+    each(|db| {
+        let e = db.engine();
+        let (held, released, expired) = (
+            fresh("adm-held"),
+            fresh("adm-released"),
+            fresh("adm-expired"),
+        );
+        let ttl = |s: f64| Arg::Num(s);
+        let token = db.int("alk_lock_acquire", &[t(&held), t("me"), ttl(60.0)]);
+        db.int("alk_lock_acquire", &[t(&released), t("me"), ttl(60.0)]);
+        db.yes("alk_lock_release", &[t(&released), t("me")]);
+        db.int("alk_lock_acquire", &[t(&expired), t("me"), ttl(0.05)]);
+        sleep_ms(100);
+        let all = db.ok("alk_locks", &[]);
+        let row = find(&all, "name", &held).unwrap();
+        assert_eq!(
+            (&row["owner"], &row["token"], &row["held"]),
+            (&json!("me"), &json!(token), &json!(true)),
+            "[{e}]"
+        );
+        assert!(
+            instant(&row["expires_at"]) > alkstore_core::time::now_ms(),
+            "[{e}]"
+        );
+        let row = find(&all, "name", &released).unwrap();
+        assert_eq!(
+            (&row["owner"], &row["expires_at"], &row["held"]),
+            (&Value::Null, &Value::Null, &json!(false)),
+            "[{e}]"
+        );
+        let row = find(&all, "name", &expired).unwrap();
+        assert_eq!(
+            (&row["owner"], &row["held"]),
+            (&json!("me"), &json!(false)),
+            "[{e}]"
+        );
+    });
+}
