@@ -18,6 +18,10 @@ fn urls() -> Vec<(String, tempfile::TempDir)> {
         Ok(url) => urls.push((url, tempfile::tempdir().unwrap())),
         Err(_) => assert!(!pg_required(), "ALKSTORE_PG_URL is required"),
     }
+    // The plain SQL install too (its `upgrade` re-runs the plain script).
+    if let Ok(url) = std::env::var("ALKSTORE_PG_PLAIN_URL") {
+        urls.push((url, tempfile::tempdir().unwrap()));
+    }
     urls
 }
 

@@ -1606,7 +1606,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp A
 DECLARE
   q  text := alkstore.name('queue', queue);
   st text := alkstore.state_arg(state, ARRAY['pending', 'running', 'dead', 'completed'], true);
-  a  bigint := coalesce(after_id, 0);
+  a  bigint := CASE WHEN after_id IS NULL THEN 0 ELSE alkstore.offset_arg('after_id', after_id) END;
   m  integer := alkstore.batch('max_jobs', max_jobs);
 BEGIN
   IF st = 'dead' THEN

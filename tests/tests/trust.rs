@@ -629,7 +629,11 @@ fn errors_about_huge_values_stay_short() {
                     "alk_enqueue($1::text::jsonb, NULL",
                     "alk_enqueue($1::text, NULL",
                 );
-                let e = c.query_one(sql.as_str(), &[arg]).unwrap_err();
+                // Unnamed (typed) statement: through PgBouncer's transaction
+                // pooling a named one may not exist on the next server connection.
+                let e = c
+                    .query_typed_one(sql.as_str(), &[(arg, postgres::types::Type::TEXT)])
+                    .unwrap_err();
                 e.as_db_error()
                     .expect("a server error")
                     .message()
