@@ -49,6 +49,10 @@ check_features() {
 }
 cargo run --locked -q -p alkstore --example job_features | check_features
 
+step "schedules (README): cargo run -p alkstore --example schedules"
+cargo run --locked -q -p alkstore --example schedules | tee "$log.schedules"
+grep -q '^ran job [0-9]* with {"report":"sales"}$' "$log.schedules"
+
 step "SQLite engine: the release library in the sqlite3 shell and Python"
 cargo build --locked --release -p alkstore-sqlite
 ALKSTORE_SQLITE_LIB="$PWD/target/release/libalkstore_sqlite.so" \
@@ -97,8 +101,10 @@ cargo test --locked -p alkstore
 step "the alkstore command-line tool and its Prometheus exporter on SQLite and PostgreSQL"
 cargo test --locked -p alkstore-cli
 
-step "job features example on PostgreSQL"
+step "job features and schedules examples on PostgreSQL"
 cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | check_features
+cargo run --locked -q -p alkstore --example schedules "$ALKSTORE_PG_URL" | tee "$log.schedules"
+grep -q '^ran job [0-9]* with {"report":"sales"}$' "$log.schedules"
 
 step "examples: Python and Node programs on SQLite and PostgreSQL"
 bash examples/run.sh

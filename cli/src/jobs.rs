@@ -163,6 +163,22 @@ pub fn enqueue(
     Ok(())
 }
 
+pub fn schedules(store: &dyn Store, out: &Output) -> Fallible {
+    let rows = store.schedules()?;
+    out.rows(
+        &rows,
+        &[
+            "name",
+            "queue",
+            "spec",
+            "next_run_at",
+            "last_run_at",
+            "payload",
+        ],
+    );
+    Ok(())
+}
+
 pub fn prune(store: &dyn Store, out: &Output, batch: i64) -> Fallible {
     let mut total = 0;
     spinner("pruning", || -> alkstore::Result<()> {

@@ -115,6 +115,8 @@ enum Command {
     },
     /// Every lease: owner, fencing token, expiry, held.
     Locks,
+    /// Every schedule: its spec, queue, next and last run.
+    Schedules,
     /// Deletes what outlived its retention (completed and dead jobs, keys, old notifications).
     Prune {
         /// Rows per call (the calls repeat until nothing is left).
@@ -195,6 +197,7 @@ fn run(cli: Cli) -> Fallible {
             key,
         } => streams::publish(store, &out, &stream, &payload, key.as_deref()),
         Command::Locks => streams::locks(store, &out),
+        Command::Schedules => jobs::schedules(store, &out),
         Command::Prune { batch } => jobs::prune(store, &out, batch),
         Command::Install { .. } | Command::Upgrade | Command::Metrics { .. } => unreachable!(),
     }

@@ -247,6 +247,31 @@ fn every_subcommand_on_every_engine() {
             json(&url, &["prune"])["pruned"].as_i64().unwrap() >= 0,
             "{url}"
         );
+        let sched = fresh("cli-schedule");
+        store
+            .schedule(
+                &sched,
+                &q,
+                &alkstore::ScheduleSpec::Cron("0 3 * * *".into()),
+                &json!({"report": 1}),
+                &alkstore::EnqueueOpts::new(),
+            )
+            .unwrap();
+        let listed = json(&url, &["schedules"]);
+        let mine = row(&listed, "name", &sched);
+        assert_eq!(
+            (&mine["queue"], &mine["spec"]),
+            (&json!(q), &json!({"cron": "0 3 * * *"})),
+            "{url}"
+        );
+        assert!(
+            mine["next_run_at"]
+                .as_str()
+                .unwrap()
+                .ends_with("T03:00:00.000Z"),
+            "{url}: {mine}"
+        );
+        store.unschedule(&sched).unwrap();
         assert_eq!(
             json(&url, &["upgrade"])["version"]["version"],
             alkstore_core_version(),

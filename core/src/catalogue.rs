@@ -248,6 +248,18 @@ pub const FUNCTIONS: &[Function] = &[
         Admin,
     ),
     f("alk_streams", Both, &[], 0, Rows, Admin),
+    // Schedules (v1.1 §F).
+    f(
+        "alk_schedule",
+        Both,
+        &["text", "text", "jsonb", "jsonb", "jsonb"],
+        4,
+        Text,
+        Admin,
+    ),
+    f("alk_unschedule", Both, &["text"], 1, Bool, Admin),
+    f("alk_schedules", Both, &[], 0, Rows, User),
+    f("alk_schedule_tick", Both, &[], 0, Int, User),
     // Notifications (v1 §8).
     f("alk_notify", Both, &["text", "jsonb"], 2, Void, User),
     f(

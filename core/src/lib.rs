@@ -11,6 +11,7 @@ pub mod names;
 pub mod opts;
 pub mod pg_constants;
 pub mod pg_grants;
+pub mod schedule;
 pub mod time;
 
 /// The version of alkstore this build is (the extension's and the libraries').

@@ -52,6 +52,8 @@ pub enum NameKind {
     Worker,
     /// A lock owner.
     Owner,
+    /// A schedule (contract v1.1 §F).
+    Schedule,
 }
 
 impl NameKind {
@@ -66,6 +68,7 @@ impl NameKind {
             NameKind::Consumer => "consumer",
             NameKind::Worker => "worker",
             NameKind::Owner => "owner",
+            NameKind::Schedule => "schedule",
         }
     }
 

@@ -14,7 +14,7 @@ use crate::opts::{
 };
 use std::fmt::Write;
 
-const KINDS: [NameKind; 8] = [
+const KINDS: [NameKind; 9] = [
     NameKind::Queue,
     NameKind::Outbox,
     NameKind::Stream,
@@ -23,6 +23,7 @@ const KINDS: [NameKind; 8] = [
     NameKind::Consumer,
     NameKind::Worker,
     NameKind::Owner,
+    NameKind::Schedule,
 ];
 
 fn quote(s: &str) -> String {

@@ -31,16 +31,7 @@ pub fn format_ms(ms: i64) -> String {
 pub fn push_ms(out: &mut String, ms: i64) {
     let ms = ms.clamp(0, MAX_MS);
     let (days, ms_of_day) = (ms / 86_400_000, ms % 86_400_000);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + (month <= 2) as i64;
+    let (year, month, day) = civil_from_days(days);
     let fields = [
         (year, 4, '-'),
         (month, 2, '-'),
@@ -60,6 +51,25 @@ pub fn push_ms(out: &mut String, ms: i64) {
         out.push_str(std::str::from_utf8(&digits[..width]).expect("ASCII digits"));
         out.push(sep);
     }
+}
+
+/// The civil date `(year, month 1–12, day 1–31)` of a day number (days
+/// since 1970-01-01, which may be negative; Howard Hinnant's algorithm).
+///
+/// ```
+/// assert_eq!(alkstore_core::time::civil_from_days(0), (1970, 1, 1));
+/// assert_eq!(alkstore_core::time::civil_from_days(20_513), (2026, 3, 1));
+/// ```
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + (month <= 2) as i64, month, day)
 }
 
 /// Parses an RFC 3339 timestamp (any offset) to epoch milliseconds.

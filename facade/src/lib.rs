@@ -46,7 +46,7 @@ mod wake;
 mod worker;
 
 pub use error::{Error, Result};
-pub use opts::{EnqueueOpts, QueueOpts};
+pub use opts::{EnqueueOpts, QueueOpts, ScheduleSpec};
 pub use postgres::{PgStore, PgTx};
 pub use sqlite::{SqliteStore, SqliteTx};
 pub use store::{

@@ -193,3 +193,32 @@ fn put_secs(m: &mut Map<String, Value>, key: &str, d: Option<Duration>) {
         m.insert(key.into(), Value::from(d.as_secs_f64()));
     }
 }
+
+/// When a schedule fires (contract v1.1 §F).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScheduleSpec {
+    /// A 5-field cron expression, in UTC: `"0 3 * * *"` is 03:00 UTC daily.
+    Cron(String),
+    /// At whole multiples of this period since the Unix epoch (whole seconds).
+    Every(Duration),
+}
+
+impl ScheduleSpec {
+    /// The spec as the JSON object `alk_schedule` takes.
+    ///
+    /// ```
+    /// use alkstore::ScheduleSpec;
+    /// use std::time::Duration;
+    /// assert_eq!(ScheduleSpec::Every(Duration::from_secs(60)).to_json(), serde_json::json!({"every_s": 60}));
+    /// assert_eq!(ScheduleSpec::Cron("*/5 * * * *".into()).to_json(), serde_json::json!({"cron": "*/5 * * * *"}));
+    /// ```
+    pub fn to_json(&self) -> Value {
+        match self {
+            ScheduleSpec::Cron(c) => serde_json::json!({ "cron": c }),
+            ScheduleSpec::Every(d) if d.subsec_nanos() == 0 => {
+                serde_json::json!({ "every_s": d.as_secs() })
+            }
+            ScheduleSpec::Every(d) => serde_json::json!({ "every_s": d.as_secs_f64() }),
+        }
+    }
+}

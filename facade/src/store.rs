@@ -2,7 +2,7 @@
 
 use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
-use crate::opts::{EnqueueOpts, QueueOpts};
+use crate::opts::{EnqueueOpts, QueueOpts, ScheduleSpec};
 use crate::sql::Arg;
 use crate::types::{Event, Job, Notification, Retried};
 use alkstore_core::{names, NameKind};
@@ -41,6 +41,48 @@ pub trait Store: Send + Sync {
     /// JSON, sets as arrays (the admin listings: `alk_queues`,
     /// `alk_streams`, `alk_locks`, `alk_list_jobs`).
     fn call(&self, function: &str, args: &[Arg]) -> Result<Value>;
+    /// Creates or replaces the schedule `name`: each occurrence of `spec`
+    /// enqueues `payload` into `queue` with `opts`, once, when something
+    /// ticks ([`Worker`](crate::Worker)s do). Returns the next fire time
+    /// (RFC 3339). Admin role on PostgreSQL.
+    fn schedule(
+        &self,
+        name: &str,
+        queue: &str,
+        spec: &ScheduleSpec,
+        payload: &Value,
+        opts: &EnqueueOpts,
+    ) -> Result<String> {
+        let v = self.call(
+            "alk_schedule",
+            &[
+                name.into(),
+                queue.into(),
+                Arg::json(&spec.to_json()),
+                Arg::json(payload),
+                Arg::json(&opts.to_json()),
+            ],
+        )?;
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::engine("alkstore", "", format!("expected a time, got {v}")))
+    }
+    /// Deletes a schedule; true if it existed.
+    fn unschedule(&self, name: &str) -> Result<bool> {
+        boolean(self.call("alk_unschedule", &[name.into()])?)
+    }
+    /// Every schedule: `name, queue, spec, payload, opts, next_run_at, last_run_at`.
+    fn schedules(&self) -> Result<Vec<Value>> {
+        Ok(self
+            .call("alk_schedules", &[])?
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    }
+    /// Enqueues every due occurrence once; returns how many jobs.
+    fn schedule_tick(&self) -> Result<i64> {
+        int(self.call("alk_schedule_tick", &[])?)
+    }
 }
 
 /// An open transaction. Dropping it without `commit` rolls it back.

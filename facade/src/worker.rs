@@ -45,7 +45,11 @@ pub struct Worker {
     name: String,
     concurrency: usize,
     prune_every: Option<Duration>,
+    tick_every: Option<Duration>,
 }
+
+/// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
+pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
 
 /// How often a worker prunes (`alk_prune`) unless told otherwise.
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -64,6 +68,7 @@ impl Worker {
             name: format!("{name}-{}", process_tag()),
             concurrency: 1,
             prune_every: Some(DEFAULT_PRUNE_EVERY),
+            tick_every: Some(DEFAULT_TICK_EVERY),
         }
     }
 
@@ -85,6 +90,14 @@ impl Worker {
     /// elsewhere, e.g. from pg_cron).
     pub fn prune_every(mut self, every: Option<Duration>) -> Worker {
         self.prune_every = every;
+        self
+    }
+
+    /// How often one of the handlers ticks schedules (contract v1.1 §F:
+    /// each due occurrence enqueued once, however many workers tick).
+    /// Default [`DEFAULT_TICK_EVERY`]; `None`: never.
+    pub fn tick_every(mut self, every: Option<Duration>) -> Worker {
+        self.tick_every = every;
         self
     }
 
@@ -115,11 +128,15 @@ impl Worker {
             let threads: Vec<_> = (0..self.concurrency)
                 .map(|n| {
                     let handled = &handled;
-                    // One handler per worker prunes.
-                    let prunes = if n == 0 { self.prune_every } else { None };
+                    // One handler per worker prunes and ticks.
+                    let chores = Chores {
+                        prune_every: self.prune_every.filter(|_| n == 0),
+                        tick_every: self.tick_every.filter(|_| n == 0),
+                        ..Chores::default()
+                    };
                     s.spawn(move || {
                         let me = format!("{}-{n}", self.name);
-                        self.handle(&me, stop, handler, handled, prunes)
+                        self.handle(&me, stop, handler, handled, chores)
                     })
                 })
                 .collect();
@@ -137,19 +154,13 @@ impl Worker {
         stop: &Stop,
         handler: &Handler<'_>,
         handled: &AtomicU64,
-        prune_every: Option<Duration>,
+        mut chores: Chores,
     ) -> Result<()> {
         let mut outage = Outage::default();
-        let mut pruned_at: Option<std::time::Instant> = None;
         while !stop.is_stopped() {
-            if let Some(every) = prune_every {
-                if pruned_at.is_none_or(|at| at.elapsed() >= every) {
-                    pruned_at = Some(std::time::Instant::now());
-                    if let Err(e) = self.prune(stop) {
-                        outage.wait(e, stop)?;
-                        continue;
-                    }
-                }
+            if let Err(e) = self.chores(&mut chores, stop) {
+                outage.wait(e, stop)?;
+                continue;
             }
             let claimed = {
                 // Debug level: an idle worker claims (and waits) every 200 ms.
@@ -209,6 +220,22 @@ impl Worker {
         Ok(())
     }
 
+    /// Ticks schedules and prunes when each is due.
+    fn chores(&self, chores: &mut Chores, stop: &Stop) -> Result<()> {
+        let due = |every: Option<Duration>, last: Option<std::time::Instant>| {
+            every.is_some_and(|e| last.is_none_or(|at| at.elapsed() >= e))
+        };
+        if due(chores.tick_every, chores.ticked_at) {
+            chores.ticked_at = Some(std::time::Instant::now());
+            self.queue.engine.call("alk_schedule_tick", &[])?;
+        }
+        if due(chores.prune_every, chores.pruned_at) {
+            chores.pruned_at = Some(std::time::Instant::now());
+            self.prune(stop)?;
+        }
+        Ok(())
+    }
+
     /// Prunes in bounded batches until nothing is left or stop is raised.
     fn prune(&self, stop: &Stop) -> Result<()> {
         while !stop.is_stopped()
@@ -241,6 +268,15 @@ impl Worker {
             out
         })
     }
+}
+
+/// The periodic chores of the handler that does them.
+#[derive(Default)]
+struct Chores {
+    prune_every: Option<Duration>,
+    tick_every: Option<Duration>,
+    pruned_at: Option<std::time::Instant>,
+    ticked_at: Option<std::time::Instant>,
 }
 
 /// A handler as the workers run it: `Ok(Some(result))` acks with a result.

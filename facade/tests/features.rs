@@ -147,3 +147,49 @@ fn a_worker_keeps_results_runs_groups_in_order_and_prunes() {
         }
     }
 }
+
+#[test]
+fn workers_tick_schedules_without_being_told_to() {
+    for target in targets() {
+        let store = target.open();
+        let name = target.name();
+        let (sched, q) = (fresh("wtick"), fresh("wtick-q"));
+        store
+            .schedule(
+                &sched,
+                &q,
+                &alkstore::ScheduleSpec::Every(Duration::from_secs(1)),
+                &json!({"tick": true}),
+                &EnqueueOpts::new(),
+            )
+            .unwrap();
+        let stop = Stop::new();
+        let ran = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            let w = s.spawn(|| {
+                // Two workers, default settings: each ticks every 5 s.
+                Worker::new(store.queue(&q).unwrap(), "ticker")
+                    .concurrency(2)
+                    .run(&stop, |job| {
+                        ran.lock().unwrap().push(job.payload.clone());
+                        Ok(())
+                    })
+            });
+            for _ in 0..400 {
+                if !ran.lock().unwrap().is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            stop.stop();
+            w.join().unwrap().unwrap();
+        });
+        store.unschedule(&sched).unwrap();
+        let ran = ran.into_inner().unwrap();
+        assert!(!ran.is_empty(), "[{name}] a scheduled job ran");
+        assert!(
+            ran.iter().all(|p| p == &json!({"tick": true})),
+            "[{name}] {ran:?}"
+        );
+    }
+}

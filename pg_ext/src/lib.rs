@@ -54,9 +54,14 @@
     requires = ["pause"]
 );
 ::pgrx::extension_sql_file!(
+    "../../sql/postgres/schedule.sql",
+    name = "schedule",
+    requires = ["prune"]
+);
+::pgrx::extension_sql_file!(
     "../../sql/postgres/stream.sql",
     name = "stream",
-    requires = ["prune"]
+    requires = ["schedule"]
 );
 ::pgrx::extension_sql_file!(
     "../../sql/postgres/notify.sql",

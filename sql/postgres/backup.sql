@@ -1,8 +1,9 @@
 -- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
 -- extension's tables unless the extension registers them: every table whose
 -- rows are state is registered, and the job-id sequence, so a restore brings
--- back every job, option, pause, group, idempotency key, event, offset
--- and lease, and ids continue above the old ones. Not the waiters: registrations of sessions that are gone.
+-- back every job, option, pause, group, idempotency key, schedule,
+-- event, offset and lease, and ids continue above the old ones. Not the
+-- waiters: registrations of sessions that are gone.
 -- Not meta's version rows, which the restoring CREATE EXTENSION writes.
 -- The plain SQL install needs nothing: pg_dump dumps its tables as any.
 DO $alkstore_backup$
@@ -20,5 +21,6 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.paused', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.groups', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.idempotency', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.schedules', '');
   END IF;
 END $alkstore_backup$;

@@ -100,6 +100,19 @@ CREATE TABLE alkstore.idempotency (
 );
 CREATE INDEX idempotency_expiry ON alkstore.idempotency (expires_at);
 
+-- Schedules (contract v1.1 §F): last_run_at is the occurrence last
+-- enqueued; a tick enqueues a due one only if it is later than that.
+CREATE TABLE alkstore.schedules (
+  name        text PRIMARY KEY,
+  queue       text        NOT NULL,
+  spec        jsonb       NOT NULL,
+  payload     jsonb       NOT NULL,
+  opts        jsonb,
+  next_run_at timestamptz NOT NULL,
+  last_run_at timestamptz
+);
+CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
+
 -- The last offset of each stream. Publishers update its row, which
 -- serialises them per stream: offsets are dense and commit in order.
 CREATE TABLE alkstore.streams (

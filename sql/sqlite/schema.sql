@@ -99,6 +99,19 @@ CREATE TABLE IF NOT EXISTS alk_idempotency (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS alk_idempotency_expiry ON alk_idempotency (expires_at);
 
+-- Schedules (contract v1.1 §F): last_run_at is the occurrence last
+-- enqueued; a tick enqueues a due one only if it is later than that.
+CREATE TABLE IF NOT EXISTS alk_schedules (
+  name        TEXT PRIMARY KEY,
+  queue       TEXT    NOT NULL,
+  spec        TEXT    NOT NULL,
+  payload     TEXT    NOT NULL,
+  opts        TEXT,
+  next_run_at INTEGER NOT NULL,
+  last_run_at INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS alk_schedules_due ON alk_schedules (next_run_at);
+
 -- Stream events. Offsets are dense per stream: each is max + 1 under
 -- SQLite's single writer, so a rolled-back publish leaves no gap.
 CREATE TABLE IF NOT EXISTS alk_events (

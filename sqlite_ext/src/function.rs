@@ -5,7 +5,7 @@ use crate::args::Args;
 use crate::conn::{Conn, ConnState};
 use crate::error::Result;
 use crate::ffi;
-use crate::{admin, init, lock, notify, outbox, pause, prune, queue, stream};
+use crate::{admin, init, lock, notify, outbox, pause, prune, queue, schedule, stream};
 use alkstore_core::catalogue;
 use sqlite_loadable::ext::{sqlite3, sqlite3_context, sqlite3_value};
 use std::ffi::{c_int, c_void, CStr};
@@ -77,6 +77,10 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_save_offset", WRITES, stream::save_offset),
     (c"alk_get_offset", READS, stream::get_offset),
     (c"alk_reset_offset", WRITES, stream::reset_offset),
+    (c"alk_schedule", WRITES, schedule::schedule),
+    (c"alk_unschedule", WRITES, schedule::unschedule),
+    (c"alk_schedules", READS, schedule::schedules),
+    (c"alk_schedule_tick", WRITES, schedule::tick),
     (c"alk_streams", READS, admin::streams),
     (c"alk_notify", WRITES, notify::notify),
     (c"alk_notifications", READS, notify::notifications),

@@ -34,6 +34,7 @@ mod outbox;
 mod pause;
 mod prune;
 mod queue;
+mod schedule;
 pub mod sql;
 mod stream;
 

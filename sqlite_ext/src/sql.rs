@@ -14,7 +14,8 @@ pub const SCHEMA_VERSION: i64 = alkstore_core::SCHEMA_VERSION;
 /// script), in order. A database at version `v` runs every one above `v`.
 pub const MIGRATIONS: &[(i64, &str)] = &[(2, include_str!("../../sql/sqlite/migrate/0002.sql"))];
 
-const SOURCES: [&str; 8] = [
+const SOURCES: [&str; 9] = [
+    include_str!("../../sql/sqlite/schedule.sql"),
     include_str!("../../sql/sqlite/admin.sql"),
     include_str!("../../sql/sqlite/queue.sql"),
     include_str!("../../sql/sqlite/group.sql"),

@@ -58,5 +58,18 @@ CREATE INDEX idempotency_expiry ON alkstore.idempotency (expires_at);
 -- alk_ack gained an optional result: the two-argument form goes.
 DROP FUNCTION alk_ack(bigint, text);
 
+-- Schedules (contract v1.1 §F): last_run_at is the occurrence last
+-- enqueued; a tick enqueues a due one only if it is later than that.
+CREATE TABLE alkstore.schedules (
+  name        text PRIMARY KEY,
+  queue       text        NOT NULL,
+  spec        jsonb       NOT NULL,
+  payload     jsonb       NOT NULL,
+  opts        jsonb,
+  next_run_at timestamptz NOT NULL,
+  last_run_at timestamptz
+);
+CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
+
 -- As schema.sql does for every table: explicit, owner-only privileges.
-REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency FROM PUBLIC;
+REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency, alkstore.schedules FROM PUBLIC;

@@ -81,4 +81,17 @@ CREATE TABLE alk_idempotency (
 ) WITHOUT ROWID;
 CREATE INDEX alk_idempotency_expiry ON alk_idempotency (expires_at);
 
+-- Schedules (contract v1.1 §F): last_run_at is the occurrence last
+-- enqueued; a tick enqueues a due one only if it is later than that.
+CREATE TABLE alk_schedules (
+  name        TEXT PRIMARY KEY,
+  queue       TEXT    NOT NULL,
+  spec        TEXT    NOT NULL,
+  payload     TEXT    NOT NULL,
+  opts        TEXT,
+  next_run_at INTEGER NOT NULL,
+  last_run_at INTEGER
+) WITHOUT ROWID;
+CREATE INDEX alk_schedules_due ON alk_schedules (next_run_at);
+
 UPDATE alk_meta SET value = '2' WHERE key = 'schema_version';
