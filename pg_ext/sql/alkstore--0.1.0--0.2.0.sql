@@ -1457,7 +1457,7 @@ DECLARE
   ms    bigint := alkstore.ms(t);
   n     bigint := (p ->> 'every_ms')::bigint;
   start bigint;
-  day   bigint;
+  day   integer; -- (a FOR loop variable is an integer anyway)
   h     integer;
   m     integer;
   at    bigint;
@@ -1470,7 +1470,7 @@ BEGIN
     CONTINUE WHEN NOT alkstore.cron_day(p, day);
     FOR h IN SELECT jsonb_array_elements_text(p -> 'hours')::integer LOOP
       FOR m IN SELECT jsonb_array_elements_text(p -> 'minutes')::integer LOOP
-        at := day * 86400000 + (h * 60 + m) * 60000::bigint;
+        at := day::bigint * 86400000 + (h * 60 + m) * 60000::bigint;
         IF at >= start THEN
           RETURN alkstore.at_ms(at);
         END IF;
@@ -1486,7 +1486,7 @@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   ms  bigint := alkstore.ms(t);
   n   bigint := (p ->> 'every_ms')::bigint;
-  day bigint;
+  day integer; -- (a FOR loop variable is an integer anyway)
   h   integer;
   m   integer;
   at  bigint;
@@ -1498,7 +1498,7 @@ BEGIN
     CONTINUE WHEN NOT alkstore.cron_day(p, day);
     FOR h IN SELECT v::integer FROM jsonb_array_elements_text(p -> 'hours') v ORDER BY 1 DESC LOOP
       FOR m IN SELECT v::integer FROM jsonb_array_elements_text(p -> 'minutes') v ORDER BY 1 DESC LOOP
-        at := day * 86400000 + (h * 60 + m) * 60000::bigint;
+        at := day::bigint * 86400000 + (h * 60 + m) * 60000::bigint;
         IF at <= ms THEN
           RETURN alkstore.at_ms(at);
         END IF;
