@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs the Python and Node examples on SQLite and PostgreSQL and checks their
 # output against expected.txt, so the examples (and their READMEs) cannot rot.
-# Needs: the release SQLite library built, the PostgreSQL cluster running
-# with the extension installed (scripts/test.sh does both first).
+# Builds the Python and npm packages (packages/build.sh) and runs the
+# examples on them. Needs the PostgreSQL cluster running with the extension
+# installed (scripts/test.sh does that first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-lib="$PWD/target/release/libalkstore_sqlite.so"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 passed=0
@@ -30,24 +30,61 @@ fresh_pg() { # a new database with the extension; prints its name
   echo "$db"
 }
 
-# Python: Debian's python3 (its sqlite3 module can load extensions) in a venv.
+# The packages, built from this checkout (the SQLite library inside each).
+bash packages/build.sh >/dev/null
+wheel=$(ls "$PWD"/target/packages/alkstore-*.whl)
+tgz=$(ls "$PWD"/target/packages/alkstore-*.tgz)
+
+# A README block marked <!-- run: NAME -->, as pasted.
+readme_block() {
+  awk -v tag="<!-- run: $1 -->" '$0 == tag {on = 1; next} on && /^```/ {if (started) exit; started = 1; next} on && started {print}' README.md
+}
+
+# Python: a fresh venv with the wheel (psycopg for PostgreSQL).
 venv=target/examples/venv
-[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-"$venv/bin/pip" install -q -r examples/python/requirements.txt
+rm -rf "$venv" && /usr/bin/python3 -m venv "$venv"
+"$venv/bin/pip" install -q "$wheel" -r examples/python/requirements.txt
 check "python / sqlite" examples/python/expected.txt \
-  "$venv/bin/python" examples/python/signup.py sqlite "$lib" "$work/python.db"
+  "$venv/bin/python" examples/python/signup.py sqlite "$work/python.db"
 db=$(fresh_pg python)
 check "python / postgres" examples/python/expected.txt \
   "$venv/bin/python" examples/python/signup.py postgres "host=/var/run/postgresql dbname=$db"
 
-# Node: the locked dependencies (better-sqlite3 builds from source here).
-# (npm ci rebuilds better-sqlite3 from source, minutes: only when the lock changed.)
+# The README's round trip with a Python whose sqlite3 cannot load extensions
+# (pyenv's: not Debian's), through apsw; and that sqlite3 there is refused
+# with the way out in the message.
+nolo=target/examples/venv-apsw
+rm -rf "$nolo" && python3 -m venv "$nolo"
+"$nolo/bin/pip" install -q "$wheel" apsw
+readme_block python-roundtrip > "$work/roundtrip.py"
+printf "{'to': 'ada@example.com'} True\n" > "$work/roundtrip.expected"
+check "python / README round trip (apsw, $("$nolo/bin/python" -c 'import sys; print(sys.executable)'))" \
+  "$work/roundtrip.expected" bash -c "cd '$work' && '$PWD/$nolo/bin/python' roundtrip.py"
+printf 'refused: pip install apsw\n' > "$work/refused.expected"
+check "python / sqlite3 without extension loading is refused" "$work/refused.expected" \
+  "$nolo/bin/python" -c "
+import sqlite3, alkstore
+if hasattr(sqlite3.connect(':memory:'), 'enable_load_extension'):
+    print('refused: pip install apsw')  # this Python can load them: nothing to refuse
+else:
+    try:
+        alkstore.load(sqlite3.connect(':memory:'))
+    except alkstore.AlkstoreError as e:
+        print('refused: pip install apsw' if 'pip install apsw' in str(e) else e)"
+
+# Node: the example project's locked dependencies (better-sqlite3 builds
+# from source here, minutes: only when the lock changed), then the package.
 (cd examples/node && { cmp -s package-lock.json node_modules/.alkstore-installed-lock ||
-  { npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.alkstore-installed-lock; }; })
-check "node / sqlite" examples/node/expected.txt node examples/node/signup.js sqlite "$lib" "$work/node.db"
+  { npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.alkstore-installed-lock; }; } &&
+  npm install --no-save --no-audit --no-fund --loglevel=error "$tgz")
+check "node / sqlite" examples/node/expected.txt node examples/node/signup.js sqlite "$work/node.db"
 db=$(fresh_pg node)
 check "node / postgres" examples/node/expected.txt \
   node examples/node/signup.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"
+readme_block node-roundtrip > "$work/roundtrip.js"
+printf "{ to: 'ada@example.com' } true\n" > "$work/roundtrip-node.expected"
+check "node / README round trip" "$work/roundtrip-node.expected" \
+  bash -c "cd '$work' && NODE_PATH='$PWD/examples/node/node_modules' node roundtrip.js"
 
 echo "examples: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,108 +1,72 @@
 // alkstore from Node: a signup and its welcome-mail job in one transaction.
 //
-//   node signup.js sqlite path/to/libalkstore_sqlite.so app.db
+//   node signup.js sqlite app.db
 //   node signup.js postgres postgresql:///app?host=/var/run/postgresql
 //
-// A worker starts first and waits for work. The program then rolls back one
-// signup (its job must never run) and commits another (its job must run
-// exactly once), and the worker sends the committed mail and acks it.
-//
-// Waiting: on PostgreSQL the worker LISTENs (alk_listen_queue) and sleeps
-// until a notification arrives — no polling. On SQLite there is no server
-// to push a notification, so this example checks every 50 ms; the Rust
-// facade instead watches PRAGMA data_version.
+// Uses the `alkstore` package (npm install alkstore: the SQLite extension
+// is inside it). A worker starts first and waits for work. The program then
+// rolls back one signup (its job must never run) and commits another (its
+// job must run exactly once), and the worker sends the committed mail and
+// acks it. alkstore.work waits without polling: LISTEN on PostgreSQL, a
+// watch on PRAGMA data_version on SQLite.
 'use strict';
+
+const alkstore = require('alkstore');
 
 const QUEUE = 'welcome-mails';
 
-function sqliteEngine(lib, path) {
-  const Database = require('better-sqlite3');
-  const open = () => {
-    const db = new Database(path, { timeout: 30000 });
-    db.loadExtension(lib);
+async function connect(kind, target) {
+  if (kind === 'sqlite') {
+    const Database = require('better-sqlite3');
+    const db = alkstore.load(new Database(target, { timeout: 30000 })); // the bundled extension
     db.pragma('journal_mode = WAL');
     return db;
-  };
-  return {
-    open,
-    one: async (db, sql, ...args) => db.prepare(sql).pluck().get(...args),
-    run: async (db, sql, ...args) => db.prepare(sql).run(...args),
-    begin: async (db) => db.exec('BEGIN IMMEDIATE'),
-    end: async (db, commit) => db.exec(commit ? 'COMMIT' : 'ROLLBACK'),
-    claim: async (db, worker) =>
-      JSON.parse(db.prepare('SELECT alk_claim(?, ?, 10)').pluck().get(QUEUE, worker)),
-    listen: async () => {},
-    waitForWork: () => new Promise((resolve) => setTimeout(resolve, 50)),
-    close: async (db) => db.close(),
-  };
-}
-
-function postgresEngine(url) {
+  }
   const { Client } = require('pg');
-  const placeholders = (sql) => { let i = 0; return sql.replace(/\?/g, () => `$${++i}`); };
-  return {
-    open: async () => { const c = new Client({ connectionString: url }); await c.connect(); return c; },
-    one: async (db, sql, ...args) => Object.values((await db.query(placeholders(sql), args)).rows[0])[0],
-    run: async (db, sql, ...args) => db.query(placeholders(sql), args),
-    begin: async (db) => db.query('BEGIN'),
-    end: async (db, commit) => db.query(commit ? 'COMMIT' : 'ROLLBACK'),
-    claim: async (db, worker) =>
-      (await db.query('SELECT id, payload, attempts FROM alk_claim($1, $2, 10)', [QUEUE, worker])).rows,
-    // LISTENs on alkstore_jobs and registers this session as waiting.
-    listen: async (db) => db.query('SELECT alk_listen_queue($1)', [QUEUE]),
-    waitForWork: (db) => new Promise((resolve) => {
-      const timer = setTimeout(done, 5000);
-      function done() { clearTimeout(timer); db.removeListener('notification', done); resolve(); }
-      db.on('notification', done);
-    }),
-    close: async (db) => db.end(),
-  };
+  const db = new Client({ connectionString: target });
+  await db.connect();
+  return db;
 }
 
-async function worker(engine) {
-  const db = await engine.open();
-  await engine.listen(db); // register, then claim, then wait: nothing slips through
-  const run = async () => {
-    for (;;) {
-      const jobs = await engine.claim(db, 'mailer');
-      if (jobs.length === 0) { await engine.waitForWork(db); continue; }
-      for (const job of jobs) {
-        const payload = typeof job.payload === 'string' ? JSON.parse(job.payload) : job.payload;
-        console.log(`worker: sent welcome mail to ${payload.email} (attempt ${job.attempts})`);
-        if (!(await engine.one(db, 'SELECT alk_ack(?, ?)', job.id, 'mailer'))) throw new Error('ack failed');
-      }
-      await engine.close(db);
-      return jobs.length;
-    }
-  };
-  return run();
-}
+const sql = (kind, text) => (kind === 'sqlite' ? text : text.replace(/\?/g, ((i) => () => `$${++i}`)(0)));
+const exec = async (kind, db, text, args = []) =>
+  (kind === 'sqlite' ? db.prepare(text).run(...args) : db.query(sql(kind, text), args));
+const one = async (kind, db, text, args = []) =>
+  (kind === 'sqlite' ? db.prepare(text).pluck().get(...args)
+    : Object.values((await db.query(sql(kind, text), args)).rows[0])[0]);
 
-async function signup(engine, db, email, commit) {
-  await engine.begin(db);
-  await engine.run(db, 'INSERT INTO signups (email) VALUES (?)', email);
-  await engine.one(db, 'SELECT alk_enqueue(?, NULL, ?)', QUEUE, JSON.stringify({ email }));
+async function signup(kind, db, email, commit) {
+  await exec(kind, db, kind === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN');
+  await exec(kind, db, 'INSERT INTO signups (email) VALUES (?)', [email]);
+  await alkstore.enqueue(db, QUEUE, { email });
   console.log(`app: signup ${email} ${commit ? 'committed' : 'rolled back'} with its welcome job`);
-  await engine.end(db, commit);
+  await exec(kind, db, commit ? 'COMMIT' : 'ROLLBACK');
 }
 
 async function main() {
-  const [kind, a, b] = process.argv.slice(2);
-  const engine = kind === 'sqlite' ? sqliteEngine(a, b) : postgresEngine(a);
-  const app = await engine.open();
-  await engine.run(app, 'CREATE TABLE IF NOT EXISTS signups (email text NOT NULL)');
+  const [kind, target] = process.argv.slice(2);
+  const app = await connect(kind, target);
+  await exec(kind, app, 'CREATE TABLE IF NOT EXISTS signups (email text NOT NULL)');
 
-  const sent = worker(engine);
+  const workerDb = await connect(kind, target);
+  const stop = new AbortController();
+  let sent = 0;
+  const worker = alkstore.work(workerDb, QUEUE, 'mailer', (job) => {
+    console.log(`worker: sent welcome mail to ${job.payload.email} (attempt ${job.attempts})`);
+    sent += 1;
+    stop.abort(); // one mail is all this example sends
+  }, { signal: stop.signal });
   await new Promise((resolve) => setTimeout(resolve, 200)); // let the worker start waiting
-  await signup(engine, app, 'ghost@example.com', false);
-  await signup(engine, app, 'ada@example.com', true);
-  if ((await sent) !== 1) throw new Error('the worker did not send exactly one mail');
+  await signup(kind, app, 'ghost@example.com', false);
+  await signup(kind, app, 'ada@example.com', true);
+  await worker;
+  if (sent !== 1) throw new Error('the worker did not send exactly one mail');
 
-  const stats = await engine.one(app, 'SELECT alk_queue_stats(?)', QUEUE);
+  const stats = await one(kind, app, 'SELECT alk_queue_stats(?)', [QUEUE]);
   const s = typeof stats === 'string' ? JSON.parse(stats) : stats;
   console.log(`app: queue ${QUEUE}: pending ${s.pending}, running ${s.running}, dead ${s.dead}`);
-  console.log(`app: signups in the table: ${await engine.one(app, 'SELECT count(*) FROM signups')}`);
-  await engine.close(app);
+  console.log(`app: signups in the table: ${await one(kind, app, 'SELECT count(*) FROM signups')}`);
+  for (const db of [app, workerDb]) await (kind === 'sqlite' ? db.close() : db.end());
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });

@@ -1,0 +1,18 @@
+/** This package's version (the bundled library's must be the same). */
+export const VERSION: string;
+export class AlkstoreError extends Error {}
+export interface Job {
+  id: number; queue: string; payload: unknown; attempts: number; max_attempts: number; claim_expires_at: string;
+}
+/** A better-sqlite3 Database or a pg Client. */
+export type Connection = any;
+export function loadablePath(): string;
+export function load<T>(db: T): T;
+export function version(db?: Connection): Promise<{ package: string; library: string; schema: number }>;
+export function enqueue(db: Connection, queue: string, payload: unknown, opts?: Record<string, unknown>): Promise<number>;
+export function claim(db: Connection, queue: string, worker: string, maxJobs?: number): Promise<Job[]>;
+export function ack(db: Connection, jobId: number, worker: string, result?: unknown): Promise<boolean>;
+export function retry(db: Connection, jobId: number, worker: string, error: string, delayS?: number | null): Promise<string | null>;
+export function fail(db: Connection, jobId: number, worker: string, error: string): Promise<boolean>;
+export function work(db: Connection, queue: string, worker: string, handler: (job: Job) => unknown,
+  opts?: { signal?: AbortSignal; idleMs?: number }): Promise<number>;

@@ -1,0 +1,153 @@
+// alkstore for Node: the SQLite extension inside the package, and a thin
+// helper layer over the alk_* SQL functions on SQLite (better-sqlite3) and
+// PostgreSQL (pg). Every helper is one SQL call on *your* connection,
+// inside *your* transaction; the logic stays in the functions.
+//
+//   const Database = require('better-sqlite3');
+//   const alkstore = require('alkstore');
+//   const db = alkstore.load(new Database('app.db'));
+//   const id = await alkstore.enqueue(db, 'emails', { to: 'ada@example.com' });
+//   const [job] = await alkstore.claim(db, 'emails', 'worker-1');
+//   await alkstore.ack(db, job.id, 'worker-1');
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+
+const VERSION = require('./package.json').version;
+
+class AlkstoreError extends Error {}
+
+/** The path of the SQLite extension in this package. */
+function loadablePath() {
+  const name = { darwin: 'libalkstore_sqlite.dylib', win32: 'alkstore_sqlite.dll' }[process.platform]
+    || 'libalkstore_sqlite.so';
+  const file = path.join(__dirname, 'lib', name);
+  if (!fs.existsSync(file)) throw new AlkstoreError(`the SQLite extension is missing from the package: ${file}`);
+  return file;
+}
+
+const isPostgres = (db) => typeof db.query === 'function' && typeof db.prepare !== 'function';
+
+function check(libraryVersion) {
+  if (libraryVersion !== VERSION) {
+    throw new AlkstoreError(`the alkstore library is ${libraryVersion}, this package is ${VERSION}: install matching versions`);
+  }
+}
+
+/** Loads the extension into a better-sqlite3 database, checks its version; returns the database. */
+function load(db) {
+  db.loadExtension(loadablePath());
+  check(JSON.parse(db.prepare('SELECT alk_version()').pluck().get()).version);
+  return db;
+}
+
+/** {package, library, schema}: this package's version and the connection's alkstore
+ * (with none: the bundled SQLite library's). Refuses a library of another version. */
+async function version(db) {
+  let v;
+  if (db === undefined) {
+    const Database = require('better-sqlite3');
+    const probe = load(new Database(':memory:'));
+    v = JSON.parse(probe.prepare('SELECT alk_version()').pluck().get());
+    probe.close();
+  } else {
+    v = JSON.parse(await one(db, 'SELECT alk_version()::text', 'SELECT alk_version()'));
+  }
+  check(v.version);
+  return { package: VERSION, library: v.version, schema: v.schema };
+}
+
+// ---- one SQL call each ----
+
+async function one(db, pgSql, sqliteSql, args = []) {
+  if (isPostgres(db)) {
+    const res = await db.query(pgSql, args);
+    return res.rows.length ? Object.values(res.rows[0])[0] : null;
+  }
+  return db.prepare(sqliteSql).pluck().get(...args);
+}
+
+const json = (v) => (v === undefined || v === null ? null : JSON.stringify(v));
+
+/** Enqueues a job in the connection's current transaction; returns its id. */
+async function enqueue(db, queue, payload, opts) {
+  const id = await one(db, 'SELECT alk_enqueue($1, $2::jsonb, $3::jsonb)', 'SELECT alk_enqueue(?, ?, ?)',
+    [queue, opts ? json(opts) : null, json(payload)]);
+  return Number(id);
+}
+
+/** Claims up to maxJobs jobs: {id, queue, payload, attempts, max_attempts, claim_expires_at}. */
+async function claim(db, queue, worker, maxJobs = 1) {
+  if (isPostgres(db)) {
+    const res = await db.query(
+      'SELECT id::float8 AS id, queue, payload, attempts, max_attempts, claim_expires_at::text FROM alk_claim($1, $2, $3)',
+      [queue, worker, maxJobs]);
+    return res.rows;
+  }
+  return JSON.parse(db.prepare('SELECT alk_claim(?, ?, ?)').pluck().get(queue, worker, maxJobs));
+}
+
+/** Acks a held job (with a result, kept while the queue retains completed jobs). */
+async function ack(db, jobId, worker, result) {
+  const r = await one(db, 'SELECT alk_ack($1, $2, $3::jsonb)', 'SELECT alk_ack(?, ?, ?)', [jobId, worker, json(result)]);
+  return r === true || r === 1;
+}
+
+/** Gives a held job back: 'pending', 'dead' or null (not held). */
+async function retry(db, jobId, worker, error, delayS = null) {
+  return one(db, 'SELECT alk_retry($1, $2, $3, $4)', 'SELECT alk_retry(?, ?, ?, ?)', [jobId, worker, error, delayS]);
+}
+
+/** Dead-letters a held job. */
+async function fail(db, jobId, worker, error) {
+  const r = await one(db, 'SELECT alk_fail($1, $2, $3)', 'SELECT alk_fail(?, ?, ?)', [jobId, worker, error]);
+  return r === true || r === 1;
+}
+
+/**
+ * Runs handler(job) for each job of queue until signal aborts: acks on
+ * return (a non-undefined return value is kept as the result), retries with
+ * the queue's backoff on a throw. Waits without busy polling: on PostgreSQL
+ * by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA data_version.
+ * Resolves to the number of jobs handled.
+ */
+async function work(db, queue, worker, handler, { signal, idleMs = 5000 } = {}) {
+  const pg = isPostgres(db);
+  let handled = 0;
+  const listen = () => db.query('SELECT alk_listen_queue($1, 300)', [queue]);
+  if (pg) await listen();
+  let seen = pg ? null : db.pragma('data_version', { simple: true });
+  while (!(signal && signal.aborted)) {
+    const jobs = await claim(db, queue, worker, 1);
+    for (const job of jobs) {
+      try {
+        const result = await handler(job);
+        await ack(db, job.id, worker, result);
+      } catch (e) {
+        await retry(db, job.id, worker, String(e && e.message ? e.message : e));
+      }
+      handled += 1;
+    }
+    if (jobs.length) continue;
+    if (pg) {
+      await listen();
+      await new Promise((resolve) => {
+        const done = () => { clearTimeout(timer); db.removeListener('notification', done); resolve(); };
+        const timer = setTimeout(done, Math.min(idleMs, 1000));
+        db.on('notification', done);
+        if (signal) signal.addEventListener('abort', done, { once: true });
+      });
+    } else {
+      const deadline = Date.now() + idleMs;
+      while (!(signal && signal.aborted) && Date.now() < deadline) {
+        const now = db.pragma('data_version', { simple: true });
+        if (now !== seen) { seen = now; break; }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+  }
+  return handled;
+}
+
+module.exports = { VERSION, AlkstoreError, loadablePath, load, version, enqueue, claim, ack, retry, fail, work };

@@ -1,0 +1,199 @@
+"""alkstore for Python: the SQLite extension inside the package, and a thin
+helper layer over the ``alk_*`` SQL functions on SQLite (``sqlite3`` or
+``apsw``) and PostgreSQL (``psycopg``). The logic stays in the functions:
+every helper is one SQL call on *your* connection, inside *your*
+transaction.
+
+    import sqlite3, alkstore
+    db = sqlite3.connect("app.db", isolation_level=None)
+    alkstore.load(db)                      # the extension, from this package
+    job_id = alkstore.enqueue(db, "emails", {"to": "ada@example.com"})
+    [job] = alkstore.claim(db, "emails", "worker-1")
+    alkstore.ack(db, job["id"], "worker-1")
+"""
+import json
+import os
+import sys
+import threading
+import time
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "AlkstoreError", "load", "loadable_path", "version",
+    "enqueue", "claim", "ack", "retry", "fail", "work",
+]
+
+
+class AlkstoreError(Exception):
+    """Loading or version errors of this package (the functions' own errors
+    come from the driver, with the contract's code: ``ALK01``…``ALK05``)."""
+
+
+def loadable_path():
+    """The path of the SQLite extension in this package (``load_extension``
+    with it from any SQLite client)."""
+    name = {"darwin": "libalkstore_sqlite.dylib", "win32": "alkstore_sqlite.dll"}.get(
+        sys.platform, "libalkstore_sqlite.so")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    if not os.path.exists(path):
+        raise AlkstoreError(f"the SQLite extension is missing from the package: {path}")
+    return path
+
+
+def _is_apsw(conn):
+    return type(conn).__module__.split(".")[0] == "apsw"
+
+
+def _is_postgres(conn):
+    return type(conn).__module__.split(".")[0] == "psycopg"
+
+
+def load(conn):
+    """Loads the extension into a ``sqlite3`` or ``apsw`` connection and
+    checks that its version is this package's. Returns the connection."""
+    path = loadable_path()
+    if _is_apsw(conn):
+        conn.enable_load_extension(True)
+        conn.load_extension(path)
+    else:
+        if not hasattr(conn, "enable_load_extension"):
+            raise AlkstoreError(
+                "this Python's sqlite3 module cannot load extensions (it was built without "
+                "them, as pyenv and macOS framework Pythons are): `pip install apsw` and pass "
+                "an apsw.Connection to alkstore.load, which loads extensions in any Python")
+        conn.enable_load_extension(True)
+        try:
+            conn.load_extension(path)
+        finally:
+            conn.enable_load_extension(False)
+    library = _one(conn, "SELECT alk_version()")
+    _check(json.loads(library)["version"])
+    return conn
+
+
+def _check(library_version):
+    if library_version != __version__:
+        raise AlkstoreError(
+            f"the alkstore library is {library_version}, this package is {__version__}: "
+            "install matching versions")
+
+
+def version(conn=None):
+    """``{"package": …, "library": …}``: this package's version and that of
+    the alkstore the connection has (PostgreSQL: the installed extension or
+    plain install), or, with no connection, of the bundled SQLite library.
+    Refuses (``AlkstoreError``) a library of another version."""
+    if conn is None:
+        try:
+            import sqlite3
+            probe = sqlite3.connect(":memory:")
+            if not hasattr(probe, "enable_load_extension"):
+                raise ImportError
+        except ImportError:
+            import apsw
+            probe = apsw.Connection(":memory:")
+        load(probe)
+        conn = probe
+    library = json.loads(_one(conn, "SELECT alk_version()" + ("::text" if _is_postgres(conn) else "")))
+    _check(library["version"])
+    return {"package": __version__, "library": library["version"], "schema": library["schema"]}
+
+
+# ---- one SQL call each, on the caller's connection ----
+
+def _execute(conn, sql, args=()):
+    if _is_postgres(conn):
+        return conn.execute(sql.replace("?", "%s"), args)
+    if _is_apsw(conn):
+        return conn.cursor().execute(sql, args)
+    return conn.execute(sql, args)
+
+
+def _one(conn, sql, args=()):
+    row = _execute(conn, sql, args).fetchone()
+    return None if row is None else row[0]
+
+
+def _json(value):
+    return json.dumps(value, separators=(",", ":"))
+
+
+def enqueue(conn, queue, payload, **opts):
+    """Enqueues a job in the connection's current transaction; returns its
+    id. ``opts``: the enqueue options (``delay_s``, ``priority``,
+    ``idempotency_key``, ``group_key``, …)."""
+    cast = "::jsonb" if _is_postgres(conn) else ""
+    return _one(conn, f"SELECT alk_enqueue(?, ?{cast}, ?{cast})",
+                (queue, _json(opts) if opts else None, _json(payload)))
+
+
+def claim(conn, queue, worker, max_jobs=1):
+    """Claims up to ``max_jobs`` jobs: dicts with ``id, queue, payload,
+    attempts, max_attempts, claim_expires_at``."""
+    if _is_postgres(conn):
+        cur = _execute(conn, "SELECT id, queue, payload, attempts, max_attempts, claim_expires_at::text "
+                             "FROM alk_claim(?, ?, ?)", (queue, worker, max_jobs))
+        return [dict(zip(("id", "queue", "payload", "attempts", "max_attempts", "claim_expires_at"), r))
+                for r in cur.fetchall()]
+    return json.loads(_one(conn, "SELECT alk_claim(?, ?, ?)", (queue, worker, max_jobs)))
+
+
+def ack(conn, job_id, worker, result=None):
+    """Acks a held job (with a result, kept while the queue retains
+    completed jobs); True if this worker held it."""
+    cast = "::jsonb" if _is_postgres(conn) else ""
+    return bool(_one(conn, f"SELECT alk_ack(?, ?, ?{cast})",
+                     (job_id, worker, None if result is None else _json(result))))
+
+
+def retry(conn, job_id, worker, error, delay_s=None):
+    """Gives a held job back: ``'pending'``, ``'dead'`` (attempts used up) or None (not held)."""
+    return _one(conn, "SELECT alk_retry(?, ?, ?, ?)", (job_id, worker, error, delay_s))
+
+
+def fail(conn, job_id, worker, error):
+    """Dead-letters a held job; True if this worker held it."""
+    return bool(_one(conn, "SELECT alk_fail(?, ?, ?)", (job_id, worker, error)))
+
+
+def work(conn, queue, worker, handler, stop=None, idle_timeout=5.0):
+    """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
+    ``threading.Event``) is set: acks on return (the return value, if not
+    None, is kept as the result), retries with the queue's backoff on an
+    exception. Waits for work without busy polling: on PostgreSQL by LISTEN
+    (``alk_listen_queue``; the connection must be in autocommit mode), on
+    SQLite by watching ``PRAGMA data_version`` (any commit by another
+    connection changes it). Returns the number of jobs handled."""
+    stop = stop or threading.Event()
+    postgres = _is_postgres(conn)
+    handled = 0
+    if postgres:
+        _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+    seen = None if postgres else _one(conn, "PRAGMA data_version")
+    while not stop.is_set():
+        jobs = claim(conn, queue, worker, 1)
+        for job in jobs:
+            try:
+                result = handler(job)
+            except Exception as e:  # noqa: BLE001 — any failure is a retry
+                retry(conn, job["id"], worker, f"{type(e).__name__}: {e}")
+            else:
+                ack(conn, job["id"], worker, result)
+            handled += 1
+        if jobs:
+            continue
+        deadline = time.monotonic() + idle_timeout
+        if postgres:
+            # Renew the registration, then sleep in the driver until a wake-up.
+            _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+            for _ in conn.notifies(timeout=min(idle_timeout, 1.0), stop_after=1):
+                break
+        else:
+            while not stop.is_set() and time.monotonic() < deadline:
+                now = _one(conn, "PRAGMA data_version")
+                if now != seen:
+                    seen = now
+                    break
+                time.sleep(0.02)
+    return handled
