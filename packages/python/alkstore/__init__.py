@@ -16,11 +16,15 @@ import os
 import sys
 import threading
 import time
+from typing import Any, Callable, Dict, List, Optional
+
+Job = Dict[str, Any]
+"""A claimed job: ``id, queue, payload, attempts, max_attempts, claim_expires_at``."""
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "AlkstoreError", "load", "loadable_path", "version",
+    "AlkstoreError", "Job", "load", "loadable_path", "version",
     "enqueue", "claim", "ack", "retry", "fail", "work",
 ]
 
@@ -30,7 +34,7 @@ class AlkstoreError(Exception):
     come from the driver, with the contract's code: ``ALK01``…``ALK05``)."""
 
 
-def loadable_path():
+def loadable_path() -> str:
     """The path of the SQLite extension in this package (``load_extension``
     with it from any SQLite client)."""
     name = {"darwin": "libalkstore_sqlite.dylib", "win32": "alkstore_sqlite.dll"}.get(
@@ -49,7 +53,7 @@ def _is_postgres(conn):
     return type(conn).__module__.split(".")[0] == "psycopg"
 
 
-def load(conn):
+def load(conn: Any) -> Any:
     """Loads the extension into a ``sqlite3`` or ``apsw`` connection and
     checks that its version is this package's. Returns the connection."""
     path = loadable_path()
@@ -72,14 +76,14 @@ def load(conn):
     return conn
 
 
-def _check(library_version):
+def _check(library_version: str) -> None:
     if library_version != __version__:
         raise AlkstoreError(
             f"the alkstore library is {library_version}, this package is {__version__}: "
             "install matching versions")
 
 
-def version(conn=None):
+def version(conn: Any = None) -> Dict[str, Any]:
     """``{"package": …, "library": …}``: this package's version and that of
     the alkstore the connection has (PostgreSQL: the installed extension or
     plain install), or, with no connection, of the bundled SQLite library.
@@ -119,7 +123,7 @@ def _json(value):
     return json.dumps(value, separators=(",", ":"))
 
 
-def enqueue(conn, queue, payload, **opts):
+def enqueue(conn: Any, queue: str, payload: Any, **opts: Any) -> int:
     """Enqueues a job in the connection's current transaction; returns its
     id. ``opts``: the enqueue options (``delay_s``, ``priority``,
     ``idempotency_key``, ``group_key``, …)."""
@@ -128,7 +132,7 @@ def enqueue(conn, queue, payload, **opts):
                 (queue, _json(opts) if opts else None, _json(payload)))
 
 
-def claim(conn, queue, worker, max_jobs=1):
+def claim(conn: Any, queue: str, worker: str, max_jobs: int = 1) -> List[Job]:
     """Claims up to ``max_jobs`` jobs: dicts with ``id, queue, payload,
     attempts, max_attempts, claim_expires_at``."""
     if _is_postgres(conn):
@@ -139,7 +143,7 @@ def claim(conn, queue, worker, max_jobs=1):
     return json.loads(_one(conn, "SELECT alk_claim(?, ?, ?)", (queue, worker, max_jobs)))
 
 
-def ack(conn, job_id, worker, result=None):
+def ack(conn: Any, job_id: int, worker: str, result: Any = None) -> bool:
     """Acks a held job (with a result, kept while the queue retains
     completed jobs); True if this worker held it."""
     cast = "::jsonb" if _is_postgres(conn) else ""
@@ -147,17 +151,18 @@ def ack(conn, job_id, worker, result=None):
                      (job_id, worker, None if result is None else _json(result))))
 
 
-def retry(conn, job_id, worker, error, delay_s=None):
+def retry(conn: Any, job_id: int, worker: str, error: str, delay_s: Optional[float] = None) -> Optional[str]:
     """Gives a held job back: ``'pending'``, ``'dead'`` (attempts used up) or None (not held)."""
     return _one(conn, "SELECT alk_retry(?, ?, ?, ?)", (job_id, worker, error, delay_s))
 
 
-def fail(conn, job_id, worker, error):
+def fail(conn: Any, job_id: int, worker: str, error: str) -> bool:
     """Dead-letters a held job; True if this worker held it."""
     return bool(_one(conn, "SELECT alk_fail(?, ?, ?)", (job_id, worker, error)))
 
 
-def work(conn, queue, worker, handler, stop=None, idle_timeout=5.0):
+def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
+         stop: Optional[threading.Event] = None, idle_timeout: float = 5.0) -> int:
     """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
     ``threading.Event``) is set: acks on return (the return value, if not
     None, is kept as the result), retries with the queue's backoff on an
