@@ -13,11 +13,11 @@ impl Output {
     /// Rows (JSON objects) as a table of `columns`, or as a JSON array.
     pub fn rows(&self, rows: &[Value], columns: &[&str]) {
         if self.json {
-            println!("{}", Value::Array(rows.to_vec()));
+            say(Value::Array(rows.to_vec()));
             return;
         }
         if rows.is_empty() {
-            println!("(none)");
+            say("(none)");
             return;
         }
         let mut table = Table::new();
@@ -27,28 +27,38 @@ impl Output {
         for row in rows {
             table.add_row(columns.iter().map(|c| cell(&row[*c])));
         }
-        println!("{table}");
+        say(table);
     }
 
     /// One document: JSON, pretty for people.
     pub fn doc(&self, doc: &Value) {
         if self.json {
-            println!("{doc}");
+            say(doc);
         } else {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(doc).expect("JSON prints")
-            );
+            say(serde_json::to_string_pretty(doc).expect("JSON prints"));
         }
     }
 
     /// A result of an action: `{key: value}` in JSON, `message` for people.
     pub fn done(&self, key: &str, value: Value, message: &str) {
         if self.json {
-            println!("{}", serde_json::json!({ key: value }));
+            say(serde_json::json!({ key: value }));
         } else {
-            println!("{message}");
+            say(message);
         }
+    }
+}
+
+/// Prints a line to standard output. A reader that went away (`| head`)
+/// ends the program quietly, as command-line tools do, instead of a panic.
+pub fn say(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        panic!("cannot write to standard output: {e}");
     }
 }
 

@@ -1,6 +1,6 @@
 //! Stream and lease commands: streams, tail, publish, locks.
 
-use crate::output::{cell, Output};
+use crate::output::{cell, say, Output};
 use crate::Fallible;
 use alkstore::Store;
 use serde_json::{json, Value};
@@ -76,14 +76,19 @@ pub fn tail(
         for e in &events {
             if out.json {
                 let line = json!({"offset": e.offset, "key": e.key, "payload": e.payload, "created_at": e.created_at});
-                println!("{line}");
+                say(line);
             } else {
                 let key = e
                     .key
                     .as_deref()
                     .map(|k| format!(" [{k}]"))
                     .unwrap_or_default();
-                println!("{} {}{key} {}", e.offset, e.created_at, cell(&e.payload));
+                say(format!(
+                    "{} {}{key} {}",
+                    e.offset,
+                    e.created_at,
+                    cell(&e.payload)
+                ));
             }
         }
         if events.is_empty() && !follow {
