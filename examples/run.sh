@@ -72,6 +72,18 @@ else:
     except alkstore.AlkstoreError as e:
         print('refused: pip install apsw' if 'pip install apsw' in str(e) else e)"
 
+printf 'package 0.2.0, library 0.2.0; refused: the alkstore library is 0.2.0, this package is 9.9.9\n' \
+  | sed "s/0\.2\.0/$(sed -n 's/^version = "\(.*\)"/\1/p' packages/python/pyproject.toml)/g" > "$work/version.expected"
+check "python / version() reports both and refuses another library" "$work/version.expected" \
+  "$nolo/bin/python" -c "
+import alkstore
+v = alkstore.version()
+alkstore.__version__ = '9.9.9'  # as if the package were another release
+try:
+    alkstore.version()
+except alkstore.AlkstoreError as e:
+    print(f\"package {v['package']}, library {v['library']}; refused: {str(e).split(':')[0]}\")"
+
 # Node: the example project's locked dependencies (better-sqlite3 builds
 # from source here, minutes: only when the lock changed), then the package.
 (cd examples/node && { cmp -s package-lock.json node_modules/.alkstore-installed-lock ||
