@@ -7,11 +7,12 @@ DELETE FROM alk_jobs WHERE id IN (
   SELECT id FROM alk_jobs WHERE state = 'dead' AND prune_at IS NOT NULL AND prune_at <= ?1
   ORDER BY prune_at LIMIT ?2);
 
--- The next queue after ?1 (NULL: the first) that has completed jobs: a
--- skip through alk_jobs_completed, one seek per queue.
+-- The next queue after ?1 ('' for the first: names are never empty) that
+-- has completed jobs: a skip through alk_jobs_completed, one seek per
+-- queue. (No "?1 IS NULL OR": it would turn the seek into a scan.)
 -- name: prune_next_queue
 SELECT queue FROM alk_jobs
-WHERE state = 'completed' AND (?1 IS NULL OR queue > ?1)
+WHERE state = 'completed' AND queue > ?1
 ORDER BY queue LIMIT 1;
 
 -- Completed jobs of queue ?3 past their retention.

@@ -15,11 +15,11 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
     let now = now_ms();
     let mut done = 0;
     // Completed jobs, queue by queue (their index is per queue).
-    let mut after: Option<String> = None;
+    let mut after = String::new();
     while done < max {
         let queue = {
             let mut st = conn.stmt("prune_next_queue")?;
-            st.bind_opt_text(1, after.as_deref());
+            st.bind_text(1, &after);
             if !st.step_row()? {
                 break;
             }
@@ -31,7 +31,7 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
         st.bind_text(3, &queue);
         st.run()?;
         done += crate::ffi::changes(conn.db);
-        after = Some(queue);
+        after = queue;
     }
     for (name, cutoff) in [
         ("prune_dead", now),
