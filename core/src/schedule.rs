@@ -8,7 +8,8 @@
 //! comma list of those; day-of-week 0–7 with 0 and 7 both Sunday; a day
 //! field is restricted unless it starts with `*`, and when both are
 //! restricted a day matches if either does. No names, no `L`, `W`, `#`.
-//! `every_s: n` fires at whole multiples of n seconds since the Unix epoch.
+//! `every_s: n` fires at whole multiples of n seconds since the Unix epoch
+//! (n to the millisecond, at least 0.001).
 
 use crate::error::{err, Code, ContractError};
 use crate::time;
@@ -72,15 +73,18 @@ impl Spec {
                 ),
             ),
             (1, None, Some(n)) => {
-                let secs = n
+                // Seconds to the millisecond, rounded as every duration is (§G).
+                let ms = n
                     .as_f64()
-                    .filter(|s| s.fract() == 0.0 && *s >= 1.0 && *s <= crate::opts::MAX_DURATION_S);
-                match secs {
-                    Some(s) => Ok(Spec::Every(s as i64 * 1000)),
+                    .filter(|s| (0.0..=crate::opts::MAX_DURATION_S).contains(s))
+                    .map(time::seconds_to_ms)
+                    .filter(|ms| *ms >= 1);
+                match ms {
+                    Some(ms) => Ok(Spec::Every(ms)),
                     None => err(
                         Code::InvalidOptions,
                         format!(
-                            "every_s must be a whole number of seconds from 1 to {}, got {}",
+                            "every_s must be a number of seconds from 0.001 to {}, got {}",
                             crate::opts::MAX_DURATION_S,
                             crate::names::excerpt(&n.to_string())
                         ),
@@ -119,7 +123,11 @@ impl Spec {
 impl Cron {
     /// Parses 5 whitespace-separated fields.
     pub fn parse(text: &str) -> Result<Cron, ContractError> {
-        let fields: Vec<&str> = text.split_whitespace().collect();
+        // The separators PostgreSQL's parser uses too: the same specs split alike.
+        let fields: Vec<&str> = text
+            .split([' ', '\t', '\n', '\r'])
+            .filter(|f| !f.is_empty())
+            .collect();
         if fields.len() != 5 {
             return err(
                 Code::InvalidOptions,
@@ -214,6 +222,13 @@ impl Cron {
 }
 
 /// Parses one field into `allowed` (indexes `lo..=hi`).
+/// A field's number: ASCII digits only (no sign, no other script's digits,
+/// as PostgreSQL's `[0-9]+`); too large for a u32 counts as out of range.
+fn number(s: &str) -> Option<usize> {
+    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| s.parse::<u32>().map_or(usize::MAX, |n| n as usize))
+}
+
 fn field(
     text: &str,
     name: &str,
@@ -229,8 +244,8 @@ fn field(
     };
     for item in text.split(',') {
         let (range, step) = match item.split_once('/') {
-            Some((r, s)) => match s.parse::<usize>() {
-                Ok(s) if s >= 1 => (r, s),
+            Some((r, s)) => match number(s) {
+                Some(s) if s >= 1 => (r, s),
                 _ => return bad("a step must be a whole number of at least 1"),
             },
             None => (item, 1),
@@ -239,17 +254,17 @@ fn field(
             if range == "*" {
                 (lo, hi)
             } else if let Some((a, b)) = range.split_once('-') {
-                match (a.parse::<usize>(), b.parse::<usize>()) {
-                    (Ok(a), Ok(b)) => (a, b),
+                match (number(a), number(b)) {
+                    (Some(a), Some(b)) => (a, b),
                     _ => return bad("a range is two numbers, a-b (no names)"),
                 }
             } else {
-                match range.parse::<usize>() {
-                    Ok(_) if item.contains('/') => {
+                match number(range) {
+                    Some(_) if item.contains('/') => {
                         return bad("a step needs * or a range before it (*/s, a-b/s)")
                     }
-                    Ok(a) => (a, a),
-                    Err(_) => return bad(
+                    Some(a) => (a, a),
+                    None => return bad(
                         "expected *, a number, a range a-b or a step */s (no names, no L, W or #)",
                     ),
                 }
@@ -340,6 +355,11 @@ mod tests {
             spec.last_at_or_before(at("2026-11-30T10:00:00Z")),
             Some(at("2026-11-30T10:00:00Z"))
         );
+        let half = Spec::parse(&json!({"every_s": 0.5})).unwrap();
+        assert_eq!(
+            half.next_after(at("2026-11-30T10:00:00.250Z")),
+            at("2026-11-30T10:00:00.500Z")
+        );
         let every = Spec::parse(&json!({"every_s": 3600})).unwrap();
         assert_eq!(
             every.last_at_or_before(at("2026-11-30T10:59:59Z")),
@@ -358,9 +378,13 @@ mod tests {
             (json!({"cron": "5/15 * * * *"}), "a step needs"),
             (json!({"cron": "*/0 * * * *"}), "at least 1"),
             (json!({"cron": "10-5 * * * *"}), "low to high"),
+            (json!({"cron": "+5 * * * *"}), "expected"),
+            (json!({"cron": "99999999999 * * * *"}), "from 0 to 59"),
+            (json!({"cron": "*\u{a0}* * * *"}), "5 fields"),
             (json!({"cron": "0 0 30 2 *"}), "never fires"),
             (json!({"every_s": 0}), "every_s"),
-            (json!({"every_s": 1.5}), "every_s"),
+            (json!({"every_s": 0.0004}), "every_s"),
+            (json!({"every_s": -1}), "every_s"),
             (json!({"every_s": 60, "cron": "* * * * *"}), "exactly one"),
             (json!("* * * * *"), "JSON object"),
             (json!({"cron": 5}), "string"),

@@ -199,7 +199,8 @@ fn put_secs(m: &mut Map<String, Value>, key: &str, d: Option<Duration>) {
 pub enum ScheduleSpec {
     /// A 5-field cron expression, in UTC: `"0 3 * * *"` is 03:00 UTC daily.
     Cron(String),
-    /// At whole multiples of this period since the Unix epoch (whole seconds).
+    /// At whole multiples of this period since the Unix epoch (to the
+    /// millisecond, at least 1 ms).
     Every(Duration),
 }
 

@@ -1347,10 +1347,10 @@ DECLARE
 BEGIN
   FOREACH item IN ARRAY string_to_array(f, ',') LOOP
     -- (range)(/step): range is *, a, or a-b
-    m := regexp_match(item, '^(\*|(\d+)(-(\d+))?)(/(\d+))?$');
+    m := regexp_match(item, '^(\*|([0-9]+)(-([0-9]+))?)(/([0-9]+))?$');
     IF m IS NULL THEN
-      why := CASE WHEN item ~ '/' AND item !~ '/\d+$' THEN 'a step must be a whole number of at least 1'
-                  WHEN item ~ '^\d*-' OR item ~ '-\d*$' THEN 'a range is two numbers, a-b (no names)'
+      why := CASE WHEN item ~ '/' AND item !~ '/[0-9]+$' THEN 'a step must be a whole number of at least 1'
+                  WHEN item ~ '^[0-9]*-' OR item ~ '-[0-9]*$' THEN 'a range is two numbers, a-b (no names)'
                   ELSE 'expected *, a number, a range a-b or a step */s (no names, no L, W or #)' END;
     ELSE
       IF m[6] IS NOT NULL THEN
@@ -1400,11 +1400,12 @@ BEGIN
     IF jsonb_typeof(spec -> 'every_s') = 'number' THEN
       n := (spec ->> 'every_s')::numeric;
     END IF;
-    IF n IS NULL OR n <> trunc(n) OR n < 1 OR n > alkstore.max_duration_s() THEN
-      PERFORM alkstore.raise('ALK03', format('every_s must be a whole number of seconds from 1 to %s, got %s',
+    -- Seconds to the millisecond, rounded as every duration is (§G).
+    IF n IS NULL OR n < 0 OR n > alkstore.max_duration_s() OR round(n * 1000) < 1 THEN
+      PERFORM alkstore.raise('ALK03', format('every_s must be a number of seconds from 0.001 to %s, got %s',
         alkstore.max_duration_s(), alkstore.excerpt((spec -> 'every_s')::text)));
     END IF;
-    RETURN jsonb_build_object('every_ms', (n * 1000)::bigint);
+    RETURN jsonb_build_object('every_ms', round(n * 1000)::bigint);
   END IF;
   IF jsonb_typeof(spec -> 'cron') IS DISTINCT FROM 'string' THEN
     PERFORM alkstore.raise('ALK03', format('cron must be a string of 5 fields, got %s',
