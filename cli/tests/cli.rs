@@ -353,6 +353,22 @@ fn follows_new_events(url: &str, stream: &str) {
     );
 }
 
+/// Starts `alkstore metrics` on a free local port; the process and its address.
+fn exporter(url: &str) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+        .args(["--url", url, "metrics", "--listen", &addr])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, addr)
+}
+
 /// Scrapes `/metrics` once the exporter answers.
 fn scrape(addr: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -404,17 +420,7 @@ fn the_exporter_serves_the_database_figures() {
             store.stream(&s).unwrap().publish(&json!(i), None).unwrap();
         }
         store.stream(&s).unwrap().save_offset("reader", 1).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut exporter = Command::new(env!("CARGO_BIN_EXE_alkstore"))
-            .args(["--url", &url, "metrics", "--listen", &addr])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let (mut exporter, addr) = exporter(&url);
         let body = scrape(&addr);
         exporter.kill().unwrap();
         exporter.wait().unwrap();
@@ -470,17 +476,7 @@ fn the_exporter_counts_failed_scrapes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.db");
     let url = format!("sqlite:{}", path.display());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut exporter = Command::new(env!("CARGO_BIN_EXE_alkstore"))
-        .args(["--url", &url, "metrics", "--listen", &addr])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut exporter, addr) = exporter(&url);
     let first = scrape(&addr);
     assert_eq!(sample(&first, "alkstore_up"), 1.0);
     rusqlite::Connection::open(&path)

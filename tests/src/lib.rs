@@ -322,6 +322,23 @@ pub fn rows_pg(c: &mut postgres::Client, columns: &[(String, Vec<String>)]) -> V
     out
 }
 
+/// Runs `body` once per engine of [`targets`], each with a fresh connection.
+pub fn each(mut body: impl FnMut(&mut dyn Db, &Target)) {
+    for target in targets() {
+        let mut db = target.connect();
+        body(&mut *db, &target);
+    }
+}
+
+/// The `id`s of a JSON array of jobs (claims, listings), in order.
+pub fn ids(jobs: &Value) -> Vec<i64> {
+    jobs.as_array()
+        .unwrap_or_else(|| panic!("not an array of jobs: {jobs}"))
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect()
+}
+
 /// Whether the test command requires PostgreSQL (`ALKSTORE_REQUIRE_PG=1`):
 /// then a missing `ALKSTORE_PG_URL` is a failure, not a skip.
 pub fn pg_required() -> bool {

@@ -5,28 +5,13 @@
 use alkstore_tests::*;
 use serde_json::{json, Value};
 
-fn each(mut body: impl FnMut(&mut dyn Db)) {
-    for target in targets() {
-        let mut db = target.connect();
-        body(&mut *db);
-    }
-}
-
 fn find<'a>(rows: &'a Value, key: &str, name: &str) -> Option<&'a Value> {
     rows.as_array().unwrap().iter().find(|r| r[key] == name)
 }
 
-fn ids(rows: &Value) -> Vec<i64> {
-    rows.as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["id"].as_i64().unwrap())
-        .collect()
-}
-
 #[test]
 fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
-    each(|db| {
+    each(|db, _| {
         let e = db.engine();
         let (busy, configured, paused, untouched) = (
             fresh("adm-busy"),
@@ -110,7 +95,7 @@ fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
 
 #[test]
 fn alk_list_jobs_pages_in_id_order_per_state() {
-    each(|db| {
+    each(|db, _| {
         let e = db.engine();
         let q = fresh("adm-list");
         db.ok(
@@ -202,7 +187,7 @@ fn alk_list_jobs_pages_in_id_order_per_state() {
 
 #[test]
 fn requeue_dead_all_and_purge_act_on_one_queue_and_state() {
-    each(|db| {
+    each(|db, _| {
         let e = db.engine();
         let (q, other) = (fresh("adm-bulk"), fresh("adm-bulk-other"));
         let mut dead = Vec::new();
@@ -265,7 +250,7 @@ fn requeue_dead_all_and_purge_act_on_one_queue_and_state() {
 
 #[test]
 fn alk_streams_shows_offsets_and_consumer_lag() {
-    each(|db| {
+    each(|db, _| {
         let e = db.engine();
         let (s, empty) = (fresh("adm-stream"), fresh("adm-stream-empty"));
         for i in 0..3 {
@@ -300,7 +285,7 @@ fn alk_streams_shows_offsets_and_consumer_lag() {
 
 #[test]
 fn alk_locks_lists_every_lease_and_whether_it_is_held() {
-    each(|db| {
+    each(|db, _| {
         let e = db.engine();
         let (held, released, expired) = (
             fresh("adm-held"),

@@ -6,21 +6,6 @@ use alkstore_tests::*;
 use serde_json::{json, Value};
 
 /// Runs `body` once per engine, with a fresh connection.
-fn each(mut body: impl FnMut(&mut dyn Db, &Target)) {
-    for target in targets() {
-        let mut db = target.connect();
-        body(&mut *db, &target);
-    }
-}
-
-fn ids(jobs: &Value) -> Vec<i64> {
-    jobs.as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["id"].as_i64().unwrap())
-        .collect()
-}
-
 const JOB_KEYS: [&str; 20] = [
     "attempts",
     "backoff_base_s",

@@ -8,21 +8,6 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier, Mutex};
 
-fn each(mut body: impl FnMut(&mut dyn Db, &Target)) {
-    for target in targets() {
-        let mut db = target.connect();
-        body(&mut *db, &target);
-    }
-}
-
-fn ids(jobs: &Value) -> Vec<i64> {
-    jobs.as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["id"].as_i64().unwrap())
-        .collect()
-}
-
 fn enqueue(db: &mut dyn Db, q: &str, opts: &str, payload: &str) -> i64 {
     db.int("alk_enqueue", &[t(q), j(opts), j(payload)])
 }

@@ -271,6 +271,22 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
         c.batch_execute(&fixture).unwrap();
         c.batch_execute("SELECT alk_listen_queue('up-q', 60)")
             .unwrap();
+        // State of 0.2.0's own tables too: a pause, a group, a key, a
+        // completed job with its result, a schedule.
+        c.batch_execute(
+            r#"SELECT alk_queue_pause('dump-paused');
+               SELECT alk_enqueue('dump-g', '{"group_key": "g"}', '1'), alk_enqueue('dump-g', '{"group_key": "g"}', '2');
+               SELECT alk_enqueue('dump-k', '{"idempotency_key": "k"}', '"first"');
+               SELECT alk_queue_configure('dump-c', '{"retain_completed_s": 3600}');
+               SELECT alk_enqueue('dump-c', NULL, '1');
+               SELECT alk_ack(c.id, 'w', '{"r": 1}') FROM alk_claim('dump-c', 'w') c;
+               SELECT alk_schedule('dump-s', 'dump-q', '{"every_s": 3600}', '1');"#,
+        )
+        .unwrap();
+        let keyed: i64 = c
+            .query_one("SELECT id FROM alkstore.jobs WHERE queue = 'dump-k'", &[])
+            .unwrap()
+            .get(0);
         let columns = columns_pg(&mut c);
         let rows: Vec<String> = rows_pg(&mut c, &columns);
         assert!(rows.iter().any(|r| r.starts_with("jobs:")), "{rows:?}");
@@ -307,6 +323,39 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
                 "[{install:?}, -F{format}] a restored registration woke someone"
             );
             let mut db = Target::postgres(restored.clone(), "restored").connect();
+            let w = format!("[{install:?}, -F{format}]");
+            assert_eq!(
+                db.ok("alk_queue_stats", &[t("dump-paused")])["paused"],
+                true,
+                "{w}"
+            );
+            assert_eq!(
+                db.int(
+                    "alk_enqueue",
+                    &[t("dump-k"), j(r#"{"idempotency_key": "k"}"#), j("2")]
+                ),
+                keyed,
+                "{w} the key still answers"
+            );
+            let group = db.ok("alk_claim", &[t("dump-g"), t("w"), Arg::Int(5)]);
+            assert_eq!(
+                group.as_array().unwrap().len(),
+                1,
+                "{w} one at a time: {group}"
+            );
+            assert!(
+                db.yes(
+                    "alk_ack",
+                    &[group[0]["id"].as_i64().unwrap().into(), t("w")]
+                ),
+                "{w}"
+            );
+            assert_eq!(
+                db.ok("alk_claim", &[t("dump-g"), t("w"), Arg::Int(5)])[0]["payload"],
+                2,
+                "{w} hand-over"
+            );
+            assert_eq!(db.ok("alk_schedules", &[])[0]["name"], "dump-s", "{w}");
             let id = db.int("alk_enqueue", &[t("up-q"), Arg::Null, j("1")]);
             assert!(
                 id > 9,
