@@ -104,7 +104,7 @@ enum Command {
         #[arg(long, short)]
         follow: bool,
     },
-    /// Publishes one event; prints its offset.
+    /// Publishes one event; prints its id.
     Publish {
         stream: String,
         /// The payload, JSON.

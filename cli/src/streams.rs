@@ -55,12 +55,8 @@ pub fn tail(
         Some(n) => n,
         None => {
             // The last ten: from the stream's last offset.
-            let all = store.call("alk_streams", &[])?;
-            let last = all
-                .as_array()
-                .and_then(|s| s.iter().find(|r| r["stream"] == name))
-                .and_then(|r| r["last_offset"].as_i64())
-                .unwrap_or(0);
+            let info = store.call("alk_stream_info", &[name.into()])?;
+            let last = info["last_offset"].as_i64().unwrap_or(0);
             (last - 10).max(0)
         }
     };
@@ -75,7 +71,7 @@ pub fn tail(
         let events = reader.next_batch(1000, wait)?;
         for e in &events {
             if out.json {
-                let line = json!({"offset": e.offset, "key": e.key, "payload": e.payload, "created_at": e.created_at});
+                let line = json!({"offset": e.offset, "id": e.id, "key": e.key, "payload": e.payload, "created_at": e.created_at});
                 say(line);
             } else {
                 let key = e
@@ -106,8 +102,8 @@ pub fn publish(
 ) -> Fallible {
     let payload: Value =
         serde_json::from_str(payload).map_err(|e| format!("the payload is not JSON: {e}"))?;
-    let offset = store.stream(name)?.publish(&payload, key)?;
-    out.done("offset", offset.into(), &offset.to_string());
+    let id = store.stream(name)?.publish(&payload, key)?;
+    out.done("id", id.into(), &id.to_string());
     Ok(())
 }
 

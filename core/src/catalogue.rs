@@ -248,6 +248,16 @@ pub const FUNCTIONS: &[Function] = &[
         Admin,
     ),
     f("alk_streams", Both, &[], 0, Rows, Admin),
+    // Stream retention (v1.1 §E).
+    f(
+        "alk_stream_configure",
+        Both,
+        &["text", "jsonb"],
+        2,
+        Json,
+        Admin,
+    ),
+    f("alk_stream_info", Both, &["text"], 1, Json, User),
     // Schedules (v1.1 §F).
     f(
         "alk_schedule",

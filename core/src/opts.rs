@@ -158,6 +158,54 @@ impl QueueOpts {
     }
 }
 
+/// A stream's retention (contract v1.1 §E); `None` keeps everything.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamOpts {
+    /// Events older than this many milliseconds may be pruned.
+    pub retain_ms: Option<i64>,
+    /// Only the newest this many events are kept.
+    pub retain_events: Option<i64>,
+}
+
+const STREAM_KEYS: [&str; 2] = ["retain_s", "retain_events"];
+
+impl StreamOpts {
+    /// Returns these options with the keys of `opts` merged over them; a
+    /// key set to null goes back to keeping everything.
+    ///
+    /// ```
+    /// use alkstore_core::opts::StreamOpts;
+    /// let kept = StreamOpts { retain_ms: Some(60_000), retain_events: Some(10) };
+    /// let merged = kept.merged(Some(&serde_json::json!({"retain_events": null}))).unwrap();
+    /// assert_eq!(merged, StreamOpts { retain_ms: Some(60_000), retain_events: None });
+    /// assert!(kept.merged(Some(&serde_json::json!({"retain_s": 0}))).is_err());
+    /// ```
+    pub fn merged(mut self, opts: Option<&Value>) -> Result<Self, ContractError> {
+        let Some(map) = object(opts, "stream", &STREAM_KEYS)? else {
+            return Ok(self);
+        };
+        for (key, value) in map {
+            let value = (!value.is_null()).then_some(value);
+            match key.as_str() {
+                "retain_s" => self.retain_ms = value.map(|v| duration(key, v, true)).transpose()?,
+                "retain_events" => {
+                    self.retain_events = value.map(|v| int_in(key, v, 1, i64::MAX)).transpose()?
+                }
+                _ => unreachable!("object() rejects unknown keys"),
+            }
+        }
+        Ok(self)
+    }
+
+    /// The options as `alk_stream_configure` and `alk_stream_info` show them.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "retain_s": self.retain_ms.map(time::ms_to_seconds_json),
+            "retain_events": self.retain_events,
+        })
+    }
+}
+
 /// The retry delay when the caller gives none: `base * 2^(attempts-1)`, capped.
 ///
 /// ```

@@ -128,7 +128,8 @@ pub trait TxHandle {
         int(v)
     }
 
-    /// Publishes an event; returns its offset.
+    /// Publishes an event; returns its id (its offset comes with reads,
+    /// once this transaction has committed).
     fn publish_tx(&mut self, stream: &str, payload: &Value) -> Result<i64> {
         names::validate(NameKind::Stream, stream)?;
         int(self.call(
@@ -585,7 +586,7 @@ impl Stream {
         })
     }
 
-    /// Publishes an event in its own transaction; returns its offset.
+    /// Publishes an event in its own transaction; returns its id.
     pub fn publish<T: Serialize + ?Sized>(&self, event: &T, key: Option<&str>) -> Result<i64> {
         int(self.engine.call(
             "alk_publish",

@@ -42,8 +42,10 @@ impl Job {
 /// A stream event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
-    /// Its offset in the stream: 1, 2, 3, …
+    /// Its offset in the stream: 1, 2, 3, … in commit order.
     pub offset: i64,
+    /// Its id, given at publish (what `publish` returned).
+    pub id: i64,
     /// The key given at publish, if any.
     pub key: Option<String>,
     /// Its payload.
@@ -61,6 +63,7 @@ impl Event {
     pub(crate) fn from_json(v: &Value) -> Result<Event> {
         Ok(Event {
             offset: int(v, "offset")?,
+            id: int(v, "id")?,
             key: v["key"].as_str().map(str::to_string),
             payload: v["payload"].clone(),
             created_at: time(v, "created_at")?,

@@ -17,7 +17,7 @@ fn rollback_drops_every_tx_write_and_commit_makes_them_visible() {
         let msg = tx
             .outbox_enqueue_tx(&o, &EnqueueOpts::new(), &json!({"to": "x"}))
             .unwrap();
-        assert_eq!(tx.publish_tx(&s, &json!("e")).unwrap(), 1);
+        assert!(tx.publish_tx(&s, &json!("e")).unwrap() > 0);
         assert!(tx.save_offset_tx(&s, "c", 1).unwrap());
         tx.notify_tx(&ch, &json!("rolled back")).unwrap();
         tx.rollback().unwrap();

@@ -148,12 +148,27 @@ mod tests {
 
     #[pg_test]
     fn stream_offsets_are_dense() {
-        for want in 1..=3i64 {
-            let got = Spi::get_one::<i64>("SELECT alk_publish('pgrx-s', '{}')")
-                .unwrap()
-                .unwrap();
-            assert_eq!(got, want);
+        // alk_publish returns the event's id; a read gives it its offset.
+        let mut ids = Vec::new();
+        for _ in 1..=3 {
+            ids.push(
+                Spi::get_one::<i64>("SELECT alk_publish('pgrx-s', '{}')")
+                    .unwrap()
+                    .unwrap(),
+            );
         }
+        let read = Spi::get_one::<String>(
+            "SELECT string_agg(\"offset\" || ':' || id, ',' ORDER BY \"offset\") \
+             FROM alk_read('pgrx-s', 0, 10)",
+        )
+        .unwrap()
+        .unwrap();
+        let want: Vec<String> = ids
+            .iter()
+            .enumerate()
+            .map(|(k, id)| format!("{}:{id}", k + 1))
+            .collect();
+        assert_eq!(read, want.join(","));
     }
 }
 

@@ -97,6 +97,8 @@ BEGIN
     ('alk_get_offset(text, text)', 'alkstore_user'),
     ('alk_reset_offset(text, text, bigint)', 'alkstore_admin'),
     ('alk_streams()', 'alkstore_admin'),
+    ('alk_stream_configure(text, jsonb)', 'alkstore_admin'),
+    ('alk_stream_info(text)', 'alkstore_user'),
     ('alk_schedule(text, text, jsonb, jsonb, jsonb)', 'alkstore_admin'),
     ('alk_unschedule(text)', 'alkstore_admin'),
     ('alk_schedules()', 'alkstore_user'),

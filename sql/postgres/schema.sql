@@ -113,21 +113,28 @@ CREATE TABLE alkstore.schedules (
 );
 CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 
--- The last offset of each stream. Publishers update its row, which
--- serialises them per stream: offsets are dense and commit in order.
+-- Streams (contract v1.1 §E): the last offset handed out and the stream's
+-- retention. Publishers never touch this row: offsets are given to
+-- committed events afterwards by alkstore.sequence (stream.sql).
 CREATE TABLE alkstore.streams (
-  stream      text PRIMARY KEY,
-  last_offset bigint NOT NULL
+  stream        text PRIMARY KEY,
+  last_offset   bigint NOT NULL,
+  retain_ms     bigint,
+  retain_events bigint
 );
 
+-- An event gets its id when published and its offset once its publisher
+-- has committed (NULL until then). id is last: 0.1.0 had no id column.
 CREATE TABLE alkstore.events (
   stream     text        NOT NULL,
-  "offset"   bigint      NOT NULL,
+  "offset"   bigint,
   key        text,
   payload    jsonb       NOT NULL,
   created_at timestamptz NOT NULL,
-  PRIMARY KEY (stream, "offset")
+  id         bigint      GENERATED ALWAYS AS IDENTITY
 );
+CREATE UNIQUE INDEX events_offset ON alkstore.events (stream, "offset") WHERE "offset" IS NOT NULL;
+CREATE INDEX events_unsequenced ON alkstore.events (stream, id) WHERE "offset" IS NULL;
 
 CREATE TABLE alkstore.offsets (
   stream     text        NOT NULL,

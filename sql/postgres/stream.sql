@@ -1,37 +1,205 @@
--- Streams (contract §7). The stream's row in alkstore.streams is the
--- per-stream publish lock: a publisher holds it until commit, so offsets
--- are dense (a rollback gives its offset back) and commit in offset order
--- (a reader that has read up to N never later sees a new event <= N).
+-- Streams (contract §7, v1.1 §E). A publisher only inserts its event, with
+-- an id and no offset, so no publisher ever waits for another. Offsets are
+-- given afterwards, to committed events, by alkstore.sequence, which every
+-- read calls: an event is readable as soon as its publisher commits.
+
+-- Gives the stream's committed events that have no offset the next offsets,
+-- in id order. One session at a time per stream, under a transaction-scoped
+-- advisory lock. Each assignment commits whole and after the one before it,
+-- so offsets stay dense (a rolled-back assignment is made again) and a
+-- reader never sees a new offset appear behind one it has read.
+-- The lock is held until the caller's transaction ends: a reader that finds
+-- it taken waits at most sequence_wait_ms() for that transaction (usually
+-- another reader's one-statement read), then reads what is assigned.
+-- Nothing is assigned where nothing can be written (a read-only
+-- transaction, a hot standby) or by a snapshot older than the statement
+-- (REPEATABLE READ, SERIALIZABLE): those read what is assigned.
+CREATE OR REPLACE FUNCTION alkstore.sequence(s text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  last    bigint;
+  ids     bigint[];
+  tids    tid[];
+  timeout text;
+BEGIN
+  IF NOT EXISTS (SELECT FROM alkstore.events e WHERE e.stream = s AND e."offset" IS NULL)
+     OR current_setting('transaction_isolation') <> 'read committed'
+     OR current_setting('transaction_read_only') = 'on' THEN
+    RETURN;
+  END IF;
+  IF NOT pg_try_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s)) THEN
+    timeout := current_setting('lock_timeout');
+    BEGIN
+      PERFORM set_config('lock_timeout', alkstore.sequence_wait_ms()::text, true);
+      PERFORM pg_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s));
+      PERFORM set_config('lock_timeout', timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+      RETURN; -- the setting went back with the failed block
+    END;
+  END IF;
+  -- A new statement, so a new snapshot: it sees the previous holder's work.
+  INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
+  ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
+  RETURNING t.last_offset INTO last;
+  -- In id order, a bounded batch at a time. Each row is found by its ctid
+  -- (a TID scan: no join whose plan could go quadratic, no table scan);
+  -- the ctids cannot change meanwhile: only a sequencer, and this one holds
+  -- the lock, updates unsequenced rows.
+  LOOP
+    SELECT array_agg(b.ctid ORDER BY b.id), array_agg(b.id ORDER BY b.id) INTO tids, ids FROM (
+      SELECT e.ctid, e.id FROM alkstore.events e
+       WHERE e.stream = s AND e."offset" IS NULL
+       ORDER BY e.id LIMIT 500) b;
+    EXIT WHEN ids IS NULL;
+    UPDATE alkstore.events e SET "offset" = last + array_position(ids, e.id)
+     WHERE e.ctid = ANY (tids);
+    last := last + cardinality(ids);
+    EXIT WHEN cardinality(ids) < 500;
+  END LOOP;
+  UPDATE alkstore.streams t SET last_offset = last WHERE t.stream = s;
+END $$;
+
+-- How long a reader waits for another session's assignment to commit.
+CREATE OR REPLACE FUNCTION alkstore.sequence_wait_ms() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
+
+-- Every stream with events that have no offset yet.
+CREATE OR REPLACE FUNCTION alkstore.sequence_all() RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  s text;
+BEGIN
+  FOR s IN SELECT DISTINCT e.stream FROM alkstore.events e WHERE e."offset" IS NULL LOOP
+    PERFORM alkstore.sequence(s);
+  END LOOP;
+END $$;
 
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  s      text := alkstore.name('stream', stream);
-  p      jsonb := alkstore.payload('payload', payload);
-  offset_ bigint;
+  s   text := alkstore.name('stream', stream);
+  p   jsonb := alkstore.payload('payload', payload);
+  id_ bigint;
 BEGIN
-  INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 1)
-  ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset + 1
-  RETURNING t.last_offset INTO offset_;
-  INSERT INTO alkstore.events (stream, "offset", key, payload, created_at)
-  VALUES (s, offset_, key, p, clock_timestamp());
+  INSERT INTO alkstore.events (stream, key, payload, created_at)
+  VALUES (s, key, p, clock_timestamp())
+  RETURNING id INTO id_;
   PERFORM alkstore.wake('s', s);
-  RETURN offset_;
+  RETURN id_;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_read(stream text, after_offset bigint, max_events integer)
-RETURNS TABLE ("offset" bigint, key text, payload jsonb, created_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+RETURNS TABLE ("offset" bigint, key text, payload jsonb, created_at timestamptz, id bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
   s text := alkstore.name('stream', stream);
   n integer := alkstore.batch('max_events', max_events);
   a bigint := alkstore.offset_arg('after_offset', after_offset);
 BEGIN
+  PERFORM alkstore.sequence(s);
   RETURN QUERY
-  SELECT e."offset", e.key, e.payload, e.created_at FROM alkstore.events e
+  SELECT e."offset", e.key, e.payload, e.created_at, e.id FROM alkstore.events e
    WHERE e.stream = s AND e."offset" > a
    ORDER BY e."offset" LIMIT n;
+END $$;
+
+-- A stream's options as alk_stream_configure and alk_stream_info show them.
+CREATE OR REPLACE FUNCTION alkstore.stream_opts_json(retain_ms bigint, retain_events bigint) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object('retain_s', coalesce(alkstore.seconds(retain_ms), 'null'::jsonb),
+                            'retain_events', coalesce(to_jsonb(retain_events), 'null'::jsonb))
+$$;
+
+-- Retention (v1.1 §E): retain_s and/or retain_events, merged over the
+-- stream's current options; null sets one back to "keep everything".
+CREATE OR REPLACE FUNCTION alk_stream_configure(stream text, opts jsonb) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  s    text := alkstore.name('stream', stream);
+  k    text;
+  ms   bigint;
+  evs  bigint;
+  set_ms  boolean := false;
+  set_evs boolean := false;
+BEGIN
+  IF opts IS NOT NULL AND opts <> 'null'::jsonb THEN
+    IF jsonb_typeof(opts) <> 'object' THEN
+      PERFORM alkstore.raise('ALK03', format('stream options must be a JSON object, got %s', alkstore.excerpt(opts::text)));
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(opts) LOOP
+      CASE k
+        WHEN 'retain_s' THEN
+          set_ms := true;
+          ms := CASE WHEN opts -> k = 'null'::jsonb THEN NULL ELSE alkstore.duration_ms(k, opts -> k, true) END;
+        WHEN 'retain_events' THEN
+          set_evs := true;
+          evs := CASE WHEN opts -> k = 'null'::jsonb THEN NULL
+                      ELSE alkstore.whole(k, opts -> k, 1, 9223372036854775807) END;
+        ELSE PERFORM alkstore.raise('ALK03', format(
+          'unknown stream option %s (expected one of: retain_s, retain_events)', alkstore.quote(k)));
+      END CASE;
+    END LOOP;
+  END IF;
+  INSERT INTO alkstore.streams AS t (stream, last_offset, retain_ms, retain_events)
+  VALUES (s, 0, ms, evs)
+  ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET
+    retain_ms = CASE WHEN set_ms THEN excluded.retain_ms ELSE t.retain_ms END,
+    retain_events = CASE WHEN set_evs THEN excluded.retain_events ELSE t.retain_events END
+  RETURNING t.retain_ms, t.retain_events INTO ms, evs;
+  RETURN alkstore.stream_opts_json(ms, evs);
+END $$;
+
+-- The stream's kept offsets (0 and 0 with none) and its options.
+CREATE OR REPLACE FUNCTION alk_stream_info(stream text) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  s text := alkstore.name('stream', stream);
+  r record;
+BEGIN
+  PERFORM alkstore.sequence(s);
+  SELECT t.retain_ms, t.retain_events INTO r FROM alkstore.streams t WHERE t.stream = s;
+  RETURN jsonb_build_object(
+    'stream', s,
+    'first_offset', coalesce((SELECT min(e."offset") FROM alkstore.events e
+                               WHERE e.stream = s AND e."offset" IS NOT NULL), 0),
+    'last_offset', coalesce((SELECT max(e."offset") FROM alkstore.events e
+                              WHERE e.stream = s AND e."offset" IS NOT NULL), 0))
+    || alkstore.stream_opts_json(r.retain_ms, r.retain_events);
+END $$;
+
+-- Deletes, oldest first, at most budget events past their stream's
+-- retention; returns how many. Only a prefix of each stream goes, so a
+-- read after the pruned range starts at the first kept event. Streams
+-- another prune is working on are skipped.
+CREATE OR REPLACE FUNCTION alkstore.prune_events(budget integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  st   record;
+  done integer := 0;
+  n    integer;
+BEGIN
+  FOR st IN SELECT t.stream, t.last_offset,
+                   coalesce(clock_timestamp() - t.retain_ms * interval '1 millisecond', '-infinity') AS cut,
+                   coalesce(t.last_offset - t.retain_events, 0) AS keep_after
+              FROM alkstore.streams t
+             WHERE t.retain_ms IS NOT NULL OR t.retain_events IS NOT NULL
+             ORDER BY t.stream LOOP
+    EXIT WHEN done >= budget;
+    CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('alkstore.prune'), hashtext(st.stream));
+    DELETE FROM alkstore.events d
+     WHERE d.stream = st.stream AND d."offset" IS NOT NULL AND d."offset" <= (
+       SELECT max(p."offset") FROM (
+         SELECT h."offset", bool_and(h.created_at <= st.cut OR h."offset" <= st.keep_after)
+                              OVER (ORDER BY h."offset") AS gone
+           FROM (SELECT e."offset", e.created_at FROM alkstore.events e
+                  WHERE e.stream = st.stream AND e."offset" IS NOT NULL
+                  ORDER BY e."offset" LIMIT budget - done) h) p
+        WHERE p.gone);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    done := done + n;
+  END LOOP;
+  RETURN done;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_save_offset(stream text, consumer text, "offset" bigint) RETURNS boolean

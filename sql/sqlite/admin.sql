@@ -68,15 +68,10 @@ DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'completed';
 DELETE FROM alk_jobs WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting')
 RETURNING group_key;
 
--- Every stream with events or a saved offset: its first and last kept
--- offsets (0 with none).
+-- Every stream (published to, configured, or with a saved offset): its
+-- first and last kept offsets (0 with none).
 -- name: streams
-WITH RECURSIVE
-e(s) AS (SELECT (SELECT stream FROM alk_events ORDER BY stream LIMIT 1)
-         UNION ALL
-         SELECT (SELECT stream FROM alk_events WHERE stream > e.s ORDER BY stream LIMIT 1)
-           FROM e WHERE e.s IS NOT NULL),
-names(s) AS (SELECT s FROM e WHERE s IS NOT NULL UNION SELECT stream FROM alk_offsets)
+WITH names(s) AS (SELECT stream FROM alk_streams UNION SELECT stream FROM alk_offsets)
 SELECT s,
        coalesce((SELECT min("offset") FROM alk_events WHERE stream = names.s), 0),
        coalesce((SELECT max("offset") FROM alk_events WHERE stream = names.s), 0)

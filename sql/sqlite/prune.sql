@@ -28,3 +28,19 @@ DELETE FROM alk_idempotency WHERE (queue, key) IN (
 -- name: prune_notifications
 DELETE FROM alk_notifications WHERE id IN (
   SELECT id FROM alk_notifications WHERE created_at < ?1 ORDER BY id LIMIT ?2);
+
+-- Streams with a retention (v1.1 §E), after ?1 ('' for the first).
+-- name: prune_next_stream
+SELECT stream, last_offset, retain_ms, retain_events FROM alk_streams
+WHERE stream > ?1 AND (retain_ms IS NOT NULL OR retain_events IS NOT NULL)
+ORDER BY stream LIMIT 1;
+
+-- The oldest events of stream ?3 (at most ?2) that are past its retention:
+-- created at or before ?1 or at an offset at or below ?4. Only a prefix
+-- goes, so a read after the pruned range starts at the first kept event.
+-- name: prune_events
+DELETE FROM alk_events WHERE stream = ?3 AND "offset" <= (
+  SELECT max("offset") FROM (
+    SELECT "offset", min(created_at <= ?1 OR "offset" <= ?4) OVER (ORDER BY "offset") AS gone
+    FROM (SELECT "offset", created_at FROM alk_events WHERE stream = ?3 ORDER BY "offset" LIMIT ?2))
+  WHERE gone);

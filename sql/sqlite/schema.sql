@@ -112,10 +112,20 @@ CREATE TABLE IF NOT EXISTS alk_schedules (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS alk_schedules_due ON alk_schedules (next_run_at);
 
--- Stream events. Offsets are dense per stream: each is max + 1 under
--- SQLite's single writer, so a rolled-back publish leaves no gap.
+-- Streams (contract v1.1 §E): the last offset handed out, which outlives
+-- pruned events, and the stream's retention. A publish takes the next
+-- offset under SQLite's one writer: dense, and a rollback gives it back.
+CREATE TABLE IF NOT EXISTS alk_streams (
+  stream        TEXT PRIMARY KEY,
+  last_offset   INTEGER NOT NULL,
+  retain_ms     INTEGER,
+  retain_events INTEGER
+) WITHOUT ROWID;
+
+-- Stream events. AUTOINCREMENT: an event id is never handed out twice,
+-- even after the newest events were pruned.
 CREATE TABLE IF NOT EXISTS alk_events (
-  id         INTEGER PRIMARY KEY,
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
   stream     TEXT    NOT NULL,
   "offset"   INTEGER NOT NULL,
   key        TEXT,

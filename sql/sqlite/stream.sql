@@ -1,18 +1,32 @@
--- Stream statements (contract §7).
+-- Stream statements (contract §7, v1.1 §E).
 
--- Dense offsets: max + 1 is safe because SQLite has a single writer (the
--- call runs in one write transaction) and (stream, offset) is unique; a
--- rollback takes the row and its offset back.
+-- The next offset: SQLite has one writer (the call runs in one write
+-- transaction), so offsets are dense and commit in order; a rollback takes
+-- the offset back with the event.
 -- name: next_offset
-SELECT coalesce(max("offset"), 0) + 1 FROM alk_events WHERE stream = ?1;
+INSERT INTO alk_streams (stream, last_offset) VALUES (?1, 1)
+ON CONFLICT (stream) DO UPDATE SET last_offset = last_offset + 1
+RETURNING last_offset;
 
 -- name: publish
-INSERT INTO alk_events (stream, "offset", key, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5);
+INSERT INTO alk_events (stream, "offset", key, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+RETURNING id;
 
 -- name: read
-SELECT "offset", key, payload, created_at FROM alk_events
+SELECT "offset", key, payload, created_at, id FROM alk_events
 WHERE stream = ?1 AND "offset" > ?2
 ORDER BY "offset" LIMIT ?3;
+
+-- name: stream_opts
+SELECT retain_ms, retain_events FROM alk_streams WHERE stream = ?1;
+
+-- name: stream_configure
+INSERT INTO alk_streams (stream, last_offset, retain_ms, retain_events) VALUES (?1, 0, ?2, ?3)
+ON CONFLICT (stream) DO UPDATE SET retain_ms = excluded.retain_ms, retain_events = excluded.retain_events;
+
+-- The kept offsets (0 and 0 with none).
+-- name: stream_span
+SELECT coalesce(min("offset"), 0), coalesce(max("offset"), 0) FROM alk_events WHERE stream = ?1;
 
 -- name: save_offset
 INSERT INTO alk_offsets (stream, consumer, "offset", updated_at) VALUES (?1, ?2, ?3, ?4)

@@ -77,6 +77,8 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_save_offset", WRITES, stream::save_offset),
     (c"alk_get_offset", READS, stream::get_offset),
     (c"alk_reset_offset", WRITES, stream::reset_offset),
+    (c"alk_stream_configure", WRITES, stream::configure),
+    (c"alk_stream_info", READS, stream::info),
     (c"alk_schedule", WRITES, schedule::schedule),
     (c"alk_unschedule", WRITES, schedule::unschedule),
     (c"alk_schedules", READS, schedule::schedules),

@@ -48,5 +48,30 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
         st.run()?;
         done += crate::ffi::changes(conn.db);
     }
+    // Stream events past their stream's retention (v1.1 §E), stream by stream.
+    let mut after = String::new();
+    while done < max {
+        let (stream, last, retain_ms, retain_events) = {
+            let mut st = conn.stmt("prune_next_stream")?;
+            st.bind_text(1, &after);
+            if !st.step_row()? {
+                break;
+            }
+            (
+                st.text(0).to_owned(),
+                st.i64(1),
+                st.opt_i64(2),
+                st.opt_i64(3),
+            )
+        };
+        let mut st = conn.stmt("prune_events")?;
+        st.bind_i64(1, retain_ms.map_or(i64::MIN, |ms| now - ms));
+        st.bind_i64(2, max - done);
+        st.bind_text(3, &stream);
+        st.bind_i64(4, retain_events.map_or(0, |n| last - n));
+        st.run()?;
+        done += crate::ffi::changes(conn.db);
+        after = stream;
+    }
     Ok(Out::Int(done))
 }

@@ -1,15 +1,16 @@
-//! Streams (contract §7): an append-only log per name with dense offsets
-//! and per-consumer saved offsets.
+//! Streams (contract §7, v1.1 §E): an append-only log per name with dense
+//! offsets, per-consumer saved offsets, and retention.
 
 use crate::args::{Args, MAX_BATCH};
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::function::Out;
 use crate::json::Obj;
+use alkstore_core::opts::StreamOpts;
 use alkstore_core::time::now_ms;
 use alkstore_core::NameKind;
 
-/// `alk_publish(stream, payload[, key])` → the event's offset.
+/// `alk_publish(stream, payload[, key])` → the event's id.
 pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let payload = args.payload(1, "payload")?;
@@ -26,8 +27,8 @@ pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_opt_text(3, key);
     st.bind_text(4, &payload);
     st.bind_i64(5, now_ms());
-    st.run()?;
-    Ok(Out::Int(offset))
+    st.step_row()?;
+    Ok(Out::Int(st.i64(0)))
 }
 
 /// `alk_read(stream, after_offset, max_events)` → JSON array of events, ascending.
@@ -50,6 +51,7 @@ pub fn read(conn: &Conn, args: &Args) -> Result<Out> {
             .str("key", st.opt_text(1))
             .raw("payload", st.text(2))
             .time("created_at", Some(st.i64(3)))
+            .int("id", Some(st.i64(4)))
             .finish();
     }
     out.push(']');
@@ -95,4 +97,52 @@ pub fn get_offset(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_text(1, stream);
     st.bind_text(2, consumer);
     Ok(Out::Int(if st.step_row()? { st.i64(0) } else { 0 }))
+}
+
+/// The stream's retention as stored (keep everything when it has no row).
+fn stream_opts(conn: &Conn, stream: &str) -> Result<StreamOpts> {
+    let mut st = conn.stmt("stream_opts")?;
+    st.bind_text(1, stream);
+    Ok(if st.step_row()? {
+        StreamOpts {
+            retain_ms: st.opt_i64(0),
+            retain_events: st.opt_i64(1),
+        }
+    } else {
+        StreamOpts::default()
+    })
+}
+
+/// `alk_stream_configure(stream, opts)` → the stream's options after the
+/// given keys were merged over them.
+pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
+    let stream = args.name(0, NameKind::Stream)?;
+    let given = args.opts(1)?;
+    // Check the keys before reading anything, so bad options write nothing.
+    StreamOpts::default().merged(given.as_ref())?;
+    let merged = stream_opts(conn, stream)?.merged(given.as_ref())?;
+    let mut st = conn.stmt("stream_configure")?;
+    st.bind_text(1, stream);
+    st.bind_opt_i64(2, merged.retain_ms);
+    st.bind_opt_i64(3, merged.retain_events);
+    st.run()?;
+    Ok(Out::Text(merged.to_json().to_string()))
+}
+
+/// `alk_stream_info(stream)` → its kept offsets (0 and 0 with none) and options.
+pub fn info(conn: &Conn, args: &Args) -> Result<Out> {
+    let stream = args.name(0, NameKind::Stream)?;
+    let opts = stream_opts(conn, stream)?.to_json();
+    let mut st = conn.stmt("stream_span")?;
+    st.bind_text(1, stream);
+    st.step_row()?;
+    Ok(Out::Text(
+        Obj::new()
+            .str("stream", Some(stream))
+            .int("first_offset", Some(st.i64(0)))
+            .int("last_offset", Some(st.i64(1)))
+            .raw("retain_s", &opts["retain_s"].to_string())
+            .raw("retain_events", &opts["retain_events"].to_string())
+            .finish(),
+    ))
 }

@@ -361,7 +361,15 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
                 id > 9,
                 "[{install:?}, -F{format}] job id {id} continues above 9"
             );
-            assert_eq!(db.int("alk_publish", &[t("up-s"), j("{}"), Arg::Null]), 4);
+            // Event ids and offsets continue above the old ones (v1.1 §E).
+            let event = db.int("alk_publish", &[t("up-s"), j("{}"), Arg::Null]);
+            assert!(event > 3, "{w} event id {event} continues above 3");
+            let read = db.ok("alk_read", &[t("up-s"), Arg::Int(3), Arg::Int(10)]);
+            assert_eq!(
+                (read[0]["offset"].clone(), read[0]["id"].clone()),
+                (json!(4), json!(event)),
+                "{w}"
+            );
             assert_eq!(db.int("alk_get_offset", &[t("up-s"), t("c-two")]), 2);
             let lock = |db: &mut dyn Db, owner: &str| {
                 db.ok("alk_lock_acquire", &[t("up-l"), t(owner), Arg::Num(60.0)])

@@ -216,9 +216,32 @@ fn check_it_keeps_working(db: &mut dyn Db, engine: &str) {
     // Stamped from the queue's stored options.
     let new_job = db.ok("alk_get_job", &[Arg::Int(id)]);
     assert_eq!(new_job["max_attempts"], 7, "[{engine}]");
-    // Offsets continue, densely.
+    // Offsets continue, densely; alk_publish now returns the event's id
+    // (v1.1 §E), above the ids the upgrade gave the old events.
+    let old_ids: Vec<i64> = db
+        .ok("alk_read", &[t("up-s"), Arg::Int(0), Arg::Int(10)])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
     let published = db.int("alk_publish", &[t("up-s"), j("{\"e\": 4}"), Arg::Null]);
-    assert_eq!(published, 4, "[{engine}]");
+    assert!(
+        old_ids.iter().all(|&id| id < published),
+        "[{engine}] {old_ids:?} < {published}"
+    );
+    let fourth = db.ok("alk_read", &[t("up-s"), Arg::Int(3), Arg::Int(10)]);
+    assert_eq!(
+        (fourth[0]["offset"].clone(), fourth[0]["id"].clone()),
+        (json!(4), json!(published)),
+        "[{engine}]"
+    );
+    let info = db.ok("alk_stream_info", &[t("up-s")]);
+    assert_eq!(
+        (info["first_offset"].clone(), info["last_offset"].clone()),
+        (json!(1), json!(4)),
+        "[{engine}]"
+    );
     assert!(
         db.yes("alk_save_offset", &[t("up-s"), t("c-one"), Arg::Int(4)]),
         "[{engine}]"
@@ -300,6 +323,30 @@ fn check_it_keeps_working(db: &mut dyn Db, engine: &str) {
     assert_eq!(
         db.ok("alk_get_job", &[Arg::Int(g1)])["state"],
         "completed",
+        "[{engine}]"
+    );
+    // The old stream takes a retention (v1.1 §E): the pruned prefix goes,
+    // reads start at the first kept event, offsets go on from the last.
+    db.ok(
+        "alk_stream_configure",
+        &[t("up-s"), j(r#"{"retain_events": 2}"#)],
+    );
+    while db.int("alk_prune", &[Arg::Int(10)]) > 0 {}
+    let kept = db.ok("alk_read", &[t("up-s"), Arg::Int(0), Arg::Int(10)]);
+    assert_eq!(
+        kept.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["offset"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [3, 4],
+        "[{engine}]"
+    );
+    db.int("alk_publish", &[t("up-s"), j("5"), Arg::Null]);
+    let info = db.ok("alk_stream_info", &[t("up-s")]);
+    assert_eq!(
+        (info["first_offset"].clone(), info["last_offset"].clone()),
+        (json!(3), json!(5)),
         "[{engine}]"
     );
     // Leases: the holder keeps its token, others wait, tokens grow.
@@ -551,6 +598,20 @@ fn without_new_keys(mut v: Value) -> Value {
     for part in ["jobs", "stats", "outbox", "opts"] {
         strip(&mut v[part], &neutral);
     }
+    // Old events gained ids (v1.1 §E): distinct, in offset order.
+    let events = v["events"].as_array_mut().unwrap();
+    let ids: Vec<i64> = events
+        .iter_mut()
+        .map(|e| {
+            e.as_object_mut()
+                .unwrap()
+                .remove("id")
+                .unwrap()
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "event ids {ids:?}");
     v
 }
 

@@ -71,5 +71,19 @@ CREATE TABLE alkstore.schedules (
 );
 CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 
+-- Streams (contract v1.1 §E): events get an id at publish and an offset
+-- after their publisher commits; streams keep a retention.
+ALTER TABLE alkstore.streams
+  ADD COLUMN retain_ms bigint,
+  ADD COLUMN retain_events bigint;
+ALTER TABLE alkstore.events
+  DROP CONSTRAINT events_pkey,
+  ALTER COLUMN "offset" DROP NOT NULL,
+  ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY;
+CREATE UNIQUE INDEX events_offset ON alkstore.events (stream, "offset") WHERE "offset" IS NOT NULL;
+CREATE INDEX events_unsequenced ON alkstore.events (stream, id) WHERE "offset" IS NULL;
+-- alk_read's rows gained the column id.
+DROP FUNCTION alk_read(text, bigint, integer);
+
 -- As schema.sql does for every table: explicit, owner-only privileges.
 REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency, alkstore.schedules FROM PUBLIC;

@@ -4,7 +4,7 @@
 -- Schema 2 is where alk_version() reports the schema and alk_meta records
 -- the library version that last migrated it, and adds the job features of
 -- contract v1.1 §C: retention options, pauses, ordered groups, idempotency
--- keys, completed jobs and their results.
+-- keys, completed jobs and their results; and the stream changes of §E.
 
 ALTER TABLE alk_queues ADD COLUMN retain_completed_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE alk_queues ADD COLUMN retain_dead_ms INTEGER;
@@ -93,5 +93,31 @@ CREATE TABLE alk_schedules (
   last_run_at INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX alk_schedules_due ON alk_schedules (next_run_at);
+
+-- Streams (contract v1.1 §E): the last offset of each stream is kept apart
+-- from its events (pruning must not hand an offset out again), and event
+-- ids become AUTOINCREMENT (a rebuild, ids kept).
+CREATE TABLE alk_streams (
+  stream        TEXT PRIMARY KEY,
+  last_offset   INTEGER NOT NULL,
+  retain_ms     INTEGER,
+  retain_events INTEGER
+) WITHOUT ROWID;
+INSERT INTO alk_streams (stream, last_offset)
+SELECT stream, max("offset") FROM alk_events GROUP BY stream;
+
+CREATE TABLE alk_events_v2 (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  stream     TEXT    NOT NULL,
+  "offset"   INTEGER NOT NULL,
+  key        TEXT,
+  payload    TEXT    NOT NULL,
+  created_at INTEGER NOT NULL,
+  UNIQUE (stream, "offset")
+);
+INSERT INTO alk_events_v2 (id, stream, "offset", key, payload, created_at)
+SELECT id, stream, "offset", key, payload, created_at FROM alk_events ORDER BY id;
+DROP TABLE alk_events;
+ALTER TABLE alk_events_v2 RENAME TO alk_events;
 
 UPDATE alk_meta SET value = '2' WHERE key = 'schema_version';

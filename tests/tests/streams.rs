@@ -1,0 +1,405 @@
+//! Contract v1.1 §E (streams): event ids, offsets that stay dense and
+//! commit-ordered while no publisher waits for another, retention, and
+//! `alk_stream_info` — one body per rule on SQLite, the extension, the plain
+//! install and PgBouncer; the races on real concurrent connections.
+
+use alkstore_tests::*;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn publish(db: &mut dyn Db, s: &str, payload: &str) -> i64 {
+    db.int("alk_publish", &[t(s), j(payload), Arg::Null])
+}
+
+/// (offset, id) of each event after `after`.
+fn read(db: &mut dyn Db, s: &str, after: i64, max: i64) -> Vec<(i64, i64)> {
+    db.ok("alk_read", &[t(s), Arg::Int(after), Arg::Int(max)])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["offset"].as_i64().unwrap(), e["id"].as_i64().unwrap()))
+        .collect()
+}
+
+/// Every event of the stream, page by page.
+fn read_all(db: &mut dyn Db, s: &str) -> Vec<(i64, i64)> {
+    let mut all: Vec<(i64, i64)> = Vec::new();
+    loop {
+        let page = read(db, s, all.last().map_or(0, |r| r.0), 1000);
+        if page.is_empty() {
+            return all;
+        }
+        all.extend(page);
+    }
+}
+
+fn offsets(db: &mut dyn Db, s: &str) -> Vec<i64> {
+    read(db, s, 0, 1000).into_iter().map(|(o, _)| o).collect()
+}
+
+fn span(db: &mut dyn Db, s: &str) -> (i64, i64) {
+    let info = db.ok("alk_stream_info", &[t(s)]);
+    (
+        info["first_offset"].as_i64().unwrap(),
+        info["last_offset"].as_i64().unwrap(),
+    )
+}
+
+fn prune_all(db: &mut dyn Db) {
+    while db.int("alk_prune", &[Arg::Int(1000)]) > 0 {}
+}
+
+#[test]
+fn an_event_is_visible_to_others_once_its_publisher_commits() {
+    for target in targets() {
+        let e = target.name();
+        let s = fresh("visible");
+        let (mut a, mut b) = (target.connect(), target.connect());
+        // Both see the schema first (SQLite creates it on first use).
+        a.ok("alk_version", &[]);
+        b.ok("alk_version", &[]);
+        a.begin();
+        let id = publish(&mut *a, &s, r#"{"n": 1}"#);
+        assert_eq!(
+            read(&mut *a, &s, 0, 10),
+            [(1, id)],
+            "[{e}] the publisher reads its own event"
+        );
+        assert_eq!(read(&mut *b, &s, 0, 10), [], "[{e}] not before commit");
+        assert_eq!(span(&mut *b, &s), (0, 0), "[{e}]");
+        a.commit();
+        assert_eq!(
+            read(&mut *b, &s, 0, 10),
+            [(1, id)],
+            "[{e}] at once after it"
+        );
+        assert_eq!(span(&mut *b, &s), (1, 1), "[{e}]");
+        let listed = b.ok("alk_streams", &[]);
+        let row = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["stream"] == s.as_str())
+            .cloned();
+        assert_eq!(
+            row.map(|r| (r["first_offset"].clone(), r["last_offset"].clone())),
+            Some((json!(1), json!(1))),
+            "[{e}]"
+        );
+    }
+}
+
+#[test]
+fn stream_options_are_checked_merged_and_reset_with_null() {
+    each(|db, _| {
+        let e = db.engine();
+        let s = fresh("opts");
+        for (opts, why) in [
+            (r#"{"retain_s": 0}"#, "retain_s must be > 0"),
+            (r#"{"retain_s": -1}"#, "negative"),
+            (r#"{"retain_s": "1"}"#, "a string"),
+            (r#"{"retain_events": 0}"#, "retain_events must be >= 1"),
+            (r#"{"retain_events": 1.5}"#, "not whole"),
+            (r#"{"retain": 1}"#, "unknown key"),
+            (r#"[1]"#, "not an object"),
+        ] {
+            assert_eq!(
+                db.code("alk_stream_configure", &[t(&s), j(opts)]),
+                "ALK03",
+                "[{e}] {why}"
+            );
+        }
+        assert_eq!(db.code("alk_stream_configure", &[t(""), j("{}")]), "ALK01");
+        assert_eq!(
+            db.code("alk_stream_info", &[t("__alkstore_x")]),
+            "ALK02",
+            "[{e}]"
+        );
+        let info = db.ok("alk_stream_info", &[t(&s)]);
+        assert_eq!(
+            (info["retain_s"].clone(), info["retain_events"].clone()),
+            (Value::Null, Value::Null),
+            "[{e}] bad options wrote nothing"
+        );
+        let c = |db: &mut dyn Db, opts: &str| db.ok("alk_stream_configure", &[t(&s), j(opts)]);
+        assert_eq!(
+            c(db, r#"{"retain_events": 3}"#),
+            json!({"retain_s": null, "retain_events": 3}),
+            "[{e}]"
+        );
+        assert_eq!(
+            c(db, r#"{"retain_s": 1.5}"#),
+            json!({"retain_s": 1.5, "retain_events": 3}),
+            "[{e}] merged over the stored options"
+        );
+        assert_eq!(
+            c(db, r#"{"retain_events": null}"#),
+            json!({"retain_s": 1.5, "retain_events": null}),
+            "[{e}] null keeps everything again"
+        );
+        assert_eq!(
+            c(db, "{}"),
+            json!({"retain_s": 1.5, "retain_events": null}),
+            "[{e}]"
+        );
+        let info = db.ok("alk_stream_info", &[t(&s)]);
+        assert_eq!(
+            info,
+            json!({"stream": s, "first_offset": 0, "last_offset": 0,
+                   "retain_s": 1.5, "retain_events": null}),
+            "[{e}]"
+        );
+    });
+}
+
+#[test]
+fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
+    each(|db, _| {
+        let e = db.engine();
+        // By count: the newest three stay.
+        let s = fresh("by-count");
+        db.ok(
+            "alk_stream_configure",
+            &[t(&s), j(r#"{"retain_events": 3}"#)],
+        );
+        for n in 1..=5 {
+            publish(db, &s, &n.to_string());
+        }
+        assert_eq!(span(db, &s), (1, 5), "[{e}] nothing goes before a prune");
+        prune_all(db);
+        assert_eq!(offsets(db, &s), [3, 4, 5], "[{e}]");
+        assert_eq!(
+            read(db, &s, 1, 10).first().map(|r| r.0),
+            Some(3),
+            "[{e}] a read after the pruned range starts at the first kept event"
+        );
+        assert_eq!(span(db, &s), (3, 5), "[{e}]");
+
+        // By age: only what is older than retain_s goes, oldest first.
+        let s = fresh("by-age");
+        db.ok("alk_stream_configure", &[t(&s), j(r#"{"retain_s": 0.3}"#)]);
+        let old = [publish(db, &s, "1"), publish(db, &s, "2")];
+        sleep_ms(450);
+        publish(db, &s, "3");
+        prune_all(db);
+        assert_eq!(offsets(db, &s), [3], "[{e}]");
+
+        // Everything gone: 0 and 0; the next event takes the next offset and
+        // a new id, never an old one.
+        sleep_ms(450);
+        prune_all(db);
+        assert_eq!(span(db, &s), (0, 0), "[{e}]");
+        assert_eq!(offsets(db, &s), Vec::<i64>::new(), "[{e}]");
+        let new = publish(db, &s, "4");
+        assert!(old.iter().all(|&id| id < new), "[{e}] {old:?} then {new}");
+        assert_eq!(read(db, &s, 0, 10), [(4, new)], "[{e}]");
+
+        // A stream without retention keeps everything.
+        let keep = fresh("keep");
+        publish(db, &keep, "1");
+        prune_all(db);
+        assert_eq!(offsets(db, &keep), [1], "[{e}]");
+
+        // max_rows bounds one call.
+        let s = fresh("bounded");
+        db.ok(
+            "alk_stream_configure",
+            &[t(&s), j(r#"{"retain_events": 1}"#)],
+        );
+        for n in 1..=6 {
+            publish(db, &s, &n.to_string());
+        }
+        assert!(db.int("alk_prune", &[Arg::Int(2)]) <= 2, "[{e}]");
+        prune_all(db);
+        assert_eq!(offsets(db, &s), [6], "[{e}]");
+    });
+}
+
+/// Eight publishers on one stream, one of them holding its transaction open
+/// for two seconds (PostgreSQL: SQLite's one writer makes everyone wait
+/// there by design), while two readers read as fast as they can. The
+/// others keep publishing; no reader ever sees an offset appear behind one
+/// it read, nor a gap; every event is read once, in order; the long
+/// publisher's event is readable at once after it commits.
+#[test]
+fn publishers_never_wait_for_a_long_publisher_and_readers_see_no_gap() {
+    for target in targets() {
+        let e = target.name();
+        let s = fresh("race");
+        let long = target.is_postgres();
+        let holding = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let published = Arc::new(Mutex::new(Vec::<i64>::new()));
+        let during_hold = Arc::new(AtomicUsize::new(0));
+        let long_started = Arc::new(AtomicBool::new(!long));
+        let mut threads = Vec::new();
+        for p in 0..(if long { 7 } else { 8 }) {
+            let (target, s, stop) = (target.clone(), s.clone(), stop.clone());
+            let (published, holding, during_hold, long_started) = (
+                published.clone(),
+                holding.clone(),
+                during_hold.clone(),
+                long_started.clone(),
+            );
+            threads.push(std::thread::spawn(move || {
+                let mut db = target.connect();
+                let mut n = 0;
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !stop.load(Ordering::SeqCst) || !long_started.load(Ordering::SeqCst) {
+                    assert!(Instant::now() < deadline, "publisher {p} stuck");
+                    let in_hold = holding.load(Ordering::SeqCst);
+                    // Two per transaction: they keep their order.
+                    db.begin();
+                    let a = publish(&mut *db, &s, &format!("[{p}, {n}]"));
+                    let b = publish(&mut *db, &s, &format!("[{p}, {}]", n + 1));
+                    db.commit();
+                    assert!(a < b);
+                    n += 2;
+                    if in_hold && holding.load(Ordering::SeqCst) {
+                        during_hold.fetch_add(2, Ordering::SeqCst);
+                    }
+                    published.lock().unwrap().extend([a, b]);
+                }
+            }));
+        }
+        let long_id = Arc::new(Mutex::new(None));
+        if long {
+            let (target, s, holding, stop) =
+                (target.clone(), s.clone(), holding.clone(), stop.clone());
+            let e = e.clone();
+            let (long_id, published, long_started) =
+                (long_id.clone(), published.clone(), long_started.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut db = target.connect();
+                sleep_ms(300);
+                db.begin();
+                let id = publish(&mut *db, &s, r#""long""#);
+                long_started.store(true, Ordering::SeqCst);
+                holding.store(true, Ordering::SeqCst);
+                sleep_ms(2000);
+                holding.store(false, Ordering::SeqCst);
+                db.commit();
+                *long_id.lock().unwrap() = Some(id);
+                published.lock().unwrap().push(id);
+                // Readable at once: a read right after the commit has it.
+                let mut other = target.connect();
+                assert!(
+                    read_all(&mut *other, &s).iter().any(|r| r.1 == id),
+                    "[{e}] the long event is readable right after its commit"
+                );
+                sleep_ms(300);
+                stop.store(true, Ordering::SeqCst);
+            }));
+        } else {
+            let stop = stop.clone();
+            threads.push(std::thread::spawn(move || {
+                sleep_ms(1500);
+                stop.store(true, Ordering::SeqCst);
+            }));
+        }
+        // Set once every publisher has returned: readers then read to the end.
+        let done = Arc::new(AtomicBool::new(false));
+        let mut readers = Vec::new();
+        for r in 0..2 {
+            let (target, s, stop) = (target.clone(), s.clone(), done.clone());
+            readers.push(std::thread::spawn(move || {
+                let mut db = target.connect();
+                let mut seen: Vec<(i64, i64)> = Vec::new();
+                let mut after = 0;
+                loop {
+                    let finished = stop.load(Ordering::SeqCst);
+                    let page = read(&mut *db, &s, after, 100);
+                    for (k, &(offset, _)) in page.iter().enumerate() {
+                        assert_eq!(
+                            offset,
+                            after + 1 + k as i64,
+                            "reader {r}: a gap, or an offset behind {after}"
+                        );
+                    }
+                    if let Some(last) = page.last() {
+                        after = last.0;
+                    }
+                    // Re-reading from the start of what was read finds the same events.
+                    if !page.is_empty() && r == 0 {
+                        let again = read(&mut *db, &s, page[0].0 - 1, page.len() as i64);
+                        assert_eq!(again, page, "reader {r}: events changed under it");
+                    }
+                    if page.is_empty() && finished {
+                        break;
+                    }
+                    seen.extend(page);
+                }
+                seen
+            }));
+        }
+        for th in threads {
+            th.join().unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+        let published: HashSet<i64> = published.lock().unwrap().iter().copied().collect();
+        for reader in readers {
+            let seen = reader.join().unwrap();
+            // Each page was checked to follow the last; here: all of them.
+            assert_eq!(seen.len(), published.len(), "[{e}] every event read once");
+            assert!(
+                seen.iter().enumerate().all(|(k, r)| r.0 == k as i64 + 1),
+                "[{e}] offsets 1..={} in order",
+                seen.len()
+            );
+            let ids: HashSet<i64> = seen.iter().map(|r| r.1).collect();
+            assert!(ids == published, "[{e}] the ids read are the ids published");
+        }
+        if long {
+            let hold = during_hold.load(Ordering::SeqCst);
+            assert!(
+                hold >= 20,
+                "[{e}] the others published only {hold} events while one transaction was open"
+            );
+            // The long event's offset is after events that committed while
+            // it was open, although its id is older: offsets follow commits.
+            let id = long_id.lock().unwrap().unwrap();
+            let mut db = target.connect();
+            let all = read_all(&mut *db, &s);
+            let mine = all.iter().find(|r| r.1 == id).unwrap().0;
+            assert!(
+                all.iter().any(|&(o, i)| o < mine && i > id),
+                "[{e}] an event published after the long one and committed before it comes first"
+            );
+        }
+    }
+}
+
+/// A reader in REPEATABLE READ, or a read-only transaction (as on a hot
+/// standby), reads what is already sequenced, and never assigns offsets.
+#[test]
+fn postgres_readers_that_cannot_write_read_what_is_sequenced() {
+    for target in pg_targets() {
+        let e = target.name();
+        let s = fresh("ro");
+        let mut a = target.connect();
+        let first = publish(&mut *a, &s, "1");
+        assert_eq!(read(&mut *a, &s, 0, 10), [(1, first)], "[{e}]");
+        let second = publish(&mut *a, &s, "2");
+        let mut ro = target.connect();
+        ro.exec("BEGIN TRANSACTION READ ONLY");
+        assert_eq!(read(&mut *ro, &s, 0, 10), [(1, first)], "[{e}] read-only");
+        ro.exec("COMMIT");
+        ro.exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
+        assert_eq!(
+            read(&mut *ro, &s, 0, 10),
+            [(1, first)],
+            "[{e}] repeatable read"
+        );
+        ro.exec("COMMIT");
+        // Any read-write read, or a prune, gives it its offset.
+        assert!(a.int("alk_prune", &[Arg::Int(1)]) >= 0);
+        assert_eq!(
+            read(&mut *ro, &s, 0, 10),
+            [(1, first), (2, second)],
+            "[{e}]"
+        );
+    }
+}
