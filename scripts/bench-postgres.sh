@@ -77,6 +77,7 @@ row() { # label alk-script raw-script clients ops-per-tx
 
 psql -X -q -d $db -c "SELECT count(alk_publish('reads', jsonb_build_object('n', i))) FROM generate_series(1, 100000) i" \
   -c "INSERT INTO raw_events (stream, \"offset\", payload, created_at) SELECT 'reads', i, jsonb_build_object('n', i), clock_timestamp() FROM generate_series(1, 100000) i" \
+  -c "SELECT count(*) FROM alk_read('reads', 0, 1)" \
   -c "ANALYZE alkstore.events; ANALYZE raw_events" >/dev/null
 printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "ratio"
 for c in 1 8; do

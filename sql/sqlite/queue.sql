@@ -109,14 +109,21 @@ WHERE id = ?1 AND (
 
 -- The same for many candidates in one statement (?1: JSON array of ids):
 -- one statement instead of one per job is most of a batch claim's cost.
+-- No RETURNING (a temporary table per call): the candidates were read in
+-- this same write transaction, so every one is claimed; the caller checks
+-- the count and finds the claimed ones with claimed_many if it differs.
 -- name: claim_many
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_by = ?2,
     claim_expires_at = ?3 + visibility_timeout_ms
 WHERE id IN (SELECT value FROM json_each(?1)) AND (
   (state = 'pending' AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
-  OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts))
-RETURNING id;
+  OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts));
+
+-- name: claimed_many
+SELECT id FROM alk_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2
+  AND claim_expires_at = ?3 + visibility_timeout_ms;
 
 -- Dead-lettering statements keep a dead job until now + the queue's
 -- retain_dead_ms as it is now (NULL: kept), and return its queue and group.
@@ -160,6 +167,14 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_
 
 -- name: ack_batch_delete
 DELETE FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1));
+
+-- The common case in one pass: held jobs of no group, in queues that keep
+-- no completed jobs, are deleted; the rest (if any) go through the probe.
+-- name: ack_batch_plain
+DELETE FROM alk_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2
+  AND group_key IS NULL
+  AND NOT EXISTS (SELECT 1 FROM alk_queues c WHERE c.queue = alk_jobs.queue AND c.retain_completed_ms > 0);
 
 -- Kept as completed, with its result, until ?3 (completed_at) + ?5.
 -- name: ack_keep

@@ -2,15 +2,18 @@
 
 -- The next offset: SQLite has one writer (the call runs in one write
 -- transaction), so offsets are dense and commit in order; a rollback takes
--- the offset back with the event.
--- name: next_offset
-INSERT INTO alk_streams (stream, last_offset) VALUES (?1, 1)
-ON CONFLICT (stream) DO UPDATE SET last_offset = last_offset + 1
-RETURNING last_offset;
+-- the offset back with the event. No RETURNING (a temporary table per
+-- call): bump the counter, create it at 1 if the stream is new, then insert
+-- the event at the counter's value; its id is the new rowid.
+-- name: bump_offset
+UPDATE alk_streams SET last_offset = last_offset + 1 WHERE stream = ?1;
+
+-- name: first_offset
+INSERT INTO alk_streams (stream, last_offset) VALUES (?1, 1);
 
 -- name: publish
-INSERT INTO alk_events (stream, "offset", key, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-RETURNING id;
+INSERT INTO alk_events (stream, "offset", key, payload, created_at)
+VALUES (?1, (SELECT last_offset FROM alk_streams WHERE stream = ?1), ?2, ?3, ?4);
 
 -- name: read
 SELECT "offset", key, payload, created_at, id FROM alk_events

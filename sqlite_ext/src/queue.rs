@@ -282,12 +282,22 @@ fn claim_candidates(
         }
         many => {
             let ids: Vec<i64> = many.iter().map(|c| c.order.2).collect();
+            let list = json::int_array(&ids);
             let mut st = conn.stmt("claim_many")?;
-            st.bind_text(1, &json::int_array(&ids));
+            st.bind_text(1, &list);
             st.bind_text(2, worker);
             st.bind_i64(3, now);
-            while st.step_row()? {
-                won.push(st.i64(0));
+            st.run()?;
+            if crate::ffi::changes(conn.db) == ids.len() as i64 {
+                won = ids;
+            } else {
+                let mut st = conn.stmt("claimed_many")?;
+                st.bind_text(1, &list);
+                st.bind_text(2, worker);
+                st.bind_i64(3, now);
+                while st.step_row()? {
+                    won.push(st.i64(0));
+                }
             }
         }
     }
@@ -446,11 +456,23 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
         .map_err(crate::error::Error::from)
     })?;
     let worker = args.name(1, NameKind::Worker)?;
-    // Set-wise: one read of the held jobs, one DELETE of those not kept.
+    let list = json::int_array(&ids);
+    // Plain jobs (no group, not kept) in one DELETE; what is left of the
+    // held jobs is read once and handled below.
+    let plain = {
+        let mut st = conn.stmt("ack_batch_plain")?;
+        st.bind_text(1, &list);
+        st.bind_text(2, worker);
+        st.run()?;
+        crate::ffi::changes(conn.db)
+    };
+    if plain == ids.len() as i64 {
+        return Ok(Out::Int(plain));
+    }
     let (mut delete, mut keep, mut finished) = (Vec::new(), Vec::new(), Vec::new());
     {
         let mut st = conn.stmt("ack_batch_probe")?;
-        st.bind_text(1, &json::int_array(&ids));
+        st.bind_text(1, &list);
         st.bind_text(2, worker);
         while st.step_row()? {
             let (id, keep_ms) = (st.i64(0), st.i64(3));
@@ -478,7 +500,7 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
         st.bind_i64(5, *keep_ms);
         st.run()?;
     }
-    let acked = (delete.len() + keep.len()) as i64;
+    let acked = plain + (delete.len() + keep.len()) as i64;
     group::done_many(conn, &finished)?;
     Ok(Out::Int(acked))
 }

@@ -15,20 +15,24 @@ pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let payload = args.payload(1, "payload")?;
     let key = args.opt_text(2, "key")?;
-    let offset = {
-        let mut st = conn.stmt("next_offset")?;
+    let bumped = {
+        let mut st = conn.stmt("bump_offset")?;
         st.bind_text(1, stream);
-        st.step_row()?;
-        st.i64(0)
+        st.run()?;
+        crate::ffi::changes(conn.db) == 1
     };
+    if !bumped {
+        let mut st = conn.stmt("first_offset")?;
+        st.bind_text(1, stream);
+        st.run()?;
+    }
     let mut st = conn.stmt("publish")?;
     st.bind_text(1, stream);
-    st.bind_i64(2, offset);
-    st.bind_opt_text(3, key);
-    st.bind_text(4, &payload);
-    st.bind_i64(5, now_ms());
-    st.step_row()?;
-    Ok(Out::Int(st.i64(0)))
+    st.bind_opt_text(2, key);
+    st.bind_text(3, &payload);
+    st.bind_i64(4, now_ms());
+    st.run()?;
+    Ok(Out::Int(crate::ffi::last_insert_rowid(conn.db)))
 }
 
 /// `alk_read(stream, after_offset, max_events)` → JSON array of events, ascending.

@@ -837,3 +837,47 @@ fn prune_deletes_old_sqlite_notification_rows() {
         );
     }
 }
+
+/// One `alk_ack_batch` over every kind of id: a plain job, a group's head,
+/// a job of a queue that keeps completed jobs, one another worker holds,
+/// one that does not exist, and a duplicate. Exactly the held ones are
+/// acked, each in its own way.
+#[test]
+fn an_ack_batch_of_mixed_jobs_acks_exactly_the_held_ones() {
+    each(|db, _| {
+        let e = db.engine();
+        let (plain, grouped, kept, other) = (
+            fresh("mix-p"),
+            fresh("mix-g"),
+            fresh("mix-k"),
+            fresh("mix-o"),
+        );
+        db.ok(
+            "alk_queue_configure",
+            &[t(&kept), j(r#"{"retain_completed_s": 3600}"#)],
+        );
+        let p = enqueue(db, &plain, "null", "1");
+        let g1 = enqueue(db, &grouped, r#"{"group_key": "g"}"#, "1");
+        let g2 = enqueue(db, &grouped, r#"{"group_key": "g"}"#, "2");
+        let k = enqueue(db, &kept, "null", "1");
+        let o = enqueue(db, &other, "null", "1");
+        assert_eq!(claim(db, &plain, "w", 5), [p], "[{e}]");
+        assert_eq!(claim(db, &grouped, "w", 5), [g1], "[{e}]");
+        assert_eq!(claim(db, &kept, "w", 5), [k], "[{e}]");
+        assert_eq!(claim(db, &other, "someone-else", 5), [o], "[{e}]");
+        let acked = db.int(
+            "alk_ack_batch",
+            &[Arg::Ids(vec![p, g1, k, o, 999_999_999, p]), t("w")],
+        );
+        assert_eq!(acked, 3, "[{e}] plain, group head and kept");
+        assert_eq!(job(db, p), Value::Null, "[{e}] deleted");
+        assert_eq!(job(db, g1), Value::Null, "[{e}] deleted");
+        assert_eq!(job(db, k)["state"], "completed", "[{e}] kept");
+        assert_eq!(job(db, o)["state"], "running", "[{e}] not this worker's");
+        assert_eq!(
+            claim(db, &grouped, "w", 5),
+            [g2],
+            "[{e}] the group moved on"
+        );
+    });
+}
