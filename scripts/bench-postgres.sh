@@ -24,6 +24,7 @@ fi
 psql -X -q -v ON_ERROR_STOP=1 -d $db <<'SQL'
 CREATE TABLE raw_jobs (LIKE alkstore.jobs INCLUDING ALL);
 CREATE TABLE raw_events (LIKE alkstore.events INCLUDING ALL);
+ALTER TABLE raw_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY;
 CREATE SEQUENCE raw_offsets;
 SQL
 

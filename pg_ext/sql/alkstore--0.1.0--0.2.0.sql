@@ -77,21 +77,35 @@ CREATE TABLE alkstore.schedules (
 CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 
 -- Streams (contract v1.1 §E): events get an id at publish and an offset
--- after their publisher commits; streams keep a retention.
+-- after their publisher commits (published → events); streams keep a
+-- retention. The old events take ids in offset order.
 ALTER TABLE alkstore.streams
   ADD COLUMN retain_ms bigint,
   ADD COLUMN retain_events bigint;
-ALTER TABLE alkstore.events
-  DROP CONSTRAINT events_pkey,
-  ALTER COLUMN "offset" DROP NOT NULL,
-  ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY;
-CREATE UNIQUE INDEX events_offset ON alkstore.events (stream, "offset") WHERE "offset" IS NOT NULL;
-CREATE INDEX events_unsequenced ON alkstore.events (stream, id) WHERE "offset" IS NULL;
+CREATE TABLE alkstore.published (
+  id         bigint      GENERATED ALWAYS AS IDENTITY,
+  stream     text        NOT NULL,
+  key        text,
+  payload    jsonb       NOT NULL,
+  created_at timestamptz NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX published_stream ON alkstore.published (stream, id);
+ALTER TABLE alkstore.events ADD COLUMN id bigint;
+UPDATE alkstore.events e SET id = n.id
+  FROM (SELECT o.stream, o."offset", row_number() OVER (ORDER BY o.created_at, o.stream, o."offset") AS id
+          FROM alkstore.events o) n
+ WHERE e.stream = n.stream AND e."offset" = n."offset";
+ALTER TABLE alkstore.events ALTER COLUMN id SET NOT NULL;
+DO $$
+BEGIN
+  PERFORM pg_catalog.setval('alkstore.published_id_seq', coalesce(max(e.id), 0) + 1, false) FROM alkstore.events e;
+END $$;
 -- alk_read's rows gained the column id.
 DROP FUNCTION alk_read(text, bigint, integer);
 
 -- As schema.sql does for every table: explicit, owner-only privileges.
-REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency, alkstore.schedules FROM PUBLIC;
+REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency, alkstore.schedules,
+  alkstore.published FROM PUBLIC;
 
 -- ---- sql/postgres/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
@@ -1600,13 +1614,14 @@ BEGIN
 END $$;
 
 -- ---- sql/postgres/stream.sql ----
--- Streams (contract §7, v1.1 §E). A publisher only inserts its event, with
--- an id and no offset, so no publisher ever waits for another. Offsets are
--- given afterwards, to committed events, by alkstore.sequence, which every
--- read calls: an event is readable as soon as its publisher commits.
+-- Streams (contract §7, v1.1 §E). A publisher only inserts its event into
+-- alkstore.published, with an id and no offset, so no publisher ever waits
+-- for another. alkstore.sequence, which every read calls, moves committed
+-- events into alkstore.events with their offsets: an event is readable as
+-- soon as its publisher commits.
 
--- Gives the stream's committed events that have no offset the next offsets,
--- in id order. One session at a time per stream, under a transaction-scoped
+-- Moves the stream's committed published events into events with the next
+-- offsets, in id order. One session at a time per stream, under a transaction-scoped
 -- advisory lock. Each assignment commits whole and after the one before it,
 -- so offsets stay dense (a rolled-back assignment is made again) and a
 -- reader never sees a new offset appear behind one it has read.
@@ -1620,11 +1635,10 @@ CREATE OR REPLACE FUNCTION alkstore.sequence(s text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   last    bigint;
-  ids     bigint[];
-  tids    tid[];
+  n       bigint;
   timeout text;
 BEGIN
-  IF NOT EXISTS (SELECT FROM alkstore.events e WHERE e.stream = s AND e."offset" IS NULL)
+  IF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s)
      OR current_setting('transaction_isolation') <> 'read committed'
      OR current_setting('transaction_read_only') = 'on' THEN
     RETURN;
@@ -1643,20 +1657,22 @@ BEGIN
   INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
   ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
   RETURNING t.last_offset INTO last;
-  -- In id order, a bounded batch at a time. Each row is found by its ctid
-  -- (a TID scan: no join whose plan could go quadratic, no table scan);
-  -- the ctids cannot change meanwhile: only a sequencer, and this one holds
-  -- the lock, updates unsequenced rows.
+  -- In id order, a bounded batch at a time; each row is deleted by its ctid
+  -- (a TID scan: no join whose plan could go bad). Only a sequencer deletes
+  -- published rows, and this one holds the lock.
   LOOP
-    SELECT array_agg(b.ctid ORDER BY b.id), array_agg(b.id ORDER BY b.id) INTO tids, ids FROM (
-      SELECT e.ctid, e.id FROM alkstore.events e
-       WHERE e.stream = s AND e."offset" IS NULL
-       ORDER BY e.id LIMIT 500) b;
-    EXIT WHEN ids IS NULL;
-    UPDATE alkstore.events e SET "offset" = last + array_position(ids, e.id)
-     WHERE e.ctid = ANY (tids);
-    last := last + cardinality(ids);
-    EXIT WHEN cardinality(ids) < 500;
+    WITH moved AS (
+      DELETE FROM alkstore.published p
+       WHERE p.ctid = ANY (ARRAY(SELECT b.ctid FROM alkstore.published b
+                                  WHERE b.stream = s ORDER BY b.id LIMIT 500))
+      RETURNING p.id, p.key, p.payload, p.created_at
+    )
+    INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id)
+    SELECT s, last + row_number() OVER (ORDER BY m.id), m.key, m.payload, m.created_at, m.id
+      FROM moved m;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    last := last + n;
+    EXIT WHEN n < 500;
   END LOOP;
   UPDATE alkstore.streams t SET last_offset = last WHERE t.stream = s;
 END $$;
@@ -1665,13 +1681,13 @@ END $$;
 CREATE OR REPLACE FUNCTION alkstore.sequence_wait_ms() RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
 
--- Every stream with events that have no offset yet.
+-- Every stream with events waiting for their offset.
 CREATE OR REPLACE FUNCTION alkstore.sequence_all() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   s text;
 BEGIN
-  FOR s IN SELECT DISTINCT e.stream FROM alkstore.events e WHERE e."offset" IS NULL LOOP
+  FOR s IN SELECT DISTINCT p.stream FROM alkstore.published p LOOP
     PERFORM alkstore.sequence(s);
   END LOOP;
 END $$;
@@ -1679,14 +1695,17 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  s   text := alkstore.name('stream', stream);
-  p   jsonb := alkstore.payload('payload', payload);
   id_ bigint;
 BEGIN
-  INSERT INTO alkstore.events (stream, key, payload, created_at)
-  VALUES (s, key, p, clock_timestamp())
+  -- The hot path: the checks inline, the validators only for their errors.
+  IF stream IS NULL OR stream = '' OR octet_length(stream) > alkstore.max_name_bytes()
+     OR starts_with(stream, alkstore.reserved_prefix()) OR payload IS NULL THEN
+    PERFORM alkstore.name('stream', stream), alkstore.payload('payload', payload);
+  END IF;
+  INSERT INTO alkstore.published (stream, key, payload, created_at)
+  VALUES (stream, key, payload, clock_timestamp())
   RETURNING id INTO id_;
-  PERFORM alkstore.wake('s', s);
+  PERFORM alkstore.wake('s', stream);
   RETURN id_;
 END $$;
 
@@ -1763,10 +1782,8 @@ BEGIN
   SELECT t.retain_ms, t.retain_events INTO r FROM alkstore.streams t WHERE t.stream = s;
   RETURN jsonb_build_object(
     'stream', s,
-    'first_offset', coalesce((SELECT min(e."offset") FROM alkstore.events e
-                               WHERE e.stream = s AND e."offset" IS NOT NULL), 0),
-    'last_offset', coalesce((SELECT max(e."offset") FROM alkstore.events e
-                              WHERE e.stream = s AND e."offset" IS NOT NULL), 0))
+    'first_offset', coalesce((SELECT min(e."offset") FROM alkstore.events e WHERE e.stream = s), 0),
+    'last_offset', coalesce((SELECT max(e."offset") FROM alkstore.events e WHERE e.stream = s), 0))
     || alkstore.stream_opts_json(r.retain_ms, r.retain_events);
 END $$;
 
@@ -1790,12 +1807,12 @@ BEGIN
     EXIT WHEN done >= budget;
     CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('alkstore.prune'), hashtext(st.stream));
     DELETE FROM alkstore.events d
-     WHERE d.stream = st.stream AND d."offset" IS NOT NULL AND d."offset" <= (
+     WHERE d.stream = st.stream AND d."offset" <= (
        SELECT max(p."offset") FROM (
          SELECT h."offset", bool_and(h.created_at <= st.cut OR h."offset" <= st.keep_after)
                               OVER (ORDER BY h."offset") AS gone
            FROM (SELECT e."offset", e.created_at FROM alkstore.events e
-                  WHERE e.stream = st.stream AND e."offset" IS NOT NULL
+                  WHERE e.stream = st.stream
                   ORDER BY e."offset" LIMIT budget - done) h) p
         WHERE p.gone);
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -2156,7 +2173,7 @@ BEGIN
   RETURN QUERY
   WITH names AS (
     SELECT s.stream AS n FROM alkstore.streams s UNION SELECT o.stream FROM alkstore.offsets o
-    UNION SELECT e.stream FROM alkstore.events e WHERE e."offset" IS NULL
+    UNION SELECT p.stream FROM alkstore.published p
   ), spans AS (
     SELECT names.n,
            coalesce((SELECT min(e."offset") FROM alkstore.events e WHERE e.stream = names.n), 0) AS first,
@@ -2235,7 +2252,8 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');
-    PERFORM pg_catalog.pg_extension_config_dump('alkstore.events_id_seq', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.published', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.published_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.offsets', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.locks', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.paused', '');

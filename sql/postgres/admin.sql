@@ -160,7 +160,7 @@ BEGIN
   RETURN QUERY
   WITH names AS (
     SELECT s.stream AS n FROM alkstore.streams s UNION SELECT o.stream FROM alkstore.offsets o
-    UNION SELECT e.stream FROM alkstore.events e WHERE e."offset" IS NULL
+    UNION SELECT p.stream FROM alkstore.published p
   ), spans AS (
     SELECT names.n,
            coalesce((SELECT min(e."offset") FROM alkstore.events e WHERE e.stream = names.n), 0) AS first,

@@ -16,7 +16,8 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');
-    PERFORM pg_catalog.pg_extension_config_dump('alkstore.events_id_seq', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.published', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.published_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.offsets', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.locks', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.paused', '');

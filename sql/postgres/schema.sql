@@ -123,18 +123,30 @@ CREATE TABLE alkstore.streams (
   retain_events bigint
 );
 
--- An event gets its id when published and its offset once its publisher
--- has committed (NULL until then). id is last: 0.1.0 had no id column.
+-- Events with their offsets, written once by alkstore.sequence. id is last:
+-- 0.1.0 had no id column.
 CREATE TABLE alkstore.events (
   stream     text        NOT NULL,
-  "offset"   bigint,
+  "offset"   bigint      NOT NULL,
   key        text,
   payload    jsonb       NOT NULL,
   created_at timestamptz NOT NULL,
-  id         bigint      GENERATED ALWAYS AS IDENTITY
+  id         bigint      NOT NULL,
+  PRIMARY KEY (stream, "offset")
 );
-CREATE UNIQUE INDEX events_offset ON alkstore.events (stream, "offset") WHERE "offset" IS NOT NULL;
-CREATE INDEX events_unsequenced ON alkstore.events (stream, id) WHERE "offset" IS NULL;
+
+-- Published events waiting for their offset: a publisher only inserts
+-- here, and alkstore.sequence moves committed ones into events. Small and
+-- churning, so autovacuum visits it often (its dead index entries are what
+-- the sequencing check walks over).
+CREATE TABLE alkstore.published (
+  id         bigint      GENERATED ALWAYS AS IDENTITY,
+  stream     text        NOT NULL,
+  key        text,
+  payload    jsonb       NOT NULL,
+  created_at timestamptz NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX published_stream ON alkstore.published (stream, id);
 
 CREATE TABLE alkstore.offsets (
   stream     text        NOT NULL,

@@ -1,10 +1,11 @@
--- Streams (contract §7, v1.1 §E). A publisher only inserts its event, with
--- an id and no offset, so no publisher ever waits for another. Offsets are
--- given afterwards, to committed events, by alkstore.sequence, which every
--- read calls: an event is readable as soon as its publisher commits.
+-- Streams (contract §7, v1.1 §E). A publisher only inserts its event into
+-- alkstore.published, with an id and no offset, so no publisher ever waits
+-- for another. alkstore.sequence, which every read calls, moves committed
+-- events into alkstore.events with their offsets: an event is readable as
+-- soon as its publisher commits.
 
--- Gives the stream's committed events that have no offset the next offsets,
--- in id order. One session at a time per stream, under a transaction-scoped
+-- Moves the stream's committed published events into events with the next
+-- offsets, in id order. One session at a time per stream, under a transaction-scoped
 -- advisory lock. Each assignment commits whole and after the one before it,
 -- so offsets stay dense (a rolled-back assignment is made again) and a
 -- reader never sees a new offset appear behind one it has read.
@@ -18,11 +19,10 @@ CREATE OR REPLACE FUNCTION alkstore.sequence(s text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   last    bigint;
-  ids     bigint[];
-  tids    tid[];
+  n       bigint;
   timeout text;
 BEGIN
-  IF NOT EXISTS (SELECT FROM alkstore.events e WHERE e.stream = s AND e."offset" IS NULL)
+  IF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s)
      OR current_setting('transaction_isolation') <> 'read committed'
      OR current_setting('transaction_read_only') = 'on' THEN
     RETURN;
@@ -41,20 +41,22 @@ BEGIN
   INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
   ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
   RETURNING t.last_offset INTO last;
-  -- In id order, a bounded batch at a time. Each row is found by its ctid
-  -- (a TID scan: no join whose plan could go quadratic, no table scan);
-  -- the ctids cannot change meanwhile: only a sequencer, and this one holds
-  -- the lock, updates unsequenced rows.
+  -- In id order, a bounded batch at a time; each row is deleted by its ctid
+  -- (a TID scan: no join whose plan could go bad). Only a sequencer deletes
+  -- published rows, and this one holds the lock.
   LOOP
-    SELECT array_agg(b.ctid ORDER BY b.id), array_agg(b.id ORDER BY b.id) INTO tids, ids FROM (
-      SELECT e.ctid, e.id FROM alkstore.events e
-       WHERE e.stream = s AND e."offset" IS NULL
-       ORDER BY e.id LIMIT 500) b;
-    EXIT WHEN ids IS NULL;
-    UPDATE alkstore.events e SET "offset" = last + array_position(ids, e.id)
-     WHERE e.ctid = ANY (tids);
-    last := last + cardinality(ids);
-    EXIT WHEN cardinality(ids) < 500;
+    WITH moved AS (
+      DELETE FROM alkstore.published p
+       WHERE p.ctid = ANY (ARRAY(SELECT b.ctid FROM alkstore.published b
+                                  WHERE b.stream = s ORDER BY b.id LIMIT 500))
+      RETURNING p.id, p.key, p.payload, p.created_at
+    )
+    INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id)
+    SELECT s, last + row_number() OVER (ORDER BY m.id), m.key, m.payload, m.created_at, m.id
+      FROM moved m;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    last := last + n;
+    EXIT WHEN n < 500;
   END LOOP;
   UPDATE alkstore.streams t SET last_offset = last WHERE t.stream = s;
 END $$;
@@ -63,13 +65,13 @@ END $$;
 CREATE OR REPLACE FUNCTION alkstore.sequence_wait_ms() RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
 
--- Every stream with events that have no offset yet.
+-- Every stream with events waiting for their offset.
 CREATE OR REPLACE FUNCTION alkstore.sequence_all() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   s text;
 BEGIN
-  FOR s IN SELECT DISTINCT e.stream FROM alkstore.events e WHERE e."offset" IS NULL LOOP
+  FOR s IN SELECT DISTINCT p.stream FROM alkstore.published p LOOP
     PERFORM alkstore.sequence(s);
   END LOOP;
 END $$;
@@ -77,14 +79,17 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  s   text := alkstore.name('stream', stream);
-  p   jsonb := alkstore.payload('payload', payload);
   id_ bigint;
 BEGIN
-  INSERT INTO alkstore.events (stream, key, payload, created_at)
-  VALUES (s, key, p, clock_timestamp())
+  -- The hot path: the checks inline, the validators only for their errors.
+  IF stream IS NULL OR stream = '' OR octet_length(stream) > alkstore.max_name_bytes()
+     OR starts_with(stream, alkstore.reserved_prefix()) OR payload IS NULL THEN
+    PERFORM alkstore.name('stream', stream), alkstore.payload('payload', payload);
+  END IF;
+  INSERT INTO alkstore.published (stream, key, payload, created_at)
+  VALUES (stream, key, payload, clock_timestamp())
   RETURNING id INTO id_;
-  PERFORM alkstore.wake('s', s);
+  PERFORM alkstore.wake('s', stream);
   RETURN id_;
 END $$;
 
@@ -161,10 +166,8 @@ BEGIN
   SELECT t.retain_ms, t.retain_events INTO r FROM alkstore.streams t WHERE t.stream = s;
   RETURN jsonb_build_object(
     'stream', s,
-    'first_offset', coalesce((SELECT min(e."offset") FROM alkstore.events e
-                               WHERE e.stream = s AND e."offset" IS NOT NULL), 0),
-    'last_offset', coalesce((SELECT max(e."offset") FROM alkstore.events e
-                              WHERE e.stream = s AND e."offset" IS NOT NULL), 0))
+    'first_offset', coalesce((SELECT min(e."offset") FROM alkstore.events e WHERE e.stream = s), 0),
+    'last_offset', coalesce((SELECT max(e."offset") FROM alkstore.events e WHERE e.stream = s), 0))
     || alkstore.stream_opts_json(r.retain_ms, r.retain_events);
 END $$;
 
@@ -188,12 +191,12 @@ BEGIN
     EXIT WHEN done >= budget;
     CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('alkstore.prune'), hashtext(st.stream));
     DELETE FROM alkstore.events d
-     WHERE d.stream = st.stream AND d."offset" IS NOT NULL AND d."offset" <= (
+     WHERE d.stream = st.stream AND d."offset" <= (
        SELECT max(p."offset") FROM (
          SELECT h."offset", bool_and(h.created_at <= st.cut OR h."offset" <= st.keep_after)
                               OVER (ORDER BY h."offset") AS gone
            FROM (SELECT e."offset", e.created_at FROM alkstore.events e
-                  WHERE e.stream = st.stream AND e."offset" IS NOT NULL
+                  WHERE e.stream = st.stream
                   ORDER BY e."offset" LIMIT budget - done) h) p
         WHERE p.gone);
     GET DIAGNOSTICS n = ROW_COUNT;

@@ -72,18 +72,32 @@ CREATE TABLE alkstore.schedules (
 CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 
 -- Streams (contract v1.1 §E): events get an id at publish and an offset
--- after their publisher commits; streams keep a retention.
+-- after their publisher commits (published → events); streams keep a
+-- retention. The old events take ids in offset order.
 ALTER TABLE alkstore.streams
   ADD COLUMN retain_ms bigint,
   ADD COLUMN retain_events bigint;
-ALTER TABLE alkstore.events
-  DROP CONSTRAINT events_pkey,
-  ALTER COLUMN "offset" DROP NOT NULL,
-  ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY;
-CREATE UNIQUE INDEX events_offset ON alkstore.events (stream, "offset") WHERE "offset" IS NOT NULL;
-CREATE INDEX events_unsequenced ON alkstore.events (stream, id) WHERE "offset" IS NULL;
+CREATE TABLE alkstore.published (
+  id         bigint      GENERATED ALWAYS AS IDENTITY,
+  stream     text        NOT NULL,
+  key        text,
+  payload    jsonb       NOT NULL,
+  created_at timestamptz NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX published_stream ON alkstore.published (stream, id);
+ALTER TABLE alkstore.events ADD COLUMN id bigint;
+UPDATE alkstore.events e SET id = n.id
+  FROM (SELECT o.stream, o."offset", row_number() OVER (ORDER BY o.created_at, o.stream, o."offset") AS id
+          FROM alkstore.events o) n
+ WHERE e.stream = n.stream AND e."offset" = n."offset";
+ALTER TABLE alkstore.events ALTER COLUMN id SET NOT NULL;
+DO $$
+BEGIN
+  PERFORM pg_catalog.setval('alkstore.published_id_seq', coalesce(max(e.id), 0) + 1, false) FROM alkstore.events e;
+END $$;
 -- alk_read's rows gained the column id.
 DROP FUNCTION alk_read(text, bigint, integer);
 
 -- As schema.sql does for every table: explicit, owner-only privileges.
-REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency, alkstore.schedules FROM PUBLIC;
+REVOKE ALL ON alkstore.paused, alkstore.groups, alkstore.idempotency, alkstore.schedules,
+  alkstore.published FROM PUBLIC;
