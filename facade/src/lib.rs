@@ -46,13 +46,13 @@ mod wake;
 mod worker;
 
 pub use error::{Error, Result};
-pub use opts::{EnqueueOpts, QueueOpts, ScheduleSpec};
+pub use opts::{EnqueueOpts, QueueOpts, ScheduleSpec, StreamOpts};
 pub use postgres::{PgStore, PgTx};
 pub use sqlite::{SqliteStore, SqliteTx};
 pub use store::{
     LockGuard, Outbox, Queue, Stop, Store, Stream, StreamSubscription, Subscription, TxHandle,
 };
-pub use types::{Event, Job, Notification, Retried};
+pub use types::{Event, Job, Notification, Retried, StreamInfo};
 pub use worker::Worker;
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (the embedded

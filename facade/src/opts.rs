@@ -82,6 +82,60 @@ impl QueueOpts {
     }
 }
 
+/// A stream's retention for [`Stream::configure`](crate::Stream::configure)
+/// (contract v1.1 §E). Only the fields you set are sent; `Some(None)` sets
+/// one back to keeping everything. With both, an event goes when either
+/// says so; `alk_prune` (workers call it) deletes it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamOpts {
+    /// Keep events younger than this.
+    pub retain: Option<Option<Duration>>,
+    /// Keep only the newest this many events.
+    pub retain_events: Option<Option<u64>>,
+}
+
+impl StreamOpts {
+    /// No options set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Keeps events this long (`None`: however long).
+    pub fn retain(mut self, d: Option<Duration>) -> Self {
+        self.retain = Some(d);
+        self
+    }
+
+    /// Keeps the newest `n` events (`None`: however many).
+    pub fn retain_events(mut self, n: Option<u64>) -> Self {
+        self.retain_events = Some(n);
+        self
+    }
+
+    /// The options as the JSON object `alk_stream_configure` takes.
+    ///
+    /// ```
+    /// use alkstore::StreamOpts;
+    /// use std::time::Duration;
+    /// let opts = StreamOpts::new().retain(Some(Duration::from_secs(60))).retain_events(None);
+    /// assert_eq!(opts.to_json(), serde_json::json!({"retain_s": 60.0, "retain_events": null}));
+    /// ```
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        match self.retain {
+            Some(Some(d)) => put_secs(&mut m, "retain_s", Some(d)),
+            Some(None) => {
+                m.insert("retain_s".into(), Value::Null);
+            }
+            None => {}
+        }
+        if let Some(n) = self.retain_events {
+            m.insert("retain_events".into(), n.map_or(Value::Null, Value::from));
+        }
+        Value::Object(m)
+    }
+}
+
 /// Per-job options for enqueue.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EnqueueOpts {

@@ -2,9 +2,9 @@
 
 use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
-use crate::opts::{EnqueueOpts, QueueOpts, ScheduleSpec};
+use crate::opts::{EnqueueOpts, QueueOpts, ScheduleSpec, StreamOpts};
 use crate::sql::Arg;
-use crate::types::{Event, Job, Notification, Retried};
+use crate::types::{Event, Job, Notification, Retried, StreamInfo};
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
 use serde_json::Value;
@@ -584,6 +584,26 @@ impl Stream {
             engine,
             name: name.to_string(),
         })
+    }
+
+    /// Sets the stream's retention (admin role on PostgreSQL) and returns
+    /// it resolved; events past it go when `alk_prune` runs (workers call
+    /// it every minute).
+    pub fn configure(&self, opts: &StreamOpts) -> Result<Value> {
+        self.engine.call(
+            "alk_stream_configure",
+            &[self.name.as_str().into(), Arg::json(&opts.to_json())],
+        )
+    }
+
+    /// The stream's kept offsets and retention. On PostgreSQL this also
+    /// gives offsets to events committed since the last read.
+    pub fn info(&self) -> Result<StreamInfo> {
+        StreamInfo::from_json(
+            &self
+                .engine
+                .call("alk_stream_info", &[self.name.as_str().into()])?,
+        )
     }
 
     /// Publishes an event in its own transaction; returns its id.

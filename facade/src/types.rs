@@ -54,6 +54,32 @@ pub struct Event {
     pub created_at: String,
 }
 
+/// A stream's kept offsets and retention (`alk_stream_info`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamInfo {
+    /// The first kept offset (0 when no event is kept).
+    pub first_offset: i64,
+    /// The last kept offset (0 when no event is kept).
+    pub last_offset: i64,
+    /// Events younger than this are kept (`None`: however old).
+    pub retain: Option<std::time::Duration>,
+    /// Only the newest this many are kept (`None`: however many).
+    pub retain_events: Option<u64>,
+}
+
+impl StreamInfo {
+    pub(crate) fn from_json(v: &Value) -> Result<StreamInfo> {
+        Ok(StreamInfo {
+            first_offset: int(v, "first_offset")?,
+            last_offset: int(v, "last_offset")?,
+            retain: v["retain_s"]
+                .as_f64()
+                .map(std::time::Duration::from_secs_f64),
+            retain_events: v["retain_events"].as_u64(),
+        })
+    }
+}
+
 impl Event {
     /// The payload as a typed value.
     pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {

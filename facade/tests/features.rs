@@ -199,3 +199,55 @@ fn workers_tick_schedules_without_being_told_to() {
         );
     }
 }
+
+/// Stream retention and info through the typed API (contract v1.1 §E).
+#[test]
+fn a_stream_keeps_what_its_retention_says() {
+    for target in targets() {
+        let store = target.open();
+        let name = target.name();
+        let stream = store.stream(&fresh("kept")).unwrap();
+        let opts = stream
+            .configure(&alkstore::StreamOpts::new().retain_events(Some(2)))
+            .unwrap();
+        assert_eq!(
+            opts,
+            json!({"retain_s": null, "retain_events": 2}),
+            "[{name}]"
+        );
+        let ids: Vec<i64> = (1..=4)
+            .map(|n| stream.publish(&json!({"n": n}), None).unwrap())
+            .collect();
+        while store.prune(1000).unwrap() > 0 {}
+        let info = stream.info().unwrap();
+        assert_eq!(
+            (
+                info.first_offset,
+                info.last_offset,
+                info.retain,
+                info.retain_events
+            ),
+            (3, 4, None, Some(2)),
+            "[{name}]"
+        );
+        let kept = stream.read(0, 10).unwrap();
+        assert_eq!(
+            kept.iter().map(|e| (e.offset, e.id)).collect::<Vec<_>>(),
+            vec![(3, ids[2]), (4, ids[3])],
+            "[{name}] a read after the pruned range starts at the first kept event"
+        );
+        stream
+            .configure(
+                &alkstore::StreamOpts::new()
+                    .retain(Some(Duration::from_millis(1500)))
+                    .retain_events(None),
+            )
+            .unwrap();
+        let info = stream.info().unwrap();
+        assert_eq!(
+            (info.retain, info.retain_events),
+            (Some(Duration::from_millis(1500)), None),
+            "[{name}]"
+        );
+    }
+}
