@@ -1668,7 +1668,10 @@ BEGIN
       PERFORM set_config('lock_timeout', alkstore.sequence_wait_ms()::text, true);
       PERFORM pg_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s));
       PERFORM set_config('lock_timeout', timeout, true);
-    EXCEPTION WHEN lock_not_available THEN
+    -- A reader of two streams can meet another reading them the other way
+    -- round: the timeout (below deadlock_timeout) or the detector ends the
+    -- wait, never the caller's transaction.
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
       RETURN; -- the setting went back with the failed block
     END;
   END IF;
@@ -1714,17 +1717,14 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+  s   text := alkstore.name('stream', stream);
+  p   jsonb := alkstore.payload('payload', payload);
   id_ bigint;
 BEGIN
-  -- The hot path: the checks inline, the validators only for their errors.
-  IF stream IS NULL OR stream = '' OR octet_length(stream) > alkstore.max_name_bytes()
-     OR starts_with(stream, alkstore.reserved_prefix()) OR payload IS NULL THEN
-    PERFORM alkstore.name('stream', stream), alkstore.payload('payload', payload);
-  END IF;
   INSERT INTO alkstore.published (stream, key, payload, created_at)
-  VALUES (stream, key, payload, clock_timestamp())
+  VALUES (s, key, p, clock_timestamp())
   RETURNING id INTO id_;
-  PERFORM alkstore.wake('s', stream);
+  PERFORM alkstore.wake('s', s);
   RETURN id_;
 END $$;
 

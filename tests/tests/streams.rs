@@ -394,8 +394,8 @@ fn postgres_readers_that_cannot_write_read_what_is_sequenced() {
             "[{e}] repeatable read"
         );
         ro.exec("COMMIT");
-        // Any read-write read, or a prune, gives it its offset.
-        assert!(a.int("alk_prune", &[Arg::Int(1)]) >= 0);
+        // A prune (as any read-write read) gives it its offset.
+        a.int("alk_prune", &[Arg::Int(1)]);
         assert_eq!(
             read(&mut *ro, &s, 0, 10),
             [(1, first), (2, second)],
