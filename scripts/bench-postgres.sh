@@ -8,6 +8,10 @@
 # with 1 and 8 clients (-M prepared), through alkstore and as the plain SQL
 # an application could write by hand on tables of the same shape (copies of
 # alkstore's tables with their indexes), and prints ops/s and the ratio.
+#
+# ALK_BENCH_PEERS=1 adds pgmq, graphile-worker and PgQ (installed by
+# scripts/bench-peers.sh) doing the same operations in the same run, and the
+# ratio of the best of them to alkstore (at or below 1.00: alkstore is ahead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
@@ -27,6 +31,14 @@ CREATE TABLE raw_events (LIKE alkstore.events INCLUDING ALL);
 ALTER TABLE raw_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY;
 CREATE SEQUENCE raw_offsets;
 SQL
+peers=${ALK_BENCH_PEERS:-0}
+if [ "$peers" = 1 ]; then
+  scripts/bench-peers.sh postgres $db
+  psql -X -q -v ON_ERROR_STOP=1 -d $db <<'SQL' >/dev/null
+SELECT pgmq.create(q) FROM unnest(ARRAY['enq', 'batch', 'work']) q;
+SELECT pgq.create_queue(q) FROM unnest(ARRAY['enq', 'batch']) q;
+SQL
+fi
 
 payload='{"user": 42, "email": "user42@example.com", "plan": "pro"}'
 batch="[$(for i in $(seq 1 100); do printf '%s{"user": %d, "email": "user%d@example.com"}' "$([ "$i" = 1 ] || echo ,)" "$i" "$i"; done)]"
@@ -53,7 +65,39 @@ SELECT * FROM alk_read('reads', :after, 1000);"
 script read_raw      "\\set after random(0, 100000 - 1000)
 SELECT stream, \"offset\", key, payload, created_at FROM raw_events WHERE stream = 'reads' AND \"offset\" > :after ORDER BY \"offset\" LIMIT 1000;"
 
-fill_work() { # enough pending jobs on both sides for the claim cases
+# A worker's real shape: the claim commits, the handler runs, the ack
+# commits -- two transactions per job (or per batch), for every system.
+script claim1_alk2   "SELECT coalesce(max(id), 0) AS id FROM alk_claim('work', 'w', 1) \gset
+SELECT alk_ack(:id, 'w');"
+script claim32_alk2  "SELECT array_agg(id) AS ids FROM alk_claim('work', 'w', 32) \gset
+SELECT alk_ack_batch(:ids::bigint[], 'w');"
+script claim32_raw2  "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id IN (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT array_agg(id) AS ids FROM c \gset
+DELETE FROM raw_jobs WHERE id = ANY(:ids::bigint[]);"
+if [ "$peers" = 1 ]; then
+  # Each peer's own calls: pgmq's functions; PgQ's insert_event; for
+  # graphile-worker the statements its worker sends (dist/sql/getJobs.js with
+  # its default named-queue strategy, and completeJobs.js), since its claim
+  # and completion are not SQL functions.
+  script enqueue_pgmq  "SELECT pgmq.send('enq', '$payload');"
+  script enqueue_gw    "SELECT (graphile_worker.add_job('enq', '$payload')).id;"
+  script enqueue_pgq   "SELECT pgq.insert_event('enq', 'job', '$payload');"
+  script batch_pgmq    "SELECT count(*) FROM pgmq.send_batch('batch', ARRAY(SELECT jsonb_array_elements('$batch')));"
+  script batch_gw      "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('batch', p, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM json_array_elements('$batch') p));"
+  script batch_pgq     "SELECT count(pgq.insert_event('batch', 'job', p::text)) FROM jsonb_array_elements('$batch') p;"
+  script claim1_pgmq   "SELECT coalesce(max(msg_id), 0) AS id FROM pgmq.read('work', 60, 1) \gset
+SELECT pgmq.delete('work', :id::bigint);"
+  script claim32_pgmq  "SELECT array_agg(msg_id) AS ids FROM pgmq.read('work', 60, 32) \gset
+SELECT count(*) FROM pgmq.delete('work', :ids::bigint[]);"
+fi
+gw_claim() { # batch-size task-id -> graphile-worker's claim of that many jobs
+  local pick="j"
+  [ "$1" = 1 ] || pick="j_raw"
+  printf '%s' "WITH $pick AS (SELECT jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.id FROM graphile_worker._private_jobs AS jobs WHERE jobs.is_available = true AND run_at <= now() AND task_id = ANY(ARRAY[$2]::int[]) AND (jobs.job_queue_id IS NULL OR jobs.job_queue_id IN (SELECT id FROM graphile_worker._private_job_queues AS job_queues WHERE job_queues.is_available = true FOR UPDATE SKIP LOCKED)) ORDER BY priority ASC, run_at ASC LIMIT $1 FOR UPDATE SKIP LOCKED)"
+  [ "$1" = 1 ] || printf '%s' ", j AS (SELECT DISTINCT ON (job_queue_id, CASE WHEN job_queue_id IS NULL THEN id END) job_queue_id, priority, run_at, id FROM j_raw ORDER BY job_queue_id, CASE WHEN job_queue_id IS NULL THEN id END, priority ASC, run_at ASC)"
+  printf '%s' ", q AS (UPDATE graphile_worker._private_job_queues AS job_queues SET locked_by = 'w', locked_at = now() FROM j WHERE job_queues.id = j.job_queue_id), c AS (UPDATE graphile_worker._private_jobs AS jobs SET attempts = jobs.attempts + 1, locked_by = 'w', locked_at = now() FROM j WHERE jobs.id = j.id RETURNING jobs.*)"
+}
+
+fill_work() { # enough pending jobs on every side for the claim cases
   psql -X -q -d $db <<SQL
 SELECT count(alk_enqueue_batch('work', NULL, (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(1, 1000) i)))
   FROM generate_series(1, $1);
@@ -62,6 +106,18 @@ INSERT INTO raw_jobs ($raw_cols)
   FROM generate_series(1, $1 * 1000) i;
 VACUUM ANALYZE alkstore.jobs; VACUUM ANALYZE raw_jobs;
 SQL
+  [ "$peers" = 1 ] || return 0
+  psql -X -q -d $db <<SQL
+SELECT count(*) FROM pgmq.send_batch('work', ARRAY(SELECT jsonb_build_object('n', i) FROM generate_series(1, $1 * 1000) i));
+SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('work', json_build_object('n', i), NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM generate_series(1, $1 * 1000) i));
+VACUUM ANALYZE pgmq.q_work; VACUUM ANALYZE graphile_worker._private_jobs;
+SQL
+  local task
+  task=$(psql -X -q -At -d $db -c "SELECT id FROM graphile_worker._private_tasks WHERE identifier = 'work'")
+  script claim1_gw  "$(gw_claim 1 "$task") SELECT coalesce(max(id), 0) AS id FROM c \gset
+DELETE FROM graphile_worker._private_jobs AS jobs WHERE id = :id::bigint;"
+  script claim32_gw "$(gw_claim 32 "$task") SELECT array_agg(id) AS ids FROM c \gset
+DELETE FROM graphile_worker._private_jobs AS jobs USING unnest(:ids::bigint[]) n(n) WHERE id = n;"
 }
 
 tps() { # script clients -> transactions per second
@@ -76,18 +132,38 @@ row() { # label alk-script raw-script clients ops-per-tx
     'BEGIN { printf "%-34s %2d  %12.0f  %12.0f   %5.2fx\n", l, c, a * k, r * k, (r > 0 && a > 0) ? r / a : 0 }'
 }
 
+prow() { # label alk-script raw-script clients ops-per-tx [pgmq graphile pgq scripts, - for none]
+  [ "$peers" = 1 ] || { row "$@"; return; }
+  local a r m g q
+  a=$(tps "$2" "$4"); r=$(tps "$3" "$4")
+  m=0; g=0; q=0
+  [ "${6:--}" = - ] || m=$(tps "$6" "$4")
+  [ "${7:--}" = - ] || g=$(tps "$7" "$4")
+  [ "${8:--}" = - ] || q=$(tps "$8" "$4")
+  awk -v l="$1" -v c="$4" -v a="$a" -v r="$r" -v k="$5" -v m="$m" -v g="$g" -v q="$q" 'BEGIN {
+    best = m; if (g > best) best = g; if (q > best) best = q
+    printf "%-34s %2d  %10.0f  %10.0f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a * k, r * k,
+      m ? sprintf("%.0f", m * k) : "-", g ? sprintf("%.0f", g * k) : "-", q ? sprintf("%.0f", q * k) : "-",
+      (r > 0 && a > 0) ? r / a : 0, (best > 0 && a > 0) ? best / a : 0 }'
+}
+
 psql -X -q -d $db -c "SELECT count(alk_publish('reads', jsonb_build_object('n', i))) FROM generate_series(1, 100000) i" \
   -c "INSERT INTO raw_events (stream, \"offset\", payload, created_at) SELECT 'reads', i, jsonb_build_object('n', i), clock_timestamp() FROM generate_series(1, 100000) i" \
   -c "SELECT count(*) FROM alk_read('reads', 0, 1)" \
   -c "ANALYZE alkstore.events; ANALYZE raw_events" >/dev/null
-printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "ratio"
+if [ "$peers" = 1 ]; then
+  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "pgmq" "graphile" "pgq" "raw/alk" "peer/alk"
+else
+  printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "ratio"
+fi
 for c in 1 8; do
   fill_work $((60 * secs * (c == 1 ? 1 : 2))) >/dev/null
-  row "enqueue 1/tx" enqueue_alk enqueue_raw $c 1
-  row "enqueue 100/tx (batch)" batch_alk batch_raw $c 100
-  row "claim+ack 1 at a time" claim1_alk claim1_raw $c 1
-  row "  raw: claim (UPDATE) then DELETE" claim1_alk claim1_raw2 $c 1
-  row "claim 32 + ack_batch" claim32_alk claim32_raw $c 32
+  prow "enqueue 1/tx" enqueue_alk enqueue_raw $c 1 enqueue_pgmq enqueue_gw enqueue_pgq
+  prow "enqueue 100/tx (batch)" batch_alk batch_raw $c 100 batch_pgmq batch_gw batch_pgq
+  prow "claim+ack 1 (claim tx, ack tx)" claim1_alk2 claim1_raw2 $c 1 claim1_pgmq claim1_gw -
+  prow "claim 32 + ack (claim tx, ack tx)" claim32_alk2 claim32_raw2 $c 32 claim32_pgmq claim32_gw -
+  row "claim+ack 1, one tx; raw DELETE" claim1_alk claim1_raw $c 1
+  row "claim 32 + ack_batch, one tx" claim32_alk claim32_raw $c 32
   row "publish 1/tx, one stream" publish_alk publish_raw $c 1
   row "read page of 1000 (events/s)" read_alk read_raw $c 1000
 done

@@ -7,7 +7,9 @@
 //!
 //! A real file in WAL mode with `synchronous = NORMAL` (the facade's
 //! setting). Run: `cargo bench -p alkstore-sqlite --bench sqlite`
-//! (`ALK_BENCH_QUICK=1` for a short smoke run).
+//! (`ALK_BENCH_QUICK=1` for a short smoke run; `ALK_BENCH_HONKER=<path of
+//! libhonker_ext.so>`, printed by `scripts/bench-peers.sh honker`, adds the
+//! same operations through honker).
 
 use rusqlite::{params, Connection};
 use std::time::{Duration, Instant};
@@ -271,6 +273,10 @@ fn main() {
         raw,
     );
 
+    if let Some(lib) = std::env::var_os("ALK_BENCH_HONKER") {
+        honker(dir.path(), lib.as_ref(), n, &report);
+    }
+
     job_features(&c, quick, &mut report);
 
     let worst = report
@@ -281,6 +287,130 @@ fn main() {
     println!("worst ratio (raw / alkstore): {worst:.2}x");
 
     admin_paging(&c, quick);
+}
+
+/// The main table's operations through honker, a peer: its loadable
+/// extension on a file of its own with the same settings, set beside the
+/// alkstore figures of this run. honker has no batch enqueue, so its 100
+/// per transaction are 100 calls.
+fn honker(dir: &std::path::Path, lib: &std::path::Path, n: u64, report: &Report) {
+    let c = Connection::open(dir.join("honker.db")).unwrap();
+    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+    c.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    // SAFETY: loads the library the user named for this bench, then turns
+    // extension loading off again.
+    unsafe {
+        c.load_extension_enable().unwrap();
+        c.load_extension(lib, None::<&str>).unwrap();
+        c.load_extension_disable().unwrap();
+    }
+    c.query_row("SELECT honker_bootstrap()", [], |_| Ok(()))
+        .unwrap();
+    let mut rows: Vec<(&str, u64, Duration)> = Vec::new();
+
+    let d = time(|| {
+        let mut st = c
+            .prepare("SELECT honker_enqueue('bench', ?1, NULL, NULL, 0, 5, NULL)")
+            .unwrap();
+        for i in 0..n {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            st.query_row([payload(i)], |r| r.get::<_, i64>(0)).unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    rows.push(("enqueue 1/tx", n, d));
+    let batches = n / 100;
+    let d = time(|| {
+        let mut st = c
+            .prepare("SELECT honker_enqueue('bench', ?1, NULL, NULL, 0, 5, NULL)")
+            .unwrap();
+        for b in 0..batches {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            for i in 0..100 {
+                st.query_row([payload(b * 100 + i)], |r| r.get::<_, i64>(0))
+                    .unwrap();
+            }
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    rows.push(("enqueue 100/tx (batch)", batches * 100, d));
+    let ids = |jobs: &str| -> Vec<i64> {
+        let v: Vec<serde_json::Value> = serde_json::from_str(jobs).unwrap();
+        v.iter().map(|j| j["id"].as_i64().unwrap()).collect()
+    };
+    let ops = n / 2;
+    let d = time(|| {
+        let mut claim = c
+            .prepare("SELECT honker_claim_batch('bench', 'w', 1, 60)")
+            .unwrap();
+        let mut ack = c.prepare("SELECT honker_ack(?1, 'w')").unwrap();
+        for _ in 0..ops {
+            let jobs: String = claim.query_row([], |r| r.get(0)).unwrap();
+            assert_eq!(
+                ack.query_row([ids(&jobs)[0]], |r| r.get::<_, i64>(0))
+                    .unwrap(),
+                1
+            );
+        }
+    });
+    rows.push(("claim+ack 1 at a time", ops, d));
+    for (size, name) in [
+        (32i64, "claim 32 + ack_batch"),
+        (128, "claim 128 + ack_batch"),
+    ] {
+        let rounds = (n as i64 / 2 / size).max(1);
+        let d = time(|| {
+            let mut claim = c
+                .prepare("SELECT honker_claim_batch('bench', 'w', ?1, 60)")
+                .unwrap();
+            let mut ack = c.prepare("SELECT honker_ack_batch(?1, 'w')").unwrap();
+            for _ in 0..rounds {
+                let jobs: String = claim.query_row([size], |r| r.get(0)).unwrap();
+                let list = serde_json::to_string(&ids(&jobs)).unwrap();
+                assert_eq!(ack.query_row([list], |r| r.get::<_, i64>(0)).unwrap(), size);
+            }
+        });
+        rows.push((name, (rounds * size) as u64, d));
+    }
+    let d = time(|| {
+        let mut st = c
+            .prepare("SELECT honker_stream_publish('events', NULL, ?1)")
+            .unwrap();
+        for i in 0..n {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            st.query_row([payload(i)], |r| r.get::<_, i64>(0)).unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        }
+    });
+    rows.push(("publish 1/tx", n, d));
+    let pages = (n / 1000).max(1);
+    let d = time(|| {
+        let mut st = c
+            .prepare("SELECT honker_stream_read_since('events', ?1, 1000)")
+            .unwrap();
+        for p in 0..pages {
+            let text: String = st.query_row([p as i64 * 1000], |r| r.get(0)).unwrap();
+            assert!(text.len() > 2);
+        }
+    });
+    rows.push(("read page of 1000 (events/s)", pages * 1000, d));
+
+    println!(
+        "\nhonker 0.5.0 (peer), same operations; alkstore figures from the table above:\n{:<34} {:>18} {:>18}   {:>9}",
+        "operation", "alkstore", "honker", "honker/alk"
+    );
+    for (name, ops, d) in rows {
+        let h = ops as f64 / d.as_secs_f64();
+        let a = report
+            .rows
+            .iter()
+            .find(|r| r.0 == name)
+            .map_or(0.0, |r| r.1);
+        println!(
+            "{name:<34} {a:>12.0} ops/s {h:>12.0} ops/s   {:>8.2}x",
+            h / a
+        );
+    }
 }
 
 /// Runs `a` and `b` in turn five times; the fastest of each. Turns, not
