@@ -32,6 +32,15 @@ bash scripts/build-update-sql.sh --check
 
 step "lint: clippy on every other crate and target, warnings are errors"
 cargo clippy --locked --workspace --exclude alkstore-pg --all-targets -- -D warnings
+cargo clippy --locked -p alkstore --all-targets --all-features -- -D warnings
+
+step "the Rust facade's drivers as features: each async one builds without the blocking drivers"
+for f in sqlx-postgres tokio-postgres; do
+  cargo check --locked -q -p alkstore --no-default-features --features "$f"
+  if cargo tree --locked -q -p alkstore --no-default-features --features "$f" -e normal | grep -E '^.* (rusqlite|postgres|r2d2) v'; then
+    echo "feature $f pulls a blocking driver"; exit 1
+  fi
+done
 
 step "core and SQLite engine: unit, integration and doc tests"
 cargo test --locked -p alkstore-core -p alkstore-sqlite
@@ -95,8 +104,8 @@ cargo test --locked -p alkstore-tests
 step "PostgreSQL races as pg_isolation_regress specs (tests/isolation)"
 bash scripts/isolation.sh
 
-step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts"
-cargo test --locked -p alkstore
+step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts; the async handles on sqlx and tokio-postgres"
+cargo test --locked -p alkstore --features sqlx-postgres,tokio-postgres
 
 step "the alkstore command-line tool and its Prometheus exporter on SQLite and PostgreSQL"
 cargo test --locked -p alkstore-cli

@@ -72,6 +72,7 @@ impl From<ContractError> for Error {
     }
 }
 
+#[cfg(feature = "blocking")]
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         if let rusqlite::Error::SqliteFailure(f, msg) = &e {
@@ -85,24 +86,54 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
-impl From<postgres::Error> for Error {
-    fn from(e: postgres::Error) -> Self {
+/// A PostgreSQL error, by its SQLSTATE: the functions raise the contract's
+/// codes (`ALK01`…`ALK05`) as SQLSTATEs, whatever driver carried them.
+#[cfg(any(
+    feature = "blocking",
+    feature = "tokio-postgres",
+    feature = "sqlx-postgres"
+))]
+pub(crate) fn from_postgres(sqlstate: &str, message: &str) -> Error {
+    if let Some(code) = Code::from_code(sqlstate) {
+        // The message reads "alkstore: <Variant>: <detail>".
+        let detail = message
+            .strip_prefix("alkstore: ")
+            .and_then(|m| m.strip_prefix(code.variant()))
+            .and_then(|m| m.strip_prefix(": "))
+            .unwrap_or(message);
+        return ContractError::new(code, detail).into();
+    }
+    // jsonb's own input rejects text that is not JSON (contract §3).
+    if sqlstate == "22P02" && message.contains("json") {
+        return Error::InvalidPayload(message.to_string());
+    }
+    Error::engine("postgres", sqlstate, message)
+}
+
+// `postgres::Error` is this type too.
+#[cfg(any(feature = "blocking", feature = "tokio-postgres"))]
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
         match e.as_db_error() {
-            Some(db) => {
-                if let Some(c) = ContractError::parse(db.message()) {
-                    return c.into();
-                }
-                // jsonb's own input rejects text that is not JSON (contract §3).
-                if db.code().code() == "22P02" && db.message().contains("json") {
-                    return Error::InvalidPayload(db.message().to_string());
-                }
-                Error::engine("postgres", db.code().code(), db.message())
-            }
+            Some(db) => from_postgres(db.code().code(), db.message()),
             None => Error::engine("postgres", "", e.to_string()),
         }
     }
 }
 
+#[cfg(feature = "sqlx-postgres")]
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::Database(db) => {
+                from_postgres(db.code().as_deref().unwrap_or(""), db.message())
+            }
+            _ => Error::engine("postgres", "", e.to_string()),
+        }
+    }
+}
+
+#[cfg(feature = "blocking")]
 impl From<r2d2::Error> for Error {
     fn from(e: r2d2::Error) -> Self {
         Error::engine("pool", "", e.to_string())

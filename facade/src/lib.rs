@@ -34,25 +34,39 @@
 
 #![warn(missing_docs)]
 
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+mod async_tx;
+#[cfg(feature = "blocking")]
 mod engine;
 mod error;
 mod opts;
+#[cfg(feature = "blocking")]
 pub mod postgres;
 pub mod sql;
+#[cfg(feature = "blocking")]
 pub mod sqlite;
+#[cfg(feature = "blocking")]
 mod store;
 mod types;
+#[cfg(feature = "blocking")]
 mod wake;
+#[cfg(feature = "blocking")]
 mod worker;
 
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+pub use async_tx::AsyncTxHandle;
 pub use error::{Error, Result};
 pub use opts::{EnqueueOpts, QueueOpts, ScheduleSpec, StreamOpts};
+#[cfg(feature = "blocking")]
 pub use postgres::{PgStore, PgTx};
+#[cfg(feature = "blocking")]
 pub use sqlite::{SqliteStore, SqliteTx};
+#[cfg(feature = "blocking")]
 pub use store::{
     LockGuard, Outbox, Queue, Stop, Store, Stream, StreamSubscription, Subscription, TxHandle,
 };
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
+#[cfg(feature = "blocking")]
 pub use worker::Worker;
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (the embedded
@@ -68,6 +82,7 @@ pub use worker::Worker;
 /// assert_eq!(queue.claim("worker-1", 10)?.len(), 1);
 /// # Ok::<(), alkstore::Error>(())
 /// ```
+#[cfg(feature = "blocking")]
 pub fn open(url: &str) -> Result<Box<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok(Box::new(PgStore::connect(url)?));

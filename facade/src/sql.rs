@@ -4,6 +4,16 @@
 //! this crate are built on it; it is public for callers who want the raw
 //! functions without writing SQL.
 
+// Without any driver feature there is nothing to call these with.
+#![cfg_attr(
+    not(any(
+        feature = "blocking",
+        feature = "sqlx-postgres",
+        feature = "tokio-postgres"
+    )),
+    allow(dead_code)
+)]
+
 use crate::error::{Error, Result};
 use serde_json::Value;
 
@@ -53,6 +63,23 @@ impl Arg {
     }
 }
 
+/// The JSON argument for anything serializable (payloads, results).
+pub(crate) fn payload<T: serde::Serialize + ?Sized>(p: &T) -> Result<Arg> {
+    Ok(Arg::Json(serde_json::to_string(p)?))
+}
+
+/// An integer result (ids, counts).
+pub(crate) fn int(v: Value) -> Result<i64> {
+    v.as_i64()
+        .ok_or_else(|| Error::engine("alkstore", "", format!("expected an integer, got {v}")))
+}
+
+/// A boolean result.
+pub(crate) fn boolean(v: Value) -> Result<bool> {
+    v.as_bool()
+        .ok_or_else(|| Error::engine("alkstore", "", format!("expected a boolean, got {v}")))
+}
+
 use alkstore_core::catalogue::{self, Returns as Res};
 
 /// The catalogue entry of `f`: its PostgreSQL argument types and result shape.
@@ -94,6 +121,7 @@ fn tolerant(text: &str) -> Result<Value> {
 }
 
 /// Calls `f` on a SQLite connection that has the functions registered.
+#[cfg(feature = "blocking")]
 pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result<Value> {
     use rusqlite::types::Value as V;
     let (_, res) = lookup(f);
@@ -127,54 +155,97 @@ pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result
     })
 }
 
+/// A PostgreSQL call of `f` as every driver sends it: one statement whose
+/// parameters are all text (cast to the function's argument types in the
+/// statement) and whose one column is the result as JSON text.
+#[cfg(any(
+    feature = "blocking",
+    feature = "tokio-postgres",
+    feature = "sqlx-postgres"
+))]
+pub(crate) struct PgCall {
+    pub(crate) sql: String,
+    pub(crate) params: Vec<Option<String>>,
+    res: Res,
+}
+
+#[cfg(any(
+    feature = "blocking",
+    feature = "tokio-postgres",
+    feature = "sqlx-postgres"
+))]
+impl PgCall {
+    pub(crate) fn new(f: &str, args: &[Arg]) -> PgCall {
+        let (types, res) = lookup(f);
+        let marks: Vec<String> = (0..args.len())
+            .map(|i| format!("${}::text::{}", i + 1, types[i]))
+            .collect();
+        let call = format!("{f}({})", marks.join(", "));
+        let sql = match res {
+            Res::Rows => {
+                format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text FROM {call} r")
+            }
+            Res::Void => format!("SELECT {call}::text"),
+            _ => format!("SELECT to_jsonb({call})::text"),
+        };
+        let params = args
+            .iter()
+            .map(|a| match a {
+                Arg::Null => None,
+                Arg::Int(i) => Some(i.to_string()),
+                Arg::Num(n) => Some(n.to_string()),
+                Arg::Text(s) | Arg::Json(s) => Some(s.clone()),
+                Arg::Ids(ids) => Some(format!(
+                    "{{{}}}",
+                    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+                )),
+            })
+            .collect();
+        PgCall { sql, params, res }
+    }
+
+    /// The result from the statement's one column.
+    pub(crate) fn result(&self, text: Option<String>) -> Result<Value> {
+        Ok(match (self.res, text) {
+            (Res::Void, _) | (_, None) => Value::Null,
+            (_, Some(t)) => tolerant(&t)?,
+        })
+    }
+}
+
 /// Calls `f` on a PostgreSQL client or transaction with the functions installed.
+#[cfg(feature = "blocking")]
 pub fn call_postgres(
     client: &mut impl postgres::GenericClient,
     f: &str,
     args: &[Arg],
 ) -> Result<Value> {
-    let (types, res) = lookup(f);
-    let marks: Vec<String> = (0..args.len())
-        .map(|i| format!("${}::text::{}", i + 1, types[i]))
-        .collect();
-    let call = format!("{f}({})", marks.join(", "));
-    let sql = match res {
-        Res::Rows => {
-            format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text FROM {call} r")
-        }
-        Res::Void => format!("SELECT {call}::text"),
-        _ => format!("SELECT to_jsonb({call})::text"),
-    };
-    let params: Vec<Option<String>> = args
-        .iter()
-        .map(|a| match a {
-            Arg::Null => None,
-            Arg::Int(i) => Some(i.to_string()),
-            Arg::Num(n) => Some(n.to_string()),
-            Arg::Text(s) | Arg::Json(s) => Some(s.clone()),
-            Arg::Ids(ids) => Some(format!(
-                "{{{}}}",
-                ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
-            )),
-        })
-        .collect();
+    let call = PgCall::new(f, args);
     // Typed, unnamed statements: parse, bind and execute in one round trip,
     // and nothing left on the server connection between calls, so calls work
     // through a transaction-pooling PgBouncer too (a named prepared statement
     // would live on a server connection other clients then share).
-    let typed: Vec<(&(dyn postgres::types::ToSql + Sync), postgres::types::Type)> = params
-        .iter()
-        .map(|p| {
-            (
-                p as &(dyn postgres::types::ToSql + Sync),
-                postgres::types::Type::TEXT,
-            )
-        })
-        .collect();
-    let row = client.query_typed_one(sql.as_str(), &typed)?;
-    let text: Option<String> = row.get(0);
-    Ok(match (res, text) {
-        (Res::Void, _) | (_, None) => Value::Null,
-        (_, Some(t)) => tolerant(&t)?,
-    })
+    let row = client.query_typed_one(call.sql.as_str(), &call.typed_params())?;
+    call.result(row.get(0))
+}
+
+#[cfg(any(feature = "blocking", feature = "tokio-postgres"))]
+impl PgCall {
+    /// The parameters for `query_typed`: every one declared text.
+    pub(crate) fn typed_params(
+        &self,
+    ) -> Vec<(
+        &(dyn tokio_postgres::types::ToSql + Sync),
+        tokio_postgres::types::Type,
+    )> {
+        self.params
+            .iter()
+            .map(|p| {
+                (
+                    p as &(dyn tokio_postgres::types::ToSql + Sync),
+                    tokio_postgres::types::Type::TEXT,
+                )
+            })
+            .collect()
+    }
 }

@@ -3,7 +3,7 @@
 use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
 use crate::opts::{EnqueueOpts, QueueOpts, ScheduleSpec, StreamOpts};
-use crate::sql::Arg;
+use crate::sql::{boolean, int, payload, Arg};
 use crate::types::{Event, Job, Notification, Retried, StreamInfo};
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
@@ -156,22 +156,8 @@ pub trait TxHandle {
     }
 }
 
-pub(crate) fn int(v: Value) -> Result<i64> {
-    v.as_i64()
-        .ok_or_else(|| Error::engine("alkstore", "", format!("expected an integer, got {v}")))
-}
-
-pub(crate) fn boolean(v: Value) -> Result<bool> {
-    v.as_bool()
-        .ok_or_else(|| Error::engine("alkstore", "", format!("expected a boolean, got {v}")))
-}
-
 fn opt_json(v: Value) -> Option<Value> {
     (!v.is_null()).then_some(v)
-}
-
-fn payload<T: Serialize + ?Sized>(p: &T) -> Result<Arg> {
-    Ok(Arg::Json(serde_json::to_string(p)?))
 }
 
 /// The claimed jobs; one whose payload this crate cannot read (see
@@ -350,11 +336,7 @@ impl Queue {
                 Arg::opt_secs(delay),
             ],
         )?;
-        Ok(match v.as_str() {
-            Some("pending") => Retried::Pending,
-            Some("dead") => Retried::Dead,
-            _ => Retried::NotHeld,
-        })
+        Ok(Retried::from_state(&v))
     }
 
     /// Dead-letters a job this worker holds.

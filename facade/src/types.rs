@@ -27,7 +27,9 @@ impl Job {
         Ok(serde_json::from_value(self.payload.clone())?)
     }
 
-    pub(crate) fn from_json(v: &Value) -> Result<Job> {
+    /// A job from one row of `alk_claim`'s result, as the calls of
+    /// [`crate::sql`] return it.
+    pub fn from_json(v: &Value) -> Result<Job> {
         Ok(Job {
             id: int(v, "id")?,
             queue: text(v, "queue")?,
@@ -68,7 +70,8 @@ pub struct StreamInfo {
 }
 
 impl StreamInfo {
-    pub(crate) fn from_json(v: &Value) -> Result<StreamInfo> {
+    /// From `alk_stream_info`'s document.
+    pub fn from_json(v: &Value) -> Result<StreamInfo> {
         Ok(StreamInfo {
             first_offset: int(v, "first_offset")?,
             last_offset: int(v, "last_offset")?,
@@ -86,7 +89,8 @@ impl Event {
         Ok(serde_json::from_value(self.payload.clone())?)
     }
 
-    pub(crate) fn from_json(v: &Value) -> Result<Event> {
+    /// An event from one row of `alk_read`'s result.
+    pub fn from_json(v: &Value) -> Result<Event> {
         Ok(Event {
             offset: int(v, "offset")?,
             id: int(v, "id")?,
@@ -115,6 +119,17 @@ pub enum Retried {
     Dead,
     /// The claim was not held (any more): nothing changed.
     NotHeld,
+}
+
+impl Retried {
+    /// From `alk_retry`'s result: the job's new state, or null.
+    pub fn from_state(v: &Value) -> Retried {
+        match v.as_str() {
+            Some("pending") => Retried::Pending,
+            Some("dead") => Retried::Dead,
+            _ => Retried::NotHeld,
+        }
+    }
 }
 
 fn bad(what: &str, v: &Value) -> Error {

@@ -1,0 +1,168 @@
+//! [`AsyncTxHandle`]: the typed calls of [`TxHandle`](crate::TxHandle) on
+//! the caller's own async transaction or connection (features
+//! `sqlx-postgres`, `tokio-postgres`).
+//!
+//! The handle is the caller's: alkstore never begins, commits or rolls it
+//! back, so a job, an outbox message or an event commits or rolls back with
+//! the business rows written beside it.
+
+use crate::error::Result;
+use crate::opts::EnqueueOpts;
+use crate::sql::{boolean, int, payload, Arg};
+use crate::types::Retried;
+use alkstore_core::{names, NameKind};
+use serde::Serialize;
+use serde_json::Value;
+use std::future::Future;
+use std::time::Duration;
+
+#[cfg(feature = "sqlx-postgres")]
+mod sqlx_postgres;
+#[cfg(feature = "tokio-postgres")]
+mod tokio_postgres;
+
+/// An async transaction (or connection) the `alk_*` functions can be called
+/// in: `sqlx::PgConnection` (so `sqlx::Transaction<'_, Postgres>` through
+/// `&mut *tx`), `tokio_postgres::Transaction` and `tokio_postgres::Client`.
+///
+/// Names are checked before anything is sent, so a bad name leaves the
+/// transaction usable. Any other failed call changed nothing, but on
+/// PostgreSQL it aborts the transaction (PostgreSQL's rule for any failed
+/// statement): roll back, or use a savepoint around the call.
+///
+/// ```no_run
+/// # #[cfg(feature = "sqlx-postgres")]
+/// # async fn signup(pool: &sqlx::PgPool) -> alkstore::Result<()> {
+/// use alkstore::{AsyncTxHandle, EnqueueOpts};
+/// let mut tx = pool.begin().await?;
+/// sqlx::query("INSERT INTO users (email) VALUES ($1)")
+///     .bind("ada@example.com")
+///     .execute(&mut *tx)
+///     .await?;
+/// (&mut *tx)
+///     .enqueue_tx("emails", &EnqueueOpts::new(), &serde_json::json!({"to": "ada@example.com"}))
+///     .await?;
+/// tx.commit().await?; // the user and the job, or neither
+/// # Ok(()) }
+/// ```
+pub trait AsyncTxHandle: Send {
+    /// Calls any `alk_*` function in this transaction; the result as JSON
+    /// (sets as arrays), as [`TxHandle::call`](crate::TxHandle::call).
+    fn call(&mut self, function: &str, args: &[Arg]) -> impl Future<Output = Result<Value>> + Send;
+
+    /// Enqueues a job that exists only if the transaction commits.
+    fn enqueue_tx<T: Serialize + Sync + ?Sized>(
+        &mut self,
+        queue: &str,
+        opts: &EnqueueOpts,
+        job: &T,
+    ) -> impl Future<Output = Result<i64>> + Send {
+        async move {
+            names::validate(NameKind::Queue, queue)?;
+            let args = [queue.into(), Arg::json(&opts.to_json()), payload(job)?];
+            int(self.call("alk_enqueue", &args).await?)
+        }
+    }
+
+    /// Enqueues into an outbox (ADR-014): the outbox name, not its backing queue.
+    fn outbox_enqueue_tx<T: Serialize + Sync + ?Sized>(
+        &mut self,
+        outbox: &str,
+        opts: &EnqueueOpts,
+        message: &T,
+    ) -> impl Future<Output = Result<i64>> + Send {
+        async move {
+            names::validate(NameKind::Outbox, outbox)?;
+            let args = [outbox.into(), Arg::json(&opts.to_json()), payload(message)?];
+            int(self.call("alk_outbox_enqueue", &args).await?)
+        }
+    }
+
+    /// Publishes an event; returns its id (its offset comes with reads, once
+    /// this transaction has committed).
+    fn publish_tx<T: Serialize + Sync + ?Sized>(
+        &mut self,
+        stream: &str,
+        event: &T,
+    ) -> impl Future<Output = Result<i64>> + Send {
+        async move {
+            names::validate(NameKind::Stream, stream)?;
+            let args = [stream.into(), payload(event)?, Arg::Null];
+            int(self.call("alk_publish", &args).await?)
+        }
+    }
+
+    /// Sends a notification when the transaction commits.
+    fn notify_tx<T: Serialize + Sync + ?Sized>(
+        &mut self,
+        channel: &str,
+        payload_: &T,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            names::validate(NameKind::Channel, channel)?;
+            let args = [channel.into(), payload(payload_)?];
+            self.call("alk_notify", &args).await.map(|_| ())
+        }
+    }
+
+    /// Saves a consumer's offset; true if it advanced.
+    fn save_offset_tx(
+        &mut self,
+        stream: &str,
+        consumer: &str,
+        offset: i64,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        async move {
+            names::validate(NameKind::Stream, stream)?;
+            names::validate(NameKind::Consumer, consumer)?;
+            let args = [stream.into(), consumer.into(), offset.into()];
+            boolean(self.call("alk_save_offset", &args).await?)
+        }
+    }
+
+    /// Acks a job this worker holds, in this transaction: the job's ack and
+    /// the handler's writes commit together or not at all. True if held.
+    fn ack_tx(&mut self, job_id: i64, worker: &str) -> impl Future<Output = Result<bool>> + Send {
+        async move {
+            names::validate(NameKind::Worker, worker)?;
+            let args = [job_id.into(), worker.into()];
+            boolean(self.call("alk_ack", &args).await?)
+        }
+    }
+
+    /// Gives a job back after an error, in this transaction: pending after
+    /// `delay` (`None`: the stamped backoff), or dead when its attempts are
+    /// used up.
+    fn retry_tx(
+        &mut self,
+        job_id: i64,
+        worker: &str,
+        error: &str,
+        delay: Option<Duration>,
+    ) -> impl Future<Output = Result<Retried>> + Send {
+        async move {
+            names::validate(NameKind::Worker, worker)?;
+            let args = [
+                job_id.into(),
+                worker.into(),
+                error.into(),
+                Arg::opt_secs(delay),
+            ];
+            Ok(Retried::from_state(&self.call("alk_retry", &args).await?))
+        }
+    }
+
+    /// Dead-letters a job this worker holds, in this transaction.
+    fn fail_tx(
+        &mut self,
+        job_id: i64,
+        worker: &str,
+        error: &str,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        async move {
+            names::validate(NameKind::Worker, worker)?;
+            let args = [job_id.into(), worker.into(), error.into()];
+            boolean(self.call("alk_fail", &args).await?)
+        }
+    }
+}
