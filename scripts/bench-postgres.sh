@@ -12,6 +12,9 @@
 # ALK_BENCH_PEERS=1 adds pgmq, graphile-worker and PgQ (installed by
 # scripts/bench-peers.sh) doing the same operations in the same run, and the
 # ratio of the best of them to alkstore (at or below 1.00: alkstore is ahead).
+# ALK_BENCH_MAIN_ONLY=1 stops after that first table. pgbench's connections
+# take PGOPTIONS: PGOPTIONS='-c synchronous_commit=off' measures the CPU each
+# system spends, without the WAL flush every commit otherwise waits for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
@@ -105,12 +108,14 @@ INSERT INTO raw_jobs ($raw_cols)
   SELECT 'work', 'pending', jsonb_build_object('n', i), 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()
   FROM generate_series(1, $1 * 1000) i;
 VACUUM ANALYZE alkstore.jobs; VACUUM ANALYZE raw_jobs;
+CHECKPOINT; -- the fill wrote a lot of WAL: checkpoint now, not during the first cells
 SQL
   [ "$peers" = 1 ] || return 0
   psql -X -q -d $db <<SQL
 SELECT count(*) FROM pgmq.send_batch('work', ARRAY(SELECT jsonb_build_object('n', i) FROM generate_series(1, $1 * 1000) i));
 SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('work', json_build_object('n', i), NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM generate_series(1, $1 * 1000) i));
 VACUUM ANALYZE pgmq.q_work; VACUUM ANALYZE graphile_worker._private_jobs;
+CHECKPOINT;
 SQL
   local task
   task=$(psql -X -q -At -d $db -c "SELECT id FROM graphile_worker._private_tasks WHERE identifier = 'work'")
@@ -134,12 +139,15 @@ row() { # label alk-script raw-script clients ops-per-tx
 
 prow() { # label alk-script raw-script clients ops-per-tx [pgmq graphile pgq scripts, - for none]
   [ "$peers" = 1 ] || { row "$@"; return; }
-  local a r m g q
-  a=$(tps "$2" "$4"); r=$(tps "$3" "$4")
-  m=0; g=0; q=0
-  [ "${6:--}" = - ] || m=$(tps "$6" "$4")
-  [ "${7:--}" = - ] || g=$(tps "$7" "$4")
-  [ "${8:--}" = - ] || q=$(tps "$8" "$4")
+  # Two runs of every system, in opposite orders, so that neither the
+  # first-run penalty nor the order favours one; the mean of the two.
+  local a r m g q s i=0 sys=("$2" "$3" "${6:--}" "${7:--}" "${8:--}") first=() second=()
+  for s in "${sys[@]}"; do first+=("$([ "$s" = - ] && echo 0 || tps "$s" "$4")"); done
+  for ((i = ${#sys[@]} - 1; i >= 0; i--)); do
+    second[i]=$([ "${sys[i]}" = - ] && echo 0 || tps "${sys[i]}" "$4")
+  done
+  read -r a r m g q < <(for i in 0 1 2 3 4; do echo "${first[i]} ${second[i]}"; done |
+    awk '{ printf "%s ", ($1 + $2) / 2 } END { print "" }')
   awk -v l="$1" -v c="$4" -v a="$a" -v r="$r" -v k="$5" -v m="$m" -v g="$g" -v q="$q" 'BEGIN {
     best = m; if (g > best) best = g; if (q > best) best = q
     printf "%-34s %2d  %10.0f  %10.0f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a * k, r * k,
@@ -168,6 +176,7 @@ for c in 1 8; do
   row "read page of 1000 (events/s)" read_alk read_raw $c 1000
 done
 row "publish 1/tx, a stream per client" publishN_alk publish_raw 8 1
+[ "${ALK_BENCH_MAIN_ONLY:-0}" = 1 ] && { psql -X -q -d postgres -c "DROP DATABASE $db"; exit 0; }
 
 # Job features (contract v1.1 §C) against the same operation without them.
 # A backlog of 100,000 pending jobs, interleaved over 10,000 groups as a busy
