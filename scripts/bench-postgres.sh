@@ -12,7 +12,9 @@
 # ALK_BENCH_PEERS=1 adds pgmq, graphile-worker and PgQ (installed by
 # scripts/bench-peers.sh) doing the same operations in the same run, and the
 # ratio of the best of them to alkstore (at or below 1.00: alkstore is ahead).
-# ALK_BENCH_MAIN_ONLY=1 stops after that first table. pgbench's connections
+# ALK_BENCH_MAIN_ONLY=1 stops after that first table. ALK_BENCH_FILL (default
+# 60) is the thousands of pending jobs per second of a cell each system gets
+# for the claim cases; faster settings need more. pgbench's connections
 # take PGOPTIONS: PGOPTIONS='-c synchronous_commit=off' measures the CPU each
 # system spends, without the WAL flush every commit otherwise waits for.
 set -euo pipefail
@@ -165,7 +167,7 @@ else
   printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "ratio"
 fi
 for c in 1 8; do
-  fill_work $((60 * secs * (c == 1 ? 1 : 2))) >/dev/null
+  fill_work $((${ALK_BENCH_FILL:-60} * secs * (c == 1 ? 1 : 2))) >/dev/null
   prow "enqueue 1/tx" enqueue_alk enqueue_raw $c 1 enqueue_pgmq enqueue_gw enqueue_pgq
   prow "enqueue 100/tx (batch)" batch_alk batch_raw $c 100 batch_pgmq batch_gw batch_pgq
   prow "claim+ack 1 (claim tx, ack tx)" claim1_alk2 claim1_raw2 $c 1 claim1_pgmq claim1_gw -

@@ -115,6 +115,14 @@ cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | ch
 cargo run --locked -q -p alkstore --example schedules "$ALKSTORE_PG_URL" | tee "$log.schedules"
 grep -q '^ran job [0-9]* with {"report":"sales"}$' "$log.schedules"
 
+step "async Rust (README): cargo run -p alkstore --features sqlx-postgres --example async_sqlx"
+# sqlx wants a host in its URL, even when ?host= names the socket directory.
+cargo run --locked -q -p alkstore --features sqlx-postgres --example async_sqlx -- \
+  "${ALKSTORE_PG_URL/@\//@localhost/}" | tee "$log.async"
+grep -q '^signed up with welcome job [0-9]*$' "$log.async"
+grep -q '^welcomed "ada-[0-9]*@example.com" (acked: true)$' "$log.async"
+grep -q '^signup welcomed: true$' "$log.async"
+
 step "examples: Python and Node programs on SQLite and PostgreSQL"
 bash examples/run.sh
 

@@ -22,8 +22,9 @@ mod sqlx_postgres;
 mod tokio_postgres;
 
 /// An async transaction (or connection) the `alk_*` functions can be called
-/// in: `sqlx::PgConnection` (so `sqlx::Transaction<'_, Postgres>` through
-/// `&mut *tx`), `tokio_postgres::Transaction` and `tokio_postgres::Client`.
+/// in: `sqlx::PgConnection` (so a `sqlx::Transaction<'_, Postgres>` and a
+/// pooled connection, which dereference to it), `tokio_postgres::Transaction`
+/// and `tokio_postgres::Client`.
 ///
 /// Names are checked before anything is sent, so a bad name leaves the
 /// transaction usable. Any other failed call changed nothing, but on
@@ -39,8 +40,7 @@ mod tokio_postgres;
 ///     .bind("ada@example.com")
 ///     .execute(&mut *tx)
 ///     .await?;
-/// (&mut *tx)
-///     .enqueue_tx("emails", &EnqueueOpts::new(), &serde_json::json!({"to": "ada@example.com"}))
+/// tx.enqueue_tx("emails", &EnqueueOpts::new(), &serde_json::json!({"to": "ada@example.com"}))
 ///     .await?;
 /// tx.commit().await?; // the user and the job, or neither
 /// # Ok(()) }

@@ -1,5 +1,4 @@
-//! [`AsyncTxHandle`] on tokio-postgres (feature `tokio-postgres`); a
-//! deadpool-postgres `Object` derefs to the `Client`.
+//! [`AsyncTxHandle`] on tokio-postgres (feature `tokio-postgres`).
 
 use super::AsyncTxHandle;
 use crate::error::Result;

@@ -1,0 +1,67 @@
+//! Async Rust on sqlx (feature `sqlx-postgres`): a signup and its welcome
+//! job in the application's own sqlx transaction, then a handler whose
+//! write and ack commit together.
+//!
+//! `cargo run -p alkstore --features sqlx-postgres --example async_sqlx -- postgres://…`
+//! (a database with `CREATE EXTENSION alkstore`, or the plain SQL install).
+
+use alkstore::sql::Arg;
+use alkstore::{AsyncTxHandle, EnqueueOpts, Job};
+use serde_json::json;
+use sqlx::postgres::PgPoolOptions;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let url = std::env::args()
+        .nth(1)
+        .ok_or("usage: async_sqlx <postgres URL>")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&url)
+        .await?;
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS signups (email text PRIMARY KEY, welcomed boolean NOT NULL DEFAULT false)",
+    )
+    .execute(&pool)
+    .await?;
+    let email = format!("ada-{}@example.com", std::process::id());
+
+    // A request handler: the signup and its job commit together, or neither.
+    let mut tx = pool.begin().await?;
+    sqlx::query("INSERT INTO signups (email) VALUES ($1)")
+        .bind(&email)
+        .execute(&mut *tx)
+        .await?;
+    let job = tx
+        .enqueue_tx("welcome", &EnqueueOpts::new(), &json!({ "to": email }))
+        .await?;
+    tx.commit().await?;
+    println!("signed up with welcome job {job}");
+
+    // A handler: claim, then mark the signup welcomed and ack in one
+    // transaction — a crash before the commit leaves the job to run again.
+    let mut conn = pool.acquire().await?;
+    let claimed = conn
+        .call(
+            "alk_claim",
+            &["welcome".into(), "mailer".into(), Arg::Int(10)],
+        )
+        .await?;
+    for row in claimed.as_array().into_iter().flatten() {
+        let job = Job::from_json(row)?;
+        let mut tx = pool.begin().await?;
+        sqlx::query("UPDATE signups SET welcomed = true WHERE email = $1")
+            .bind(job.payload["to"].as_str())
+            .execute(&mut *tx)
+            .await?;
+        let acked = tx.ack_tx(job.id, "mailer").await?;
+        tx.commit().await?;
+        println!("welcomed {} (acked: {acked})", job.payload["to"]);
+    }
+    let welcomed: bool = sqlx::query_scalar("SELECT welcomed FROM signups WHERE email = $1")
+        .bind(&email)
+        .fetch_one(&pool)
+        .await?;
+    println!("signup welcomed: {welcomed}");
+    Ok(())
+}
