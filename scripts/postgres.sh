@@ -40,6 +40,12 @@ case "${1:-}" in
     psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_plain -f "$plain"
     echo "ALKSTORE_PG_URL='postgresql://$(id -un)@/alkstore_test_ext?host=/var/run/postgresql'"
     echo "ALKSTORE_PG_PLAIN_URL='postgresql://$(id -un)@/alkstore_test_plain?host=/var/run/postgresql'"
+    # Over TCP, for the TLS tests: the cluster's own certificate (Debian's
+    # snakeoil, ssl = on), and a password for the test role (pg_hba asks for
+    # one on TCP).
+    psql -X -q -d postgres -c "ALTER ROLE $(id -un) PASSWORD 'alkstore-tests'"
+    echo "ALKSTORE_PG_TLS_URL='postgresql://$(id -un):alkstore-tests@127.0.0.1:5432/alkstore_test_ext'"
+    echo "ALKSTORE_PG_TLS_CERT='$(psql -X -q -At -d postgres -c 'SHOW ssl_cert_file')'"
     ;;
   *)
     echo "usage: scripts/postgres.sh start|install|testdbs" >&2

@@ -96,7 +96,7 @@ eval "$(bash scripts/postgres.sh testdbs)"
 eval "$(bash scripts/pgbouncer.sh start)"
 # The facade's fault test restarts the cluster under load with this.
 export ALKSTORE_PG_RESTART='pg_ctlcluster 15 main restart'
-export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_PG_BOUNCER_URL ALKSTORE_REQUIRE_PG=1
+export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_PG_BOUNCER_URL ALKSTORE_PG_TLS_URL ALKSTORE_PG_TLS_CERT ALKSTORE_REQUIRE_PG=1
 
 step "cross-engine suite: SQLite, PostgreSQL extension, plain SQL install, through PgBouncer; upgrades from 0.1.0"
 cargo test --locked -p alkstore-tests
@@ -105,7 +105,7 @@ step "PostgreSQL races as pg_isolation_regress specs (tests/isolation)"
 bash scripts/isolation.sh
 
 step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts; the async handles on sqlx and tokio-postgres"
-cargo test --locked -p alkstore --features sqlx-postgres,tokio-postgres
+cargo test --locked -p alkstore --features sqlx-postgres,tokio-postgres,testing
 
 step "the alkstore command-line tool and its Prometheus exporter on SQLite and PostgreSQL"
 cargo test --locked -p alkstore-cli

@@ -30,7 +30,7 @@ pub fn install(print_sql: bool) -> Fallible {
 /// for SQLite (run by the first call).
 pub fn upgrade(url: &str, out: &Output) -> Fallible {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let mut client = alkstore::postgres::client(url)?;
         let ext: Option<String> = client
             .query_opt(
                 "SELECT extversion FROM pg_extension WHERE extname = 'alkstore'",

@@ -116,9 +116,23 @@ impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
         match e.as_db_error() {
             Some(db) => from_postgres(db.code().code(), db.message()),
-            None => Error::engine("postgres", "", e.to_string()),
+            // With its causes: "error performing TLS handshake" alone does
+            // not say that the certificate was for another host.
+            None => Error::engine("postgres", "", with_sources(&e)),
         }
     }
+}
+
+#[cfg(any(feature = "blocking", feature = "tokio-postgres"))]
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 #[cfg(feature = "sqlx-postgres")]
@@ -149,6 +163,14 @@ impl From<serde_json::Error> for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.contract_code(), self) {
+            (
+                _,
+                Error::Engine {
+                    engine,
+                    code,
+                    message,
+                },
+            ) if code.is_empty() => write!(f, "{engine} error: {message}"),
             (
                 _,
                 Error::Engine {

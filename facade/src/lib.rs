@@ -47,6 +47,10 @@ pub mod sql;
 pub mod sqlite;
 #[cfg(feature = "blocking")]
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+#[cfg(feature = "tls")]
+mod tls;
 mod types;
 #[cfg(feature = "blocking")]
 mod wake;

@@ -9,9 +9,9 @@ use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
 use crate::sql::{call_postgres, Arg};
 use crate::store::{impl_store, Core, NotificationSource, Subscription, TxHandle};
+use crate::tls::{self, Tls};
 use crate::wake::Waker;
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -19,7 +19,7 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError}
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-type Manager = PostgresConnectionManager<NoTls>;
+type Manager = PostgresConnectionManager<Tls>;
 
 /// How long a waiting registration lasts, and how often it is renewed.
 const REGISTRATION_TTL_S: f64 = 60.0;
@@ -46,8 +46,18 @@ pub struct PgStore {
 
 impl_store!(PgStore);
 
+/// One connection, opened as a [`PgStore`] opens its own: TLS by the
+/// connection string's `sslmode` and `sslrootcert`, as libpq does.
+pub fn client(conninfo: &str) -> Result<postgres::Client> {
+    let (config, tls) = tls::config(conninfo)?;
+    Ok(postgres::Config::from(config).connect(tls)?)
+}
+
 impl PgStore {
     /// Connects with a `postgres` connection string (URL or key=value).
+    /// TLS follows `sslmode` and `sslrootcert` as in libpq (`prefer` by
+    /// default; `require`, `verify-ca`, `verify-full`; `sslrootcert=system`
+    /// for the system's roots).
     pub fn connect(conninfo: &str) -> Result<PgStore> {
         PgStore::connect_with_listener(conninfo, conninfo)
     }
@@ -58,21 +68,25 @@ impl PgStore {
     /// Behind transaction pooling a `LISTEN` holds for one transaction only,
     /// so a listener through the pooler would miss its wake-ups.
     pub fn connect_with_listener(conninfo: &str, listener_conninfo: &str) -> Result<PgStore> {
-        let config: postgres::Config = conninfo.parse().map_err(Error::from)?;
+        let (config, tls) = tls::config(conninfo)?;
+        let config = postgres::Config::from(config);
+        // One connection first: a refused login or certificate fails here,
+        // with its reason, not after the pool's 30 s of retries.
+        config.connect(tls.clone())?;
         let pool = r2d2::Pool::builder()
             .max_size(8)
-            .build(Manager::new(config, NoTls))?;
+            .build(Manager::new(config, tls))?;
         call_postgres(&mut *pool.get()?, "alk_init", &[])?;
         let waker = Arc::new(Waker::default());
-        let config: postgres::Config = listener_conninfo.parse().map_err(Error::from)?;
-        let mut listener_config = config.clone();
+        let (config, tls) = tls::config(listener_conninfo)?;
+        let mut listener_config = postgres::Config::from(config);
         listener_config.application_name("alkstore-listener");
-        let listener = listener_config.connect(NoTls)?;
+        let listener = listener_config.connect(tls.clone())?;
         let (tx, rx) = channel();
         let w = waker.clone();
         std::thread::Builder::new()
             .name("alkstore-pg-listen".into())
-            .spawn(move || listen_loop(listener_config, listener, rx, w))
+            .spawn(move || listen_loop(listener_config, tls, listener, rx, w))
             .map_err(|e| Error::engine("postgres", "", e.to_string()))?;
         let engine = Arc::new(PgEngine {
             pool,
@@ -185,6 +199,7 @@ impl NotificationSource for PgNotifications {
 /// missed meanwhile); until then waiters fall back to polling.
 fn listen_loop(
     config: postgres::Config,
+    tls: Tls,
     mut client: postgres::Client,
     requests: Receiver<Request>,
     waker: Arc<Waker>,
@@ -219,7 +234,7 @@ fn listen_loop(
                     Err(TryRecvError::Disconnected) => return,
                 }
             }
-            let Ok(mut c) = config.connect(NoTls) else {
+            let Ok(mut c) = config.connect(tls.clone()) else {
                 continue;
             };
             let relisten = subscribers
