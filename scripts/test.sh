@@ -33,6 +33,7 @@ bash scripts/build-update-sql.sh --check
 step "lint: clippy on every other crate and target, warnings are errors"
 cargo clippy --locked --workspace --exclude alkstore-pg --all-targets -- -D warnings
 cargo clippy --locked -p alkstore --all-targets --all-features -- -D warnings
+RUSTDOCFLAGS=-Dwarnings cargo doc --locked -q --no-deps -p alkstore --all-features
 
 step "the Rust facade's drivers as features: each async one builds without the blocking drivers"
 for f in sqlx-postgres tokio-postgres; do

@@ -1,8 +1,9 @@
 //! What each engine provides to the engine-neutral handles.
 
 use crate::error::Result;
+use crate::notify::Subscription;
 use crate::sql::Arg;
-use crate::store::{Subscription, TxHandle};
+use crate::store::TxHandle;
 use crate::wake::Waker;
 use serde_json::Value;
 use std::time::Duration;

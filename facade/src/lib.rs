@@ -39,14 +39,24 @@ mod async_tx;
 #[cfg(feature = "blocking")]
 mod engine;
 mod error;
+#[cfg(feature = "blocking")]
+mod lock;
+#[cfg(feature = "blocking")]
+mod notify;
 mod opts;
 #[cfg(feature = "blocking")]
+mod outbox;
+#[cfg(feature = "blocking")]
 pub mod postgres;
+#[cfg(feature = "blocking")]
+mod queue;
 pub mod sql;
 #[cfg(feature = "blocking")]
 pub mod sqlite;
 #[cfg(feature = "blocking")]
 mod store;
+#[cfg(feature = "blocking")]
+mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(feature = "tls")]
@@ -60,18 +70,26 @@ mod worker;
 #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
 pub use async_tx::AsyncTxHandle;
 pub use error::{Error, Result};
+#[cfg(feature = "blocking")]
+pub use lock::LockGuard;
+#[cfg(feature = "blocking")]
+pub use notify::Subscription;
 pub use opts::{EnqueueOpts, QueueOpts, ScheduleSpec, StreamOpts};
+#[cfg(feature = "blocking")]
+pub use outbox::Outbox;
 #[cfg(feature = "blocking")]
 pub use postgres::{PgStore, PgTx};
 #[cfg(feature = "blocking")]
+pub use queue::Queue;
+#[cfg(feature = "blocking")]
 pub use sqlite::{SqliteStore, SqliteTx};
 #[cfg(feature = "blocking")]
-pub use store::{
-    LockGuard, Outbox, Queue, Stop, Store, Stream, StreamSubscription, Subscription, TxHandle,
-};
+pub use store::{Stop, Store, TxHandle};
+#[cfg(feature = "blocking")]
+pub use stream::{Stream, StreamSubscription};
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
-pub use worker::Worker;
+pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (the embedded
 /// default; a bare path means SQLite too) or `postgres://…` /

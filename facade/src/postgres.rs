@@ -7,8 +7,9 @@
 
 use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
+use crate::notify::{NotificationSource, Subscription};
 use crate::sql::{call_postgres, Arg};
-use crate::store::{impl_store, Core, NotificationSource, Subscription, TxHandle};
+use crate::store::{impl_store, Core, TxHandle};
 use crate::tls::{self, Tls};
 use crate::wake::Waker;
 use postgres::fallible_iterator::FallibleIterator;

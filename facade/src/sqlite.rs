@@ -6,8 +6,9 @@
 
 use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
+use crate::notify::{NotificationSource, Subscription};
 use crate::sql::{call_sqlite, Arg};
-use crate::store::{impl_store, Core, NotificationSource, Subscription, TxHandle};
+use crate::store::{impl_store, Core, TxHandle};
 use crate::wake::{Waker, ANY};
 use serde_json::Value;
 use std::collections::VecDeque;

@@ -3,7 +3,8 @@
 //! graceful stop that finishes the jobs in hand.
 
 use crate::error::Result;
-use crate::store::{Queue, Stop};
+use crate::queue::Queue;
+use crate::store::Stop;
 use crate::types::Job;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,0 +1,137 @@
+//! An outbox handle (contract §6, ADR-014): enqueue by outbox name, deliver.
+
+use crate::engine::{Engine, Kind};
+use crate::error::Result;
+use crate::opts::EnqueueOpts;
+use crate::queue::{jobs, Queue};
+use crate::sql::{boolean, int, payload, Arg};
+use crate::store::{wait_for, Stop};
+use crate::types::Job;
+use alkstore_core::{names, NameKind};
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An outbox (contract §6, ADR-014).
+#[derive(Clone)]
+pub struct Outbox {
+    queue: Queue,
+    name: String,
+}
+
+impl Outbox {
+    pub(crate) fn new(engine: Arc<dyn Engine>, name: &str) -> Result<Outbox> {
+        names::validate(NameKind::Outbox, name)?;
+        // The backing queue is reserved: reached here only through the outbox functions.
+        let queue = Queue {
+            engine,
+            name: names::outbox_queue(name),
+        };
+        Ok(Outbox {
+            queue,
+            name: name.to_string(),
+        })
+    }
+
+    /// Enqueues a message in its own transaction (use
+    /// [`TxHandle::outbox_enqueue_tx`](crate::TxHandle::outbox_enqueue_tx) to send it with your own rows).
+    pub fn enqueue<T: Serialize + ?Sized>(&self, opts: &EnqueueOpts, message: &T) -> Result<i64> {
+        let args = [
+            self.name.as_str().into(),
+            Arg::json(&opts.to_json()),
+            payload(message)?,
+        ];
+        int(self.queue.call("alk_outbox_enqueue", &args)?)
+    }
+
+    /// Claims up to `max_jobs` messages now.
+    pub fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
+        let claimed = self.queue.call(
+            "alk_outbox_claim",
+            &[self.name.as_str().into(), worker.into(), max_jobs.into()],
+        )?;
+        jobs(&self.queue, worker, claimed)
+    }
+
+    /// Claims, waiting up to `timeout` for a message.
+    pub fn claim_wait(&self, worker: &str, max_jobs: i64, timeout: Duration) -> Result<Vec<Job>> {
+        let q = &self.queue;
+        wait_for(&*q.engine, Kind::Queue, &q.name, timeout, || {
+            self.claim(worker, max_jobs)
+        })
+    }
+
+    /// Delivers one message if there is one: claims it, calls `deliver`,
+    /// acks on `Ok`, retries with the stamped backoff on `Err` (dead after
+    /// the last attempt). Returns whether a message was processed.
+    pub fn run_once(
+        &self,
+        worker: &str,
+        deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
+    ) -> Result<bool> {
+        let Some(job) = self.claim(worker, 1)?.into_iter().next() else {
+            return Ok(false);
+        };
+        self.finish(worker, &job, deliver)?;
+        Ok(true)
+    }
+
+    fn finish(
+        &self,
+        worker: &str,
+        job: &Job,
+        deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        match crate::worker::guarded(|| deliver(job)) {
+            Ok(()) => self.queue.ack(job.id, worker).map(|_| ()),
+            Err(e) => self.queue.retry(job.id, worker, &e, None).map(|_| ()),
+        }
+    }
+
+    /// Delivers until `stop` is raised, waiting for messages without
+    /// polling; returns how many were processed.
+    pub fn run(
+        &self,
+        worker: &str,
+        deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
+        stop: &Stop,
+    ) -> Result<u64> {
+        let mut done = 0;
+        while !stop.is_stopped() {
+            for job in self.claim_wait(worker, 1, Duration::from_millis(200))? {
+                self.finish(worker, &job, deliver)?;
+                done += 1;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Pauses delivery: claims return nothing until [`resume`](Self::resume).
+    /// True if it was running.
+    pub fn pause(&self) -> Result<bool> {
+        boolean(
+            self.queue
+                .call("alk_outbox_pause", &[self.name.as_str().into()])?,
+        )
+    }
+
+    /// Resumes delivery; true if it was paused.
+    pub fn resume(&self) -> Result<bool> {
+        boolean(
+            self.queue
+                .call("alk_outbox_resume", &[self.name.as_str().into()])?,
+        )
+    }
+
+    /// Counts per state of the backing queue.
+    pub fn stats(&self) -> Result<Value> {
+        self.queue
+            .call("alk_outbox_stats", &[self.name.as_str().into()])
+    }
+
+    /// The job functions (ack, retry, fail, get_job…) of the backing queue.
+    pub fn jobs(&self) -> &Queue {
+        &self.queue
+    }
+}

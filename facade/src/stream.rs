@@ -1,0 +1,169 @@
+//! A stream handle and its consumer (contract §7, v1.1 §E).
+
+use crate::engine::{Engine, Kind};
+use crate::error::Result;
+use crate::opts::StreamOpts;
+use crate::sql::{boolean, int, payload, Arg};
+use crate::store::wait_for;
+use crate::types::{Event, StreamInfo};
+use alkstore_core::{names, NameKind};
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A stream (contract §7).
+#[derive(Clone)]
+pub struct Stream {
+    engine: Arc<dyn Engine>,
+    name: String,
+}
+
+impl Stream {
+    pub(crate) fn new(engine: Arc<dyn Engine>, name: &str) -> Result<Stream> {
+        names::validate(NameKind::Stream, name)?;
+        Ok(Stream {
+            engine,
+            name: name.to_string(),
+        })
+    }
+
+    /// Sets the stream's retention (admin role on PostgreSQL) and returns
+    /// it resolved; events past it go when `alk_prune` runs (workers call
+    /// it every minute).
+    pub fn configure(&self, opts: &StreamOpts) -> Result<Value> {
+        self.engine.call(
+            "alk_stream_configure",
+            &[self.name.as_str().into(), Arg::json(&opts.to_json())],
+        )
+    }
+
+    /// The stream's kept offsets and retention. On PostgreSQL this also
+    /// gives offsets to events committed since the last read.
+    pub fn info(&self) -> Result<StreamInfo> {
+        StreamInfo::from_json(
+            &self
+                .engine
+                .call("alk_stream_info", &[self.name.as_str().into()])?,
+        )
+    }
+
+    /// Publishes an event in its own transaction; returns its id.
+    pub fn publish<T: Serialize + ?Sized>(&self, event: &T, key: Option<&str>) -> Result<i64> {
+        int(self.engine.call(
+            "alk_publish",
+            &[
+                self.name.as_str().into(),
+                payload(event)?,
+                Arg::opt_text(key),
+            ],
+        )?)
+    }
+
+    /// Up to `max` events after `after`, ascending. An event whose payload
+    /// this crate cannot read is skipped with a message on standard error.
+    pub fn read(&self, after: i64, max: i64) -> Result<Vec<Event>> {
+        Ok(self.read_page(after, max)?.0)
+    }
+
+    /// A page of events and the offset of the last row read, readable or not.
+    fn read_page(&self, after: i64, max: i64) -> Result<(Vec<Event>, Option<i64>)> {
+        let v = self.engine.call(
+            "alk_read",
+            &[self.name.as_str().into(), after.into(), max.into()],
+        )?;
+        let rows = v.as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut out = Vec::new();
+        for row in rows {
+            if let Some(reason) = row.get(crate::sql::UNREADABLE) {
+                // Skipped, not fatal: a consumer must get past it.
+                eprintln!(
+                    "alkstore: skipping event {} of stream {:?}: its payload cannot be read ({reason})",
+                    row["offset"], self.name
+                );
+                continue;
+            }
+            out.push(Event::from_json(row)?);
+        }
+        Ok((out, rows.last().and_then(|r| r["offset"].as_i64())))
+    }
+
+    /// Saves a consumer's offset; true if it advanced.
+    pub fn save_offset(&self, consumer: &str, offset: i64) -> Result<bool> {
+        boolean(self.engine.call(
+            "alk_save_offset",
+            &[self.name.as_str().into(), consumer.into(), offset.into()],
+        )?)
+    }
+
+    /// A consumer's saved offset (0 if none).
+    pub fn get_offset(&self, consumer: &str) -> Result<i64> {
+        int(self.engine.call(
+            "alk_get_offset",
+            &[self.name.as_str().into(), consumer.into()],
+        )?)
+    }
+
+    /// A consumer that resumes from its saved offset.
+    pub fn subscribe(&self, consumer: &str) -> Result<StreamSubscription> {
+        names::validate(NameKind::Consumer, consumer)?;
+        let position = self.get_offset(consumer)?;
+        Ok(StreamSubscription {
+            stream: self.clone(),
+            consumer: Some(consumer.to_string()),
+            position,
+        })
+    }
+
+    /// A reader of the events after `after`, waiting for new ones like a
+    /// consumer, but with no saved offset (`commit` saves nothing).
+    pub fn reader(&self, after: i64) -> StreamSubscription {
+        StreamSubscription {
+            stream: self.clone(),
+            consumer: None,
+            position: after,
+        }
+    }
+}
+
+/// A stream consumer: reads from its position, waits for new events, and
+/// saves its offset when told (at-least-once: a crash resumes from the last save).
+pub struct StreamSubscription {
+    stream: Stream,
+    consumer: Option<String>,
+    position: i64,
+}
+
+impl StreamSubscription {
+    /// The offset of the last event handed out.
+    pub fn position(&self) -> i64 {
+        self.position
+    }
+
+    /// The next events, waiting up to `timeout` for one to arrive.
+    pub fn next_batch(&mut self, max: i64, timeout: Duration) -> Result<Vec<Event>> {
+        let s = &self.stream;
+        let seen = std::cell::Cell::new(self.position);
+        let events = wait_for(&*s.engine, Kind::Stream, &s.name, timeout, || loop {
+            // Pages of nothing but unreadable events are read past at once.
+            let (events, last) = s.read_page(seen.get(), max)?;
+            if let Some(last) = last {
+                seen.set(last);
+            }
+            if !events.is_empty() || last.is_none() {
+                return Ok(events);
+            }
+        })?;
+        self.position = seen.get();
+        Ok(events)
+    }
+
+    /// Saves the position as the consumer's offset (a
+    /// [`reader`](Stream::reader) has none: false).
+    pub fn commit(&self) -> Result<bool> {
+        match &self.consumer {
+            Some(consumer) => self.stream.save_offset(consumer, self.position),
+            None => Ok(false),
+        }
+    }
+}
