@@ -90,21 +90,24 @@ impl Outbox {
     }
 
     /// Delivers until `stop` is raised, waiting for messages without
-    /// polling; returns how many were processed.
+    /// polling; returns how many were processed. One message at a time, as
+    /// a [`Worker::outbox`](crate::Worker::outbox) with one handler (so with
+    /// heartbeats and a claim name unique to this process); no schedule
+    /// ticks or pruning. For more handlers, use that worker.
     pub fn run(
         &self,
         worker: &str,
-        deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
+        deliver: &mut (dyn FnMut(&Job) -> std::result::Result<(), String> + Send),
         stop: &Stop,
     ) -> Result<u64> {
-        let mut done = 0;
-        while !stop.is_stopped() {
-            for job in self.claim_wait(worker, 1, Duration::from_millis(200))? {
-                self.finish(worker, &job, deliver)?;
-                done += 1;
-            }
-        }
-        Ok(done)
+        let deliver = std::sync::Mutex::new(deliver);
+        crate::Worker::outbox(self.clone(), worker)
+            .prune_every(None)
+            .tick_every(None)
+            .run(stop, |job| {
+                let mut deliver = deliver.lock().unwrap_or_else(|e| e.into_inner());
+                (*deliver)(job)
+            })
     }
 
     /// Pauses delivery: claims return nothing until [`resume`](Self::resume).

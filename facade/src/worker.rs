@@ -3,6 +3,7 @@
 //! graceful stop that finishes the jobs in hand.
 
 use crate::error::Result;
+use crate::outbox::Outbox;
 use crate::queue::Queue;
 use crate::store::Stop;
 use crate::types::Job;
@@ -42,7 +43,10 @@ pub(crate) fn guarded<T>(
 /// # Ok(()) }
 /// ```
 pub struct Worker {
+    /// The queue the jobs are acked, retried and kept alive on.
     queue: Queue,
+    /// Claims go through the outbox when the worker delivers one.
+    outbox: Option<Outbox>,
     name: String,
     concurrency: usize,
     prune_every: Option<Duration>,
@@ -66,11 +70,33 @@ impl Worker {
     pub fn new(queue: Queue, name: &str) -> Worker {
         Worker {
             queue,
+            outbox: None,
             name: format!("{name}-{}", process_tag()),
             concurrency: 1,
             prune_every: Some(DEFAULT_PRUNE_EVERY),
             tick_every: Some(DEFAULT_TICK_EVERY),
         }
+    }
+
+    /// A worker that delivers an outbox's messages, with everything a queue
+    /// worker does: concurrent handlers, heartbeats, retries, a graceful stop.
+    ///
+    /// ```no_run
+    /// # fn main() -> alkstore::Result<()> {
+    /// let store = alkstore::open("sqlite:app.db")?;
+    /// let stop = alkstore::Stop::new();
+    /// alkstore::Worker::outbox(store.outbox("webhooks")?, "deliverer")
+    ///     .concurrency(8)
+    ///     .run(&stop, |message| {
+    ///         println!("posting {}", message.payload);
+    ///         Ok(())
+    ///     })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn outbox(outbox: Outbox, name: &str) -> Worker {
+        let mut worker = Worker::new(outbox.jobs().clone(), name);
+        worker.outbox = Some(outbox);
+        worker
     }
 
     /// The prefix of this worker's claim names (`name-<host>-<pid>-<random>`).
@@ -168,7 +194,11 @@ impl Worker {
                 let span = tracing::debug_span!("alkstore.claim", queue = %self.queue.name(), worker,
                                                 claimed = tracing::field::Empty);
                 let _in = span.enter();
-                let claimed = self.queue.claim_wait(worker, 1, Duration::from_millis(200));
+                let wait = Duration::from_millis(200);
+                let claimed = match &self.outbox {
+                    Some(outbox) => outbox.claim_wait(worker, 1, wait),
+                    None => self.queue.claim_wait(worker, 1, wait),
+                };
                 if let Ok(jobs) = &claimed {
                     span.record("claimed", jobs.len());
                 }

@@ -160,6 +160,72 @@ fn outbox_run_once_and_run_deliver_retry_and_dead_letter() {
 }
 
 #[test]
+fn an_outbox_worker_runs_concurrent_handlers_retries_and_keeps_claims_alive() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for target in targets() {
+        let store = target.open();
+        let outbox = store.outbox(&fresh("hooks")).unwrap();
+        for i in 0..8 {
+            outbox.enqueue(&EnqueueOpts::new(), &json!(i)).unwrap();
+        }
+        let bad = outbox
+            .enqueue(&EnqueueOpts::new().max_attempts(1), &json!("bad"))
+            .unwrap();
+        let (in_flight, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let stop = Stop::new();
+        let handled = std::thread::scope(|s| {
+            let runner = s.spawn(|| {
+                Worker::outbox(outbox.clone(), "deliverer")
+                    .concurrency(4)
+                    .run(&stop, |job| {
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(ms(100));
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        if job.payload == "bad" {
+                            panic!("HTTP 500"); // a panic counts as an error
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+            });
+            for _ in 0..250 {
+                let stats = outbox.stats().unwrap();
+                if stats["pending"] == 0 && stats["running"] == 0 {
+                    break;
+                }
+                std::thread::sleep(ms(20));
+            }
+            stop.stop();
+            runner.join().unwrap()
+        });
+        let name = target.name();
+        assert_eq!(handled, 9, "[{name}]");
+        assert!(
+            most.load(Ordering::SeqCst) >= 2,
+            "[{name}] handlers ran side by side"
+        );
+        let dead = store.get_job(bad).unwrap().unwrap();
+        assert_eq!(dead["state"], "dead", "[{name}]");
+        assert!(
+            dead["last_error"].as_str().unwrap().contains("HTTP 500"),
+            "[{name}] {dead}"
+        );
+        // What the worker's heartbeats call works on an outbox message.
+        outbox.enqueue(&EnqueueOpts::new(), &json!("held")).unwrap();
+        let held = outbox.claim("w", 1).unwrap();
+        assert!(outbox
+            .jobs()
+            .heartbeat(held[0].id, "w", Some(Duration::from_secs(120)))
+            .unwrap());
+        assert!(!outbox
+            .jobs()
+            .heartbeat(held[0].id, "someone-else", None)
+            .unwrap());
+    }
+}
+
+#[test]
 fn lock_guards_fence_renew_and_release_on_drop() {
     for target in targets() {
         let store = target.open();
