@@ -5,8 +5,7 @@
 //! `cargo run -p alkstore --features sqlx-postgres --example async_sqlx -- postgres://…`
 //! (a database with `CREATE EXTENSION alkstore`, or the plain SQL install).
 
-use alkstore::sql::Arg;
-use alkstore::{AsyncTxHandle, EnqueueOpts, Job};
+use alkstore::{AsyncTxHandle, EnqueueOpts};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 
@@ -38,17 +37,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tx.commit().await?;
     println!("signed up with welcome job {job}");
 
-    // A handler: claim, then mark the signup welcomed and ack in one
-    // transaction — a crash before the commit leaves the job to run again.
-    let mut conn = pool.acquire().await?;
-    let claimed = conn
-        .call(
-            "alk_claim",
-            &["welcome".into(), "mailer".into(), Arg::Int(10)],
-        )
+    // A handler: claim (its own short transaction), then mark the signup
+    // welcomed and ack in one transaction — a crash before that commit
+    // leaves the job to run again.
+    let jobs = pool
+        .acquire()
+        .await?
+        .claim_tx("welcome", "mailer", 10)
         .await?;
-    for row in claimed.as_array().into_iter().flatten() {
-        let job = Job::from_json(row)?;
+    for job in jobs {
         let mut tx = pool.begin().await?;
         sqlx::query("UPDATE signups SET welcomed = true WHERE email = $1")
             .bind(job.payload["to"].as_str())

@@ -9,7 +9,7 @@
 use crate::error::Result;
 use crate::opts::EnqueueOpts;
 use crate::sql::{boolean, int, payload, Arg};
-use crate::types::Retried;
+use crate::types::{Job, Retried};
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
 use serde_json::Value;
@@ -117,6 +117,30 @@ pub trait AsyncTxHandle: Send {
             names::validate(NameKind::Consumer, consumer)?;
             let args = [stream.into(), consumer.into(), offset.into()];
             boolean(self.call("alk_save_offset", &args).await?)
+        }
+    }
+
+    /// Claims up to `max_jobs` jobs of `queue` for `worker`, in this
+    /// transaction: commit it before the jobs are handled, or the claim (and
+    /// the rows it locks) lasts as long as the handling. A job whose payload
+    /// this crate cannot read is failed (dead-lettered with the reason), not
+    /// returned.
+    fn claim_tx(
+        &mut self,
+        queue: &str,
+        worker: &str,
+        max_jobs: i64,
+    ) -> impl Future<Output = Result<Vec<Job>>> + Send {
+        async move {
+            names::validate(NameKind::Queue, queue)?;
+            names::validate(NameKind::Worker, worker)?;
+            let args = [queue.into(), worker.into(), max_jobs.into()];
+            let (jobs, unreadable) = Job::from_claim(&self.call("alk_claim", &args).await?)?;
+            for (id, error) in unreadable {
+                let args = [id.into(), worker.into(), error.as_str().into()];
+                self.call("alk_fail", &args).await?;
+            }
+            Ok(jobs)
         }
     }
 

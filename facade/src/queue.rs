@@ -220,18 +220,12 @@ impl Queue {
 /// [`crate::sql::UNREADABLE`]) is failed — dead-lettered with the reason —
 /// instead of being handed out or ending the worker.
 pub(crate) fn jobs(queue: &Queue, worker: &str, v: Value) -> Result<Vec<Job>> {
-    let mut out = Vec::new();
-    for row in v.as_array().map(Vec::as_slice).unwrap_or_default() {
-        if let Some(reason) = row.get(crate::sql::UNREADABLE) {
-            let error = format!("alkstore: the payload cannot be read by this client ({reason})");
-            let id = row["id"].as_i64().unwrap_or_default();
-            queue.call(
-                "alk_fail",
-                &[id.into(), worker.into(), error.as_str().into()],
-            )?;
-            continue;
-        }
-        out.push(Job::from_json(row)?);
+    let (jobs, unreadable) = Job::from_claim(&v)?;
+    for (id, error) in unreadable {
+        queue.call(
+            "alk_fail",
+            &[id.into(), worker.into(), error.as_str().into()],
+        )?;
     }
-    Ok(out)
+    Ok(jobs)
 }

@@ -27,6 +27,23 @@ impl Job {
         Ok(serde_json::from_value(self.payload.clone())?)
     }
 
+    /// The jobs of `alk_claim`'s result, and the `(id, reason)` of each one
+    /// whose payload this crate cannot read (see [`crate::sql::UNREADABLE`]):
+    /// those the caller fails (`alk_fail`) rather than hands out.
+    pub(crate) fn from_claim(v: &Value) -> Result<(Vec<Job>, Vec<(i64, String)>)> {
+        let (mut jobs, mut unreadable) = (Vec::new(), Vec::new());
+        for row in v.as_array().map(Vec::as_slice).unwrap_or_default() {
+            match row.get(crate::sql::UNREADABLE) {
+                Some(reason) => unreadable.push((
+                    row["id"].as_i64().unwrap_or_default(),
+                    format!("alkstore: the payload cannot be read by this client ({reason})"),
+                )),
+                None => jobs.push(Job::from_json(row)?),
+            }
+        }
+        Ok((jobs, unreadable))
+    }
+
     /// A job from one row of `alk_claim`'s result, as the calls of
     /// [`crate::sql`] return it.
     pub fn from_json(v: &Value) -> Result<Job> {

@@ -334,3 +334,42 @@ fn a_handlers_writes_and_its_ack_commit_together_or_not_at_all() {
         assert_eq!(queue.get_job(jobs[2].id).unwrap().unwrap()["state"], "dead");
     });
 }
+
+#[test]
+fn a_claim_in_the_callers_transaction_holds_only_once_committed() {
+    each(|server, conn| {
+        let name = fresh("aq");
+        let queue = server.store.queue(&name).unwrap();
+        let id = queue
+            .enqueue(&EnqueueOpts::new(), &json!({"n": 1}))
+            .unwrap();
+
+        let mut tx = aw!(conn.begin());
+        let jobs = aw!(tx.claim_tx(&name, "w", 10)).unwrap();
+        assert_eq!(
+            (jobs.len(), jobs[0].id, &jobs[0].payload),
+            (1, id, &json!({"n": 1}))
+        );
+        assert_eq!(jobs[0].attempts, 1);
+        aw!(tx.rollback());
+        // Rolled back: the job is pending again, its attempt not counted.
+        let job = queue.get_job(id).unwrap().unwrap();
+        assert_eq!(
+            (job["state"].as_str(), job["attempts"].as_i64()),
+            (Some("pending"), Some(0))
+        );
+
+        let mut tx = aw!(conn.begin());
+        let jobs = aw!(tx.claim_tx(&name, "w", 10)).unwrap();
+        assert_eq!((jobs.len(), jobs[0].attempts), (1, 1));
+        let e = aw!(tx.claim_tx(&name, "", 10)).unwrap_err();
+        assert_eq!(e.code(), Some("ALK01"), "{e}");
+        aw!(tx.commit());
+        let job = queue.get_job(id).unwrap().unwrap();
+        assert_eq!(
+            (job["state"].as_str(), job["claimed_by"].as_str()),
+            (Some("running"), Some("w"))
+        );
+        assert!(queue.ack(id, "w").unwrap());
+    });
+}
