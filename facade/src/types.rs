@@ -21,6 +21,9 @@ pub struct Job {
     pub claim_expires_at: String,
 }
 
+/// A claimed job whose payload cannot be read here: its id and why.
+pub(crate) type Unreadable = (i64, String);
+
 impl Job {
     /// The payload as a typed value.
     pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
@@ -30,7 +33,7 @@ impl Job {
     /// The jobs of `alk_claim`'s result, and the `(id, reason)` of each one
     /// whose payload this crate cannot read (see [`crate::sql::UNREADABLE`]):
     /// those the caller fails (`alk_fail`) rather than hands out.
-    pub(crate) fn from_claim(v: &Value) -> Result<(Vec<Job>, Vec<(i64, String)>)> {
+    pub(crate) fn from_claim(v: &Value) -> Result<(Vec<Job>, Vec<Unreadable>)> {
         let (mut jobs, mut unreadable) = (Vec::new(), Vec::new());
         for row in v.as_array().map(Vec::as_slice).unwrap_or_default() {
             match row.get(crate::sql::UNREADABLE) {
