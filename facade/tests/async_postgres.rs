@@ -170,8 +170,14 @@ fn what_the_caller_commits_is_there_and_what_it_rolls_back_is_not() {
         let message =
             aw!(tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::new(), &json!({"m": 2}))).unwrap();
         let event = aw!(tx.publish_tx(&stream, &json!({"e": 3}))).unwrap();
-        assert!(aw!(tx.save_offset_tx(&stream, "c", 0)).is_ok());
-        aw!(tx.notify_tx("async-chan", &json!({"x": 1}))).unwrap();
+        assert!(aw!(tx.save_offset_tx(&stream, "c", 7)).unwrap(), "advanced");
+        let channel = fresh("ach");
+        let mut sub = server.store.listen(&channel).unwrap();
+        aw!(tx.notify_tx(&channel, &json!({"x": 1}))).unwrap();
+        assert!(
+            sub.recv_timeout(common::ms(200)).unwrap().is_none(),
+            "not before commit"
+        );
         // Nothing is visible before the caller commits.
         assert!(server
             .store
@@ -201,6 +207,13 @@ fn what_the_caller_commits_is_there_and_what_it_rolls_back_is_not() {
             (1, event, &json!({"e": 3}))
         );
         assert_eq!(orders(&item), 1);
+        let s = server.store.stream(&stream).unwrap();
+        assert_eq!(s.get_offset("c").unwrap(), 7);
+        let note = sub
+            .recv_timeout(common::ms(5000))
+            .unwrap()
+            .expect("notified on commit");
+        assert_eq!(note.payload, json!({"x": 1}));
 
         // Rolled back: neither the row nor anything alkstore wrote.
         let item2 = fresh("item");
@@ -208,7 +221,14 @@ fn what_the_caller_commits_is_there_and_what_it_rolls_back_is_not() {
         aw!(tx.execute(&format!("INSERT INTO async_orders VALUES ('{item2}')")));
         aw!(tx.enqueue_tx(&queue, &EnqueueOpts::new(), &json!({"n": 2}))).unwrap();
         aw!(tx.publish_tx(&stream, &json!({"e": 4}))).unwrap();
+        assert!(aw!(tx.save_offset_tx(&stream, "c", 9)).unwrap());
+        aw!(tx.notify_tx(&channel, &json!({"x": 2}))).unwrap();
         aw!(tx.rollback());
+        assert_eq!(s.get_offset("c").unwrap(), 7);
+        assert!(
+            sub.recv_timeout(common::ms(300)).unwrap().is_none(),
+            "rolled back"
+        );
         assert!(server
             .store
             .queue(&queue)
