@@ -17,7 +17,7 @@ use std::future::Future;
 use std::time::Duration;
 
 #[cfg(feature = "sqlx-postgres")]
-mod sqlx_postgres;
+pub(crate) mod sqlx_postgres;
 #[cfg(feature = "tokio-postgres")]
 mod tokio_postgres;
 
@@ -133,14 +133,7 @@ pub trait AsyncTxHandle: Send {
     ) -> impl Future<Output = Result<Vec<Job>>> + Send {
         async move {
             names::validate(NameKind::Queue, queue)?;
-            names::validate(NameKind::Worker, worker)?;
-            let args = [queue.into(), worker.into(), max_jobs.into()];
-            let (jobs, unreadable) = Job::from_claim(&self.call("alk_claim", &args).await?)?;
-            for (id, error) in unreadable {
-                let args = [id.into(), worker.into(), error.as_str().into()];
-                self.call("alk_fail", &args).await?;
-            }
-            Ok(jobs)
+            claim_with(self, "alk_claim", queue, worker, max_jobs).await
         }
     }
 
@@ -189,4 +182,23 @@ pub trait AsyncTxHandle: Send {
             boolean(self.call("alk_fail", &args).await?)
         }
     }
+}
+
+/// Claims through `function` (`alk_claim` of a queue, `alk_outbox_claim` of
+/// an outbox) and fails the jobs whose payload this crate cannot read.
+pub(crate) async fn claim_with<H: AsyncTxHandle + ?Sized>(
+    handle: &mut H,
+    function: &str,
+    name: &str,
+    worker: &str,
+    max_jobs: i64,
+) -> Result<Vec<Job>> {
+    names::validate(NameKind::Worker, worker)?;
+    let args = [name.into(), worker.into(), max_jobs.into()];
+    let (jobs, unreadable) = Job::from_claim(&handle.call(function, &args).await?)?;
+    for (id, error) in unreadable {
+        let args = [id.into(), worker.into(), error.as_str().into()];
+        handle.call("alk_fail", &args).await?;
+    }
+    Ok(jobs)
 }

@@ -34,8 +34,14 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "sqlx-postgres")]
+mod async_store;
 #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
 mod async_tx;
+#[cfg(feature = "sqlx-postgres")]
+mod async_worker;
+#[cfg(any(feature = "blocking", feature = "sqlx-postgres"))]
+mod claimant;
 #[cfg(feature = "blocking")]
 mod engine;
 mod error;
@@ -67,8 +73,12 @@ mod wake;
 #[cfg(feature = "blocking")]
 mod worker;
 
+#[cfg(feature = "sqlx-postgres")]
+pub use async_store::{AsyncOutbox, AsyncQueue, AsyncStore};
 #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
 pub use async_tx::AsyncTxHandle;
+#[cfg(feature = "sqlx-postgres")]
+pub use async_worker::{AsyncWorker, PgTransaction, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use error::{Error, Result};
 #[cfg(feature = "blocking")]
 pub use lock::LockGuard;

@@ -204,12 +204,41 @@ impl PgCall {
         PgCall { sql, params, res }
     }
 
+    /// The statement with its parameters written in as quoted literals, for
+    /// the simple query protocol: one message, one round trip, and nothing
+    /// that depends on the server connection between messages.
+    #[cfg(feature = "sqlx-postgres")]
+    pub(crate) fn inline_sql(&self) -> String {
+        let mut sql = self.sql.clone();
+        // From the last: "$1" must not replace the start of "$10".
+        for (i, p) in self.params.iter().enumerate().rev() {
+            let literal = p
+                .as_deref()
+                .map_or_else(|| "NULL".to_string(), quote_literal);
+            sql = sql.replace(&format!("${}::", i + 1), &format!("{literal}::"));
+        }
+        sql
+    }
+
     /// The result from the statement's one column.
     pub(crate) fn result(&self, text: Option<String>) -> Result<Value> {
         Ok(match (self.res, text) {
             (Res::Void, _) | (_, None) => Value::Null,
             (_, Some(t)) => tolerant(&t)?,
         })
+    }
+}
+
+/// A PostgreSQL string literal of `s`, as `quote_literal` writes it: quotes
+/// doubled, and with backslashes doubled in an `E''` literal, so it reads the
+/// same whatever `standard_conforming_strings` says.
+#[cfg(feature = "sqlx-postgres")]
+fn quote_literal(s: &str) -> String {
+    let quoted = s.replace('\'', "''");
+    if s.contains('\\') {
+        format!("E'{}'", quoted.replace('\\', "\\\\"))
+    } else {
+        format!("'{quoted}'")
     }
 }
 

@@ -2,6 +2,7 @@
 //! retry with the stamped backoff on error, panics counted as errors, and a
 //! graceful stop that finishes the jobs in hand.
 
+use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::Result;
 use crate::outbox::Outbox;
 use crate::queue::Queue;
@@ -15,17 +16,7 @@ use std::time::Duration;
 pub(crate) fn guarded<T>(
     f: impl FnOnce() -> std::result::Result<T, String>,
 ) -> std::result::Result<T, String> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown".into());
-            Err(format!("handler panicked: {msg}"))
-        }
-    }
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| Err(panic_message(&*panic)))
 }
 
 /// A pool of handlers for one queue.
@@ -278,10 +269,7 @@ impl Worker {
     /// Keeps the claim alive while `f` runs: a heartbeat every third of the
     /// claim's remaining time.
     fn with_heartbeat<T>(&self, job: &Job, worker: &str, f: impl FnOnce() -> T) -> T {
-        let left = alkstore_core::time::parse_rfc3339_ms(&job.claim_expires_at)
-            .map(|at| at - alkstore_core::time::now_ms())
-            .unwrap_or(60_000);
-        let every = Duration::from_millis((left / 3).max(50) as u64);
+        let every = heartbeat_every(job);
         let done = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -313,29 +301,6 @@ struct Chores {
 /// A handler as the workers run it: `Ok(Some(result))` acks with a result.
 type Handler<'a> =
     dyn Fn(&Job) -> std::result::Result<Option<serde_json::Value>, String> + Sync + 'a;
-
-/// `<host>-<pid>-<random>`, the same for the whole process: the random part
-/// tells apart two processes that got the same pid (containers).
-fn process_tag() -> &'static str {
-    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TAG.get_or_init(|| {
-        use std::hash::{BuildHasher, Hasher};
-        // RandomState is seeded from the OS's randomness once per process.
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        let host = gethostname::gethostname();
-        format!(
-            "{}-{}-{:08x}",
-            host.to_string_lossy(),
-            std::process::id(),
-            h.finish() as u32
-        )
-    })
-}
 
 /// Rides out the database going away (a restart, a killed connection, a
 /// failover): a worker waits and tries again with a growing pause, up to a

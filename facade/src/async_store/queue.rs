@@ -1,0 +1,210 @@
+//! Async queue and outbox handles: enqueue, claim (now or by waiting for a
+//! wake-up), ack, retry, fail, heartbeat.
+
+use super::wakeups::Watched;
+use super::{AsyncStore, FALLBACK_POLL};
+use crate::async_tx::{claim_with, AsyncTxHandle};
+use crate::error::Result;
+use crate::opts::EnqueueOpts;
+use crate::sql::{boolean, Arg};
+use crate::types::{Job, Retried};
+use alkstore_core::{names, NameKind};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// A queue on an [`AsyncStore`]. Each call runs in its own transaction; to
+/// write with your own rows use [`AsyncTxHandle`] on a transaction.
+#[derive(Clone)]
+pub struct AsyncQueue {
+    store: AsyncStore,
+    name: String,
+    /// How claims reach it: `alk_claim` with the queue's name, or
+    /// `alk_outbox_claim` with the outbox's.
+    claim_fn: &'static str,
+    claim_name: String,
+    watched: Watched,
+}
+
+impl AsyncQueue {
+    pub(crate) fn new(store: AsyncStore, name: &str) -> Result<AsyncQueue> {
+        names::validate(NameKind::Queue, name)?;
+        Ok(AsyncQueue {
+            store,
+            name: name.into(),
+            claim_fn: "alk_claim",
+            claim_name: name.into(),
+            watched: Watched::queue(name),
+        })
+    }
+
+    /// The queue's name (an outbox's: its backing queue).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store it belongs to.
+    pub fn store(&self) -> &AsyncStore {
+        &self.store
+    }
+
+    /// Enqueues a job in its own transaction.
+    pub async fn enqueue<T: Serialize + Sync + ?Sized>(
+        &self,
+        opts: &EnqueueOpts,
+        job: &T,
+    ) -> Result<i64> {
+        let mut conn = self.store.pool().acquire().await?;
+        conn.enqueue_tx(&self.name, opts, job).await
+    }
+
+    /// Claims up to `max_jobs` jobs now (possibly none).
+    pub async fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
+        let mut conn = self.store.pool().acquire().await?;
+        claim_with(
+            &mut *conn,
+            self.claim_fn,
+            &self.claim_name,
+            worker,
+            max_jobs,
+        )
+        .await
+    }
+
+    /// Claims, waiting up to `timeout` for a job: woken by the enqueue's
+    /// commit, with a poll every second for jobs that announce nothing
+    /// (a `run_at` arriving, an expired claim). Dropping the future while it
+    /// waits loses nothing; while it claims, a claim may be left to expire.
+    pub async fn claim_wait(
+        &self,
+        worker: &str,
+        max_jobs: i64,
+        timeout: Duration,
+    ) -> Result<Vec<Job>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut woken = self.store.wakeups().watch(&self.watched).await?;
+            let jobs = self.claim(worker, max_jobs).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !jobs.is_empty() || left.is_zero() {
+                return Ok(jobs);
+            }
+            let _ = tokio::time::timeout(left.min(FALLBACK_POLL), woken.changed()).await;
+        }
+    }
+
+    /// Its wake-ups from now on (registering the store's listener for them).
+    pub(crate) async fn watch(&self) -> Result<tokio::sync::watch::Receiver<u64>> {
+        self.store.wakeups().watch(&self.watched).await
+    }
+
+    /// Acks a job this worker holds; true if it did.
+    pub async fn ack(&self, job_id: i64, worker: &str) -> Result<bool> {
+        let mut conn = self.store.pool().acquire().await?;
+        conn.ack_tx(job_id, worker).await
+    }
+
+    /// Acks with a result, kept with the completed job while the queue
+    /// retains completed jobs.
+    pub async fn ack_with_result<T: Serialize + Sync + ?Sized>(
+        &self,
+        job_id: i64,
+        worker: &str,
+        result: &T,
+    ) -> Result<bool> {
+        names::validate(NameKind::Worker, worker)?;
+        let args = [job_id.into(), worker.into(), crate::sql::payload(result)?];
+        boolean(self.store.call("alk_ack", &args).await?)
+    }
+
+    /// Gives a job back after an error: pending after `delay` (`None`: the
+    /// stamped backoff), or dead when its attempts are used up.
+    pub async fn retry(
+        &self,
+        job_id: i64,
+        worker: &str,
+        error: &str,
+        delay: Option<Duration>,
+    ) -> Result<Retried> {
+        let mut conn = self.store.pool().acquire().await?;
+        conn.retry_tx(job_id, worker, error, delay).await
+    }
+
+    /// Dead-letters a job this worker holds.
+    pub async fn fail(&self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
+        let mut conn = self.store.pool().acquire().await?;
+        conn.fail_tx(job_id, worker, error).await
+    }
+
+    /// Extends the claim by `extend` (`None`: the stamped visibility
+    /// timeout); true if this worker held it.
+    pub async fn heartbeat(
+        &self,
+        job_id: i64,
+        worker: &str,
+        extend: Option<Duration>,
+    ) -> Result<bool> {
+        names::validate(NameKind::Worker, worker)?;
+        let args = [job_id.into(), worker.into(), Arg::opt_secs(extend)];
+        boolean(self.store.call("alk_heartbeat", &args).await?)
+    }
+}
+
+/// An outbox on an [`AsyncStore`] (ADR-014: enqueued by its name; claimed
+/// from its reserved backing queue).
+#[derive(Clone)]
+pub struct AsyncOutbox {
+    jobs: AsyncQueue,
+    name: String,
+}
+
+impl AsyncOutbox {
+    pub(crate) fn new(store: AsyncStore, name: &str) -> Result<AsyncOutbox> {
+        names::validate(NameKind::Outbox, name)?;
+        Ok(AsyncOutbox {
+            jobs: AsyncQueue {
+                store,
+                name: names::outbox_queue(name),
+                claim_fn: "alk_outbox_claim",
+                claim_name: name.into(),
+                watched: Watched::outbox(name),
+            },
+            name: name.into(),
+        })
+    }
+
+    /// The outbox's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its backing queue, for acks, retries and heartbeats of its messages.
+    pub fn jobs(&self) -> &AsyncQueue {
+        &self.jobs
+    }
+
+    /// Enqueues a message in its own transaction (use
+    /// [`AsyncTxHandle::outbox_enqueue_tx`] to send it with your own rows).
+    pub async fn enqueue<T: Serialize + Sync + ?Sized>(
+        &self,
+        opts: &EnqueueOpts,
+        message: &T,
+    ) -> Result<i64> {
+        let mut conn = self.jobs.store.pool().acquire().await?;
+        conn.outbox_enqueue_tx(&self.name, opts, message).await
+    }
+
+    /// Claims up to `max_jobs` messages now.
+    pub async fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
+        self.jobs.claim(worker, max_jobs).await
+    }
+
+    /// Claims, waiting up to `timeout` for a message.
+    pub async fn claim_wait(
+        &self,
+        worker: &str,
+        max_jobs: i64,
+        timeout: Duration,
+    ) -> Result<Vec<Job>> {
+        self.jobs.claim_wait(worker, max_jobs, timeout).await
+    }
+}

@@ -1,0 +1,199 @@
+//! Wake-ups for async waiters: one listener connection per store registers
+//! the queues and streams being waited for (`alk_listen_*`, which LISTEN for
+//! that session) and turns their notifications into per-key generation
+//! counters that waiters watch.
+
+use crate::async_tx::sqlx_postgres::SqlxCall;
+use crate::error::{Error, Result};
+use crate::sql::Arg;
+use sqlx::postgres::PgListener;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// How long a registration lasts on the server (`ttl_s`).
+const REGISTRATION_TTL_S: f64 = 60.0;
+/// Registrations are renewed well before they run out.
+const RENEW_EVERY: Duration = Duration::from_secs(20);
+
+/// What a waiter waits for: the registering function, the name it takes
+/// and the key its notifications arrive under.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Watched {
+    function: &'static str,
+    name: String,
+    key: String,
+}
+
+impl Watched {
+    /// Jobs of a queue.
+    pub fn queue(name: &str) -> Watched {
+        Watched {
+            function: "alk_listen_queue",
+            name: name.into(),
+            key: format!("q:{name}"),
+        }
+    }
+
+    /// Messages of an outbox (notified under its backing queue's name).
+    pub fn outbox(name: &str) -> Watched {
+        Watched {
+            function: "alk_listen_outbox",
+            name: name.into(),
+            key: format!("q:{}", alkstore_core::names::outbox_queue(name)),
+        }
+    }
+}
+
+struct Request {
+    watched: Watched,
+    reply: oneshot::Sender<Result<()>>,
+}
+
+/// The store's side of the listener task.
+pub(crate) struct Wakeups {
+    requests: mpsc::UnboundedSender<Request>,
+    generations: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// When each registration was last confirmed, to skip asking again.
+    confirmed: Mutex<HashMap<Watched, Instant>>,
+}
+
+impl Wakeups {
+    /// Starts the listener task on `listener`. It ends when the store (every
+    /// clone) is dropped.
+    pub fn start(listener: PgListener) -> Arc<Wakeups> {
+        let (requests, rx) = mpsc::unbounded_channel();
+        let wakeups = Arc::new(Wakeups {
+            requests,
+            generations: Mutex::default(),
+            confirmed: Mutex::default(),
+        });
+        tokio::spawn(listen(listener, rx, Arc::downgrade(&wakeups)));
+        wakeups
+    }
+
+    /// A receiver that changes with every wake-up for `watched` from now on,
+    /// once the listener is registered for it. Subscribe, then look for
+    /// work, then wait: a wake-up in between is not missed.
+    pub async fn watch(&self, watched: &Watched) -> Result<watch::Receiver<u64>> {
+        let rx = self.sender(&watched.key).subscribe();
+        let fresh = lock(&self.confirmed)
+            .get(watched)
+            .is_some_and(|at| at.elapsed() < RENEW_EVERY);
+        if !fresh {
+            let (reply, answer) = oneshot::channel();
+            let gone = || Error::engine("postgres", "", "the listener connection is gone");
+            self.requests
+                .send(Request {
+                    watched: watched.clone(),
+                    reply,
+                })
+                .map_err(|_| gone())?;
+            answer.await.map_err(|_| gone())??;
+            lock(&self.confirmed).insert(watched.clone(), Instant::now());
+        }
+        Ok(rx)
+    }
+
+    fn sender(&self, key: &str) -> watch::Sender<u64> {
+        lock(&self.generations)
+            .entry(key.to_string())
+            .or_insert_with(|| watch::Sender::new(0))
+            .clone()
+    }
+
+    fn bump(&self, key: &str) {
+        if let Some(s) = lock(&self.generations).get(key) {
+            s.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// After a lost connection: notifications may have been missed.
+    fn bump_all(&self) {
+        for s in lock(&self.generations).values() {
+            s.send_modify(|g| *g += 1);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn register(listener: &mut PgListener, w: &Watched) -> Result<()> {
+    let args = [w.name.as_str().into(), Arg::Num(REGISTRATION_TTL_S)];
+    let (call, sql) = SqlxCall::new(w.function, &args);
+    let row = sqlx::Executor::fetch_one(listener, sql.as_str()).await?;
+    call.result(row).map(|_| ())
+}
+
+/// The listener task: registrations on request, renewals, notifications to
+/// generation bumps. sqlx reconnects a lost connection; the task then
+/// registers everything again and wakes every waiter.
+async fn listen(
+    mut listener: PgListener,
+    mut requests: mpsc::UnboundedReceiver<Request>,
+    wakeups: Weak<Wakeups>,
+) {
+    let mut registered: HashMap<Watched, Instant> = HashMap::new();
+    let mut lost = false;
+    loop {
+        if lost {
+            let mut ok = true;
+            for (w, at) in registered.iter_mut() {
+                ok = ok && register(&mut listener, w).await.is_ok();
+                *at = Instant::now();
+            }
+            if !ok {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            lost = false;
+            match wakeups.upgrade() {
+                Some(w) => w.bump_all(),
+                None => return,
+            }
+        }
+        for (w, at) in registered.iter_mut() {
+            if at.elapsed() >= RENEW_EVERY {
+                lost |= register(&mut listener, w).await.is_err();
+                *at = Instant::now();
+            }
+        }
+        tokio::select! {
+            request = requests.recv() => {
+                let Some(Request { watched, reply }) = request else { return };
+                let r = register(&mut listener, &watched).await;
+                if r.is_ok() {
+                    registered.insert(watched, Instant::now());
+                } else {
+                    lost = true;
+                }
+                let _ = reply.send(r);
+            }
+            n = listener.try_recv() => match n {
+                Ok(Some(n)) => {
+                    let key = match n.channel() {
+                        "alkstore_jobs" => format!("q:{}", n.payload()),
+                        "alkstore_events" => format!("s:{}", n.payload()),
+                        _ => continue,
+                    };
+                    match wakeups.upgrade() {
+                        Some(w) => w.bump(&key),
+                        None => return,
+                    }
+                }
+                // Reconnected (or reconnecting): register again.
+                Ok(None) => lost = true,
+                Err(sqlx::Error::PoolClosed) => return,
+                Err(_) => {
+                    lost = true;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            },
+            // Renewals come due while nothing else happens.
+            _ = tokio::time::sleep(RENEW_EVERY / 4) => {}
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! [`AsyncWorker`]: queue and outbox workers on tokio — bounded concurrency,
+//! heartbeats as a task while a handler runs, retry on `Err` or panic,
+//! waiting by wake-ups, and a graceful shutdown with a deadline. A handler
+//! may also take a transaction whose writes commit together with the ack.
+
+use crate::async_store::{AsyncOutbox, AsyncQueue};
+use crate::async_tx::AsyncTxHandle;
+use crate::claimant::{heartbeat_every, panic_message, process_tag};
+use crate::error::{Error, Result};
+use crate::types::Job;
+use serde_json::Value;
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::Instrument;
+
+/// A transaction on the store's pool, handed to a transactional handler.
+pub type PgTransaction = sqlx::Transaction<'static, sqlx::Postgres>;
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What a handler's future gives: `Err` is the retry's error text.
+type Handled<T> = BoxFuture<std::result::Result<T, String>>;
+
+/// A handler as the worker runs it.
+enum Handler {
+    /// `Ok(Some(result))` acks with a result.
+    Plain(Arc<dyn Fn(Job) -> Handled<Option<Value>> + Send + Sync>),
+    /// Gets a transaction and gives it back to be acked in and committed.
+    InTx(Arc<dyn Fn(Job, PgTransaction) -> Handled<PgTransaction> + Send + Sync>),
+}
+
+/// A pool of async handlers for one queue or outbox.
+///
+/// ```no_run
+/// # async fn demo() -> alkstore::Result<()> {
+/// use alkstore::{AsyncStore, AsyncWorker};
+/// let store = AsyncStore::connect("postgres://app@localhost/app").await?;
+/// let handled = AsyncWorker::new(store.queue("emails")?, "mailer")
+///     .concurrency(8)
+///     .run(async { tokio::signal::ctrl_c().await.ok(); }, |job| async move {
+///         println!("sending {}", job.payload);
+///         Ok::<(), String>(())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub struct AsyncWorker {
+    queue: AsyncQueue,
+    name: String,
+    concurrency: usize,
+    prune_every: Option<Duration>,
+    tick_every: Option<Duration>,
+    shutdown_timeout: Duration,
+    poll_every: Duration,
+}
+
+/// How long handlers may run on after shutdown was asked for, unless told
+/// otherwise.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Rows per `alk_prune` call: one short transaction each.
+const PRUNE_BATCH: i64 = 1000;
+
+impl AsyncWorker {
+    /// A worker named `name` (claims as `name-<host>-<pid>-<random>-<n>`,
+    /// unique per process, like the blocking [`Worker`](crate::Worker)).
+    pub fn new(queue: AsyncQueue, name: &str) -> AsyncWorker {
+        AsyncWorker {
+            queue,
+            name: format!("{name}-{}", process_tag()),
+            concurrency: 1,
+            prune_every: Some(Duration::from_secs(60)),
+            tick_every: Some(Duration::from_secs(5)),
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            poll_every: crate::async_store::FALLBACK_POLL,
+        }
+    }
+
+    /// A worker that delivers an outbox's messages.
+    pub fn outbox(outbox: AsyncOutbox, name: &str) -> AsyncWorker {
+        AsyncWorker::new(outbox.jobs().clone(), name)
+    }
+
+    /// The prefix of this worker's claim names.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many jobs run at once (default 1). A transactional handler holds
+    /// two pool connections while it runs (its transaction and the
+    /// heartbeats): size the pool for it.
+    pub fn concurrency(mut self, n: usize) -> AsyncWorker {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// How often the worker prunes (`alk_prune`, batches of 1000); `None`:
+    /// never. Default every minute, the first time at start.
+    pub fn prune_every(mut self, every: Option<Duration>) -> AsyncWorker {
+        self.prune_every = every;
+        self
+    }
+
+    /// How often the worker ticks schedules; `None`: never. Default 5 s.
+    pub fn tick_every(mut self, every: Option<Duration>) -> AsyncWorker {
+        self.tick_every = every;
+        self
+    }
+
+    /// How long handlers in flight may run on once shutdown is asked for
+    /// (default [`DEFAULT_SHUTDOWN_TIMEOUT`]). A handler still running then is
+    /// cancelled (dropped at its next `.await`; a transactional handler's
+    /// transaction rolls back) and its job is given back at once, claimable
+    /// again as after a crash, without waiting for its claim to expire.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> AsyncWorker {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// How long an idle handler waits at most without a wake-up before it
+    /// looks again (default 1 s): jobs whose `run_at` arrives or whose
+    /// claim expires announce nothing.
+    pub fn poll_every(mut self, every: Duration) -> AsyncWorker {
+        self.poll_every = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Runs handlers until `shutdown` completes (e.g.
+    /// `token.cancelled_owned()` of a `tokio_util` `CancellationToken`, or
+    /// `tokio::signal::ctrl_c()`), then lets the jobs in hand finish within
+    /// the [shutdown timeout](Self::shutdown_timeout). `Ok` acks the job;
+    /// `Err` or a panic retries it with the stamped backoff, dead after its
+    /// last attempt. Returns the number of jobs handled.
+    pub async fn run<F, Fut, E>(&self, shutdown: impl Future + Send, handler: F) -> Result<u64>
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Display + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.run_inner(
+            shutdown,
+            Handler::Plain(Arc::new(move |job| {
+                let fut = handler(job);
+                Box::pin(async move { fut.await.map(|()| None).map_err(|e| e.to_string()) })
+            })),
+        )
+        .await
+    }
+
+    /// As [`run`](Self::run), but `Ok(result)` acks the job with `result`.
+    pub async fn run_with_result<F, Fut, E>(
+        &self,
+        shutdown: impl Future + Send,
+        handler: F,
+    ) -> Result<u64>
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Value, E>> + Send + 'static,
+        E: Display + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.run_inner(
+            shutdown,
+            Handler::Plain(Arc::new(move |job| {
+                let fut = handler(job);
+                Box::pin(async move { fut.await.map(Some).map_err(|e| e.to_string()) })
+            })),
+        )
+        .await
+    }
+
+    /// Transactional completion: each handler gets the job and a fresh
+    /// transaction, writes its business rows in it and returns it; the
+    /// worker acks the job in that transaction and commits — the writes and
+    /// the ack commit together or not at all. If the job was no longer this
+    /// worker's to ack (its claim expired and another took it, or it was
+    /// cancelled), the transaction is rolled back. On `Err` or a panic the
+    /// transaction rolls back and the job is retried.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: alkstore::AsyncStore) -> alkstore::Result<()> {
+    /// use alkstore::AsyncWorker;
+    /// AsyncWorker::new(store.queue("invoices")?, "biller")
+    ///     .run_in_tx(std::future::pending::<()>(), |job, mut tx| async move {
+    ///         sqlx::query("INSERT INTO invoices (order_id) VALUES ($1)")
+    ///             .bind(job.payload["order"].as_i64())
+    ///             .execute(&mut *tx)
+    ///             .await?;
+    ///         Ok::<_, sqlx::Error>(tx) // acked and committed with the invoice
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_in_tx<F, Fut, E>(
+        &self,
+        shutdown: impl Future + Send,
+        handler: F,
+    ) -> Result<u64>
+    where
+        F: Fn(Job, PgTransaction) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<PgTransaction, E>> + Send + 'static,
+        E: Display + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.run_inner(
+            shutdown,
+            Handler::InTx(Arc::new(move |job, tx| {
+                let fut = handler(job, tx);
+                Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+            })),
+        )
+        .await
+    }
+
+    async fn run_inner(&self, shutdown: impl Future + Send, handler: Handler) -> Result<u64> {
+        let (stop_tx, stop) = watch::channel(false);
+        let ctx = Arc::new(Slots {
+            queue: self.queue.clone(),
+            handler,
+            shutdown_timeout: self.shutdown_timeout,
+            poll_every: self.poll_every,
+            handled: AtomicU64::new(0),
+        });
+        let mut slots = tokio::task::JoinSet::new();
+        for n in 0..self.concurrency {
+            // One handler per worker prunes and ticks.
+            let chores = Chores {
+                prune_every: self.prune_every.filter(|_| n == 0),
+                tick_every: self.tick_every.filter(|_| n == 0),
+                ..Chores::default()
+            };
+            let me = format!("{}-{n}", self.name);
+            slots.spawn(ctx.clone().slot(me, stop.clone(), chores));
+        }
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut failed = None;
+        loop {
+            tokio::select! {
+                _ = &mut shutdown, if !*stop.borrow() => {
+                    let _ = stop_tx.send(true);
+                }
+                ended = slots.join_next() => match ended {
+                    None => break,
+                    Some(Ok(Ok(()))) => {}
+                    Some(Ok(Err(e))) => {
+                        failed.get_or_insert(e);
+                        let _ = stop_tx.send(true);
+                    }
+                    Some(Err(e)) => {
+                        failed.get_or_insert(Error::engine("worker", "", e.to_string()));
+                        let _ = stop_tx.send(true);
+                    }
+                },
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(ctx.handled.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// What every handler slot of one run shares.
+struct Slots {
+    queue: AsyncQueue,
+    handler: Handler,
+    shutdown_timeout: Duration,
+    poll_every: Duration,
+    handled: AtomicU64,
+}
+
+/// How a handler's run ended.
+enum Outcome {
+    Done(Option<Value>),
+    Committed(PgTransaction),
+    Failed(String),
+    /// Still running at the shutdown deadline: cancelled.
+    Cancelled,
+}
+
+impl Slots {
+    async fn slot(
+        self: Arc<Self>,
+        me: String,
+        mut stop: watch::Receiver<bool>,
+        mut chores: Chores,
+    ) -> Result<()> {
+        let mut outage = Outage::default();
+        while !*stop.borrow() {
+            if let Err(e) = self.chores(&mut chores, &stop).await {
+                outage.wait(e, &mut stop).await?;
+                continue;
+            }
+            let jobs = match self.next(&me, &mut stop).await {
+                Ok(jobs) => jobs,
+                Err(e) => {
+                    outage.wait(e, &mut stop).await?;
+                    continue;
+                }
+            };
+            outage.over();
+            for job in jobs {
+                let span = tracing::info_span!("alkstore.job", job.id = job.id, queue = %job.queue,
+                                               attempt = job.attempts, worker = %me);
+                // A job whose ack or retry is lost with the connection stays
+                // claimed until its claim expires, then runs again: at least
+                // once, never lost.
+                if let Err(e) = self.handle(job, &me, &stop).instrument(span).await {
+                    outage.wait(e, &mut stop).await?;
+                }
+                self.handled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims one job, or waits for a wake-up, the poll interval or stop.
+    async fn next(&self, me: &str, stop: &mut watch::Receiver<bool>) -> Result<Vec<Job>> {
+        let mut woken = self.queue.watch().await?;
+        // The claim itself is never cancelled: a claim dropped half-way
+        // would leave a job claimed by nobody until it expires.
+        let jobs = self.queue.claim(me, 1).await?;
+        if jobs.is_empty() {
+            tokio::select! {
+                _ = woken.changed() => {}
+                _ = tokio::time::sleep(self.poll_every) => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// Runs the handler with heartbeats, then settles the job.
+    async fn handle(&self, job: Job, me: &str, stop: &watch::Receiver<bool>) -> Result<()> {
+        let heartbeat = {
+            let (queue, id, me, every) = (
+                self.queue.clone(),
+                job.id,
+                me.to_string(),
+                heartbeat_every(&job),
+            );
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let _ = queue.heartbeat(id, &me, None).await;
+                }
+            })
+        };
+        let outcome = self.run_handler(job.clone(), stop).await;
+        heartbeat.abort();
+        let outcome = outcome?;
+        let q = &self.queue;
+        match outcome {
+            Outcome::Done(None) => q.ack(job.id, me).await.map(drop),
+            Outcome::Done(Some(result)) => q.ack_with_result(job.id, me, &result).await.map(drop),
+            Outcome::Committed(mut tx) => match tx.ack_tx(job.id, me).await {
+                Ok(true) => match tx.commit().await {
+                    Ok(()) => Ok(()),
+                    // Not committed (or not known to be): give the job back;
+                    // if the commit did land, the retry finds it acked.
+                    Err(e) => q
+                        .retry(job.id, me, &format!("commit failed: {e}"), None)
+                        .await
+                        .map(drop),
+                },
+                Ok(false) => {
+                    tracing::warn!("alkstore: the job was no longer this worker's to ack (claim expired or cancelled); its transaction was rolled back");
+                    tx.rollback().await.map_err(Error::from)
+                }
+                // The handler left its transaction unusable (a failed
+                // statement): nothing of it commits; the job is retried.
+                Err(e) => {
+                    drop(tx);
+                    q.retry(job.id, me, &e.to_string(), None).await.map(drop)
+                }
+            },
+            Outcome::Failed(e) => {
+                tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
+                q.retry(job.id, me, &e, None).await.map(drop)
+            }
+            Outcome::Cancelled => {
+                tracing::warn!("alkstore: handler still running at the shutdown deadline: cancelled, job given back");
+                q.heartbeat(job.id, me, Some(Duration::from_millis(1)))
+                    .await
+                    .map(drop)
+            }
+        }
+    }
+
+    /// The handler as its own task (a panic ends only that task), cancelled
+    /// if still running `shutdown_timeout` after stop.
+    async fn run_handler(&self, job: Job, stop: &watch::Receiver<bool>) -> Result<Outcome> {
+        let mut task: tokio::task::JoinHandle<Outcome> = match &self.handler {
+            Handler::Plain(h) => {
+                let fut = h(job);
+                tokio::spawn(async move {
+                    match fut.await {
+                        Ok(result) => Outcome::Done(result),
+                        Err(e) => Outcome::Failed(e),
+                    }
+                })
+            }
+            Handler::InTx(h) => {
+                let tx = self.queue.store().begin().await?;
+                let fut = h(job, tx);
+                tokio::spawn(async move {
+                    match fut.await {
+                        Ok(tx) => Outcome::Committed(tx),
+                        Err(e) => Outcome::Failed(e),
+                    }
+                })
+            }
+        };
+        let mut stop = stop.clone();
+        let deadline = async {
+            let _ = stop.wait_for(|s| *s).await;
+            tokio::time::sleep(self.shutdown_timeout).await;
+        };
+        tokio::select! {
+            ended = &mut task => Ok(match ended {
+                Ok(outcome) => outcome,
+                Err(e) if e.is_panic() => Outcome::Failed(panic_message(&*e.into_panic())),
+                Err(e) => Outcome::Failed(e.to_string()),
+            }),
+            _ = deadline => {
+                task.abort();
+                let _ = task.await;
+                Ok(Outcome::Cancelled)
+            }
+        }
+    }
+
+    /// Ticks schedules and prunes when each is due.
+    async fn chores(&self, chores: &mut Chores, stop: &watch::Receiver<bool>) -> Result<()> {
+        let due = |every: Option<Duration>, last: Option<Instant>| {
+            every.is_some_and(|e| last.is_none_or(|at| at.elapsed() >= e))
+        };
+        let store = self.queue.store();
+        if due(chores.tick_every, chores.ticked_at) {
+            chores.ticked_at = Some(Instant::now());
+            store.call("alk_schedule_tick", &[]).await?;
+        }
+        if due(chores.prune_every, chores.pruned_at) {
+            chores.pruned_at = Some(Instant::now());
+            while !*stop.borrow()
+                && crate::sql::int(store.call("alk_prune", &[PRUNE_BATCH.into()]).await?)?
+                    == PRUNE_BATCH
+            {}
+        }
+        Ok(())
+    }
+}
+
+/// The periodic chores of the handler that does them.
+#[derive(Default)]
+struct Chores {
+    prune_every: Option<Duration>,
+    tick_every: Option<Duration>,
+    pruned_at: Option<Instant>,
+    ticked_at: Option<Instant>,
+}
+
+/// Rides out the database going away (a restart, a failover): wait and try
+/// again with a growing pause, up to a second. Contract errors still end
+/// the run.
+#[derive(Default)]
+struct Outage {
+    pause: Option<Duration>,
+}
+
+impl Outage {
+    async fn wait(&mut self, e: Error, stop: &mut watch::Receiver<bool>) -> Result<()> {
+        if !matches!(e, Error::Engine { .. }) {
+            return Err(e);
+        }
+        let pause = self.pause.map_or(Duration::from_millis(20), |p| {
+            (p * 2).min(Duration::from_secs(1))
+        });
+        if self.pause.is_none() {
+            tracing::warn!(error = %e, "alkstore: worker waiting for the database");
+        }
+        self.pause = Some(pause);
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        Ok(())
+    }
+
+    fn over(&mut self) {
+        self.pause = None;
+    }
+}
