@@ -1,14 +1,21 @@
-//! [`AsyncStore`]: queues and outboxes on a sqlx PostgreSQL pool, with
-//! waiting by wake-ups (feature `sqlx-postgres`, on tokio).
+//! [`AsyncStore`]: queues, outboxes, streams, notifications and leases on a
+//! sqlx PostgreSQL pool, with waiting by wake-ups (feature `sqlx-postgres`,
+//! on tokio).
 
+mod notify;
 mod queue;
+mod stream;
 mod wakeups;
 
+pub use notify::{AsyncLockGuard, AsyncSubscription};
 pub use queue::{AsyncOutbox, AsyncQueue};
+pub use stream::{AsyncStream, AsyncStreamSubscription};
 
 use crate::async_tx::sqlx_postgres::call;
 use crate::error::Result;
 use crate::sql::Arg;
+use alkstore_core::{names, NameKind};
+use serde::Serialize;
 use serde_json::Value;
 use sqlx::postgres::{PgListener, PgPool};
 use std::sync::Arc;
@@ -20,7 +27,9 @@ use wakeups::Wakeups;
 pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 
 /// A PostgreSQL store for async code: a sqlx pool for calls and your own
-/// transactions, and one listener connection for wake-ups. Cheap to clone.
+/// transactions, and one listener connection for wake-ups and
+/// notifications. Queue, outbox, stream, notification and lease handles as
+/// the blocking [`Store`](crate::Store) has. Cheap to clone.
 ///
 /// ```no_run
 /// # async fn demo() -> alkstore::Result<()> {
@@ -92,6 +101,62 @@ impl AsyncStore {
     /// An outbox handle (checks the name).
     pub fn outbox(&self, name: &str) -> Result<AsyncOutbox> {
         AsyncOutbox::new(self.clone(), name)
+    }
+
+    /// A stream handle (checks the name).
+    pub fn stream(&self, name: &str) -> Result<AsyncStream> {
+        AsyncStream::new(self.clone(), name)
+    }
+
+    /// Sends a notification in its own transaction (use
+    /// [`AsyncTxHandle::notify_tx`](crate::AsyncTxHandle::notify_tx) to send
+    /// it when your transaction commits).
+    pub async fn notify<T: Serialize + Sync + ?Sized>(
+        &self,
+        channel: &str,
+        payload: &T,
+    ) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        crate::AsyncTxHandle::notify_tx(&mut *conn, channel, payload).await
+    }
+
+    /// Notifications on `channel` from now on, through the store's listener.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: alkstore::AsyncStore) -> alkstore::Result<()> {
+    /// let mut orders = store.listen("orders").await?;
+    /// store.notify("orders", &serde_json::json!({"id": 7})).await?;
+    /// assert_eq!(orders.recv().await?.payload["id"], 7);
+    /// # Ok(()) }
+    /// ```
+    pub async fn listen(&self, channel: &str) -> Result<AsyncSubscription> {
+        names::validate(NameKind::Channel, channel)?;
+        let pg_channel = self.call("alk_channel", &[channel.into()]).await?;
+        let rx = self
+            .wakeups
+            .listen(pg_channel.as_str().unwrap_or_default())
+            .await?;
+        Ok(AsyncSubscription {
+            channel: channel.into(),
+            rx,
+        })
+    }
+
+    /// Acquires a lease on `name` for `owner`, or `None` while another
+    /// owner holds it (contract §9).
+    pub async fn lock(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<AsyncLockGuard>> {
+        AsyncLockGuard::acquire(self, name, owner, ttl).await
+    }
+
+    /// A job's document (`alk_get_job`), or `None`.
+    pub async fn get_job(&self, job_id: i64) -> Result<Option<Value>> {
+        let v = self.call("alk_get_job", &[job_id.into()]).await?;
+        Ok((!v.is_null()).then_some(v))
     }
 
     pub(crate) fn wakeups(&self) -> &Wakeups {

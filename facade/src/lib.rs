@@ -74,7 +74,10 @@ mod wake;
 mod worker;
 
 #[cfg(feature = "sqlx-postgres")]
-pub use async_store::{AsyncOutbox, AsyncQueue, AsyncStore};
+pub use async_store::{
+    AsyncLockGuard, AsyncOutbox, AsyncQueue, AsyncStore, AsyncStream, AsyncStreamSubscription,
+    AsyncSubscription,
+};
 #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
 pub use async_tx::AsyncTxHandle;
 #[cfg(feature = "sqlx-postgres")]

@@ -72,20 +72,7 @@ impl Stream {
             "alk_read",
             &[self.name.as_str().into(), after.into(), max.into()],
         )?;
-        let rows = v.as_array().map(Vec::as_slice).unwrap_or_default();
-        let mut out = Vec::new();
-        for row in rows {
-            if let Some(reason) = row.get(crate::sql::UNREADABLE) {
-                // Skipped, not fatal: a consumer must get past it.
-                eprintln!(
-                    "alkstore: skipping event {} of stream {:?}: its payload cannot be read ({reason})",
-                    row["offset"], self.name
-                );
-                continue;
-            }
-            out.push(Event::from_json(row)?);
-        }
-        Ok((out, rows.last().and_then(|r| r["offset"].as_i64())))
+        Event::page(&v, &self.name)
     }
 
     /// Saves a consumer's offset; true if it advanced.

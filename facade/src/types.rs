@@ -109,6 +109,25 @@ impl Event {
         Ok(serde_json::from_value(self.payload.clone())?)
     }
 
+    /// The events of an `alk_read` result, and the offset of its last row,
+    /// readable or not. An event whose payload this crate cannot read is
+    /// skipped with a message on standard error: a consumer must get past it.
+    pub(crate) fn page(v: &Value, stream: &str) -> Result<(Vec<Event>, Option<i64>)> {
+        let rows = v.as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut out = Vec::new();
+        for row in rows {
+            if let Some(reason) = row.get(crate::sql::UNREADABLE) {
+                eprintln!(
+                    "alkstore: skipping event {} of stream {stream:?}: its payload cannot be read ({reason})",
+                    row["offset"]
+                );
+                continue;
+            }
+            out.push(Event::from_json(row)?);
+        }
+        Ok((out, rows.last().and_then(|r| r["offset"].as_i64())))
+    }
+
     /// An event from one row of `alk_read`'s result.
     pub fn from_json(v: &Value) -> Result<Event> {
         Ok(Event {

@@ -1,11 +1,13 @@
 //! Wake-ups for async waiters: one listener connection per store registers
 //! the queues and streams being waited for (`alk_listen_*`, which LISTEN for
 //! that session) and turns their notifications into per-key generation
-//! counters that waiters watch.
+//! counters that waiters watch; it also forwards the notifications of the
+//! channels subscribed to (`AsyncStore::listen`).
 
 use crate::async_tx::sqlx_postgres::SqlxCall;
 use crate::error::{Error, Result};
 use crate::sql::Arg;
+use serde_json::Value;
 use sqlx::postgres::PgListener;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -36,6 +38,15 @@ impl Watched {
         }
     }
 
+    /// Events of a stream.
+    pub fn stream(name: &str) -> Watched {
+        Watched {
+            function: "alk_listen_stream",
+            name: name.into(),
+            key: format!("s:{name}"),
+        }
+    }
+
     /// Messages of an outbox (notified under its backing queue's name).
     pub fn outbox(name: &str) -> Watched {
         Watched {
@@ -46,9 +57,15 @@ impl Watched {
     }
 }
 
-struct Request {
-    watched: Watched,
-    reply: oneshot::Sender<Result<()>>,
+enum Request {
+    /// Register for wake-ups.
+    Watch(Watched, oneshot::Sender<Result<()>>),
+    /// Forward the notifications of a PostgreSQL channel.
+    Listen(
+        String,
+        mpsc::UnboundedSender<Value>,
+        oneshot::Sender<Result<()>>,
+    ),
 }
 
 /// The store's side of the listener task.
@@ -82,18 +99,30 @@ impl Wakeups {
             .get(watched)
             .is_some_and(|at| at.elapsed() < RENEW_EVERY);
         if !fresh {
-            let (reply, answer) = oneshot::channel();
-            let gone = || Error::engine("postgres", "", "the listener connection is gone");
-            self.requests
-                .send(Request {
-                    watched: watched.clone(),
-                    reply,
-                })
-                .map_err(|_| gone())?;
-            answer.await.map_err(|_| gone())??;
+            self.ask(|reply| Request::Watch(watched.clone(), reply))
+                .await?;
             lock(&self.confirmed).insert(watched.clone(), Instant::now());
         }
         Ok(rx)
+    }
+
+    /// The payloads notified on `pg_channel` (`alk_channel`'s name for an
+    /// alkstore channel) from now on.
+    pub async fn listen(&self, pg_channel: &str) -> Result<mpsc::UnboundedReceiver<Value>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.ask(|reply| Request::Listen(pg_channel.to_string(), tx, reply))
+            .await?;
+        Ok(rx)
+    }
+
+    async fn ask(
+        &self,
+        request: impl FnOnce(oneshot::Sender<Result<()>>) -> Request,
+    ) -> Result<()> {
+        let (reply, answer) = oneshot::channel();
+        let gone = || Error::engine("postgres", "", "the listener connection is gone");
+        self.requests.send(request(reply)).map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
     }
 
     fn sender(&self, key: &str) -> watch::Sender<u64> {
@@ -137,6 +166,7 @@ async fn listen(
     wakeups: Weak<Wakeups>,
 ) {
     let mut registered: HashMap<Watched, Instant> = HashMap::new();
+    let mut subscribers: HashMap<String, Vec<mpsc::UnboundedSender<Value>>> = HashMap::new();
     let mut lost = false;
     loop {
         if lost {
@@ -162,22 +192,38 @@ async fn listen(
             }
         }
         tokio::select! {
-            request = requests.recv() => {
-                let Some(Request { watched, reply }) = request else { return };
-                let r = register(&mut listener, &watched).await;
-                if r.is_ok() {
-                    registered.insert(watched, Instant::now());
-                } else {
-                    lost = true;
+            request = requests.recv() => match request {
+                None => return,
+                Some(Request::Watch(watched, reply)) => {
+                    let r = register(&mut listener, &watched).await;
+                    if r.is_ok() {
+                        registered.insert(watched, Instant::now());
+                    } else {
+                        lost = true;
+                    }
+                    let _ = reply.send(r);
                 }
-                let _ = reply.send(r);
-            }
+                Some(Request::Listen(pg_channel, tx, reply)) => {
+                    // sqlx LISTENs again by itself after a reconnect.
+                    let r = listener.listen(&pg_channel).await.map_err(Error::from);
+                    if r.is_ok() {
+                        subscribers.entry(pg_channel).or_default().push(tx);
+                    }
+                    let _ = reply.send(r);
+                }
+            },
             n = listener.try_recv() => match n {
                 Ok(Some(n)) => {
                     let key = match n.channel() {
                         "alkstore_jobs" => format!("q:{}", n.payload()),
                         "alkstore_events" => format!("s:{}", n.payload()),
-                        _ => continue,
+                        other => {
+                            if let Some(subs) = subscribers.get_mut(other) {
+                                let payload = serde_json::from_str(n.payload()).unwrap_or(Value::Null);
+                                subs.retain(|s| s.send(payload.clone()).is_ok());
+                            }
+                            continue;
+                        }
                     };
                     match wakeups.upgrade() {
                         Some(w) => w.bump(&key),

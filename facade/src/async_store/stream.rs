@@ -1,0 +1,160 @@
+//! Async stream handle and consumer (contract §7, v1.1 §E).
+
+use super::wakeups::Watched;
+use super::{AsyncStore, FALLBACK_POLL};
+use crate::error::Result;
+use crate::opts::StreamOpts;
+use crate::sql::{boolean, int, payload, Arg};
+use crate::types::{Event, StreamInfo};
+use alkstore_core::{names, NameKind};
+use serde::Serialize;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// A stream on an [`AsyncStore`]. To publish with your own rows use
+/// [`AsyncTxHandle::publish_tx`](crate::AsyncTxHandle::publish_tx).
+#[derive(Clone)]
+pub struct AsyncStream {
+    store: AsyncStore,
+    name: String,
+}
+
+impl AsyncStream {
+    pub(crate) fn new(store: AsyncStore, name: &str) -> Result<AsyncStream> {
+        names::validate(NameKind::Stream, name)?;
+        Ok(AsyncStream {
+            store,
+            name: name.into(),
+        })
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
+        self.store.call(function, args).await
+    }
+
+    /// Sets the stream's retention (admin role) and returns it resolved.
+    pub async fn configure(&self, opts: &StreamOpts) -> Result<Value> {
+        let args = [self.name.as_str().into(), Arg::json(&opts.to_json())];
+        self.call("alk_stream_configure", &args).await
+    }
+
+    /// The stream's kept offsets and retention.
+    pub async fn info(&self) -> Result<StreamInfo> {
+        StreamInfo::from_json(
+            &self
+                .call("alk_stream_info", &[self.name.as_str().into()])
+                .await?,
+        )
+    }
+
+    /// Publishes an event in its own transaction; returns its id.
+    pub async fn publish<T: Serialize + Sync + ?Sized>(
+        &self,
+        event: &T,
+        key: Option<&str>,
+    ) -> Result<i64> {
+        let args = [
+            self.name.as_str().into(),
+            payload(event)?,
+            Arg::opt_text(key),
+        ];
+        int(self.call("alk_publish", &args).await?)
+    }
+
+    /// Up to `max` events after `after`, ascending (unreadable payloads
+    /// skipped with a message on standard error).
+    pub async fn read(&self, after: i64, max: i64) -> Result<Vec<Event>> {
+        Ok(self.read_page(after, max).await?.0)
+    }
+
+    async fn read_page(&self, after: i64, max: i64) -> Result<(Vec<Event>, Option<i64>)> {
+        let args = [self.name.as_str().into(), after.into(), max.into()];
+        Event::page(&self.call("alk_read", &args).await?, &self.name)
+    }
+
+    /// Saves a consumer's offset; true if it advanced.
+    pub async fn save_offset(&self, consumer: &str, offset: i64) -> Result<bool> {
+        let args = [self.name.as_str().into(), consumer.into(), offset.into()];
+        boolean(self.call("alk_save_offset", &args).await?)
+    }
+
+    /// A consumer's saved offset (0 if none).
+    pub async fn get_offset(&self, consumer: &str) -> Result<i64> {
+        let args = [self.name.as_str().into(), consumer.into()];
+        int(self.call("alk_get_offset", &args).await?)
+    }
+
+    /// A consumer that resumes from its saved offset.
+    pub async fn subscribe(&self, consumer: &str) -> Result<AsyncStreamSubscription> {
+        names::validate(NameKind::Consumer, consumer)?;
+        let position = self.get_offset(consumer).await?;
+        Ok(AsyncStreamSubscription {
+            stream: self.clone(),
+            consumer: Some(consumer.into()),
+            position,
+        })
+    }
+
+    /// A reader of the events after `after`, with no saved offset.
+    pub fn reader(&self, after: i64) -> AsyncStreamSubscription {
+        AsyncStreamSubscription {
+            stream: self.clone(),
+            consumer: None,
+            position: after,
+        }
+    }
+}
+
+/// A stream consumer: reads from its position, waits for new events by
+/// wake-ups, and saves its offset when told (at-least-once).
+pub struct AsyncStreamSubscription {
+    stream: AsyncStream,
+    consumer: Option<String>,
+    position: i64,
+}
+
+impl AsyncStreamSubscription {
+    /// The offset of the last event handed out.
+    pub fn position(&self) -> i64 {
+        self.position
+    }
+
+    /// The next events, waiting up to `timeout` for one to arrive. Dropping
+    /// the future loses nothing: the position moves only when it returns.
+    pub async fn next_batch(&mut self, max: i64, timeout: Duration) -> Result<Vec<Event>> {
+        let deadline = Instant::now() + timeout;
+        let watched = Watched::stream(&self.stream.name);
+        loop {
+            let mut woken = self.stream.store.wakeups().watch(&watched).await?;
+            // Pages of nothing but unreadable events are read past at once.
+            let (events, last) = self.stream.read_page(self.position, max).await?;
+            if let Some(last) = last {
+                self.position = last;
+            }
+            if !events.is_empty() {
+                return Ok(events);
+            }
+            if last.is_some() {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(events);
+            }
+            let _ = tokio::time::timeout(left.min(FALLBACK_POLL), woken.changed()).await;
+        }
+    }
+
+    /// Saves the position as the consumer's offset (a reader has none: false).
+    pub async fn commit(&self) -> Result<bool> {
+        match &self.consumer {
+            Some(consumer) => self.stream.save_offset(consumer, self.position).await,
+            None => Ok(false),
+        }
+    }
+}
