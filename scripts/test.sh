@@ -36,12 +36,18 @@ cargo clippy --locked -p alkstore --all-targets --all-features -- -D warnings
 RUSTDOCFLAGS=-Dwarnings cargo doc --locked -q --no-deps -p alkstore --all-features
 
 step "the Rust facade's drivers as features: each async one builds without the blocking drivers"
-for f in sqlx-postgres tokio-postgres; do
+for f in sqlx-postgres sqlx-sqlite tokio-postgres; do
   cargo check --locked -q -p alkstore --no-default-features --features "$f"
   if cargo tree --locked -q -p alkstore --no-default-features --features "$f" -e normal | grep -E '^.* (rusqlite|postgres|r2d2) v'; then
     echo "feature $f pulls a blocking driver"; exit 1
   fi
 done
+
+step "an application on sqlx's SQLite driver adds alkstore (feature sqlx-sqlite): builds outside the workspace, one SQLite, and runs"
+CARGO_TARGET_DIR="$PWD/target/rust-sqlx-sqlite" \
+  cargo run --locked -q --manifest-path examples/rust-sqlx-sqlite/Cargo.toml | tee "$log.sqlx-sqlite"
+grep -q '^welcomed "ada@example.com" (acked: true)$' "$log.sqlx-sqlite"
+grep -q '^pending after: 0$' "$log.sqlx-sqlite"
 
 step "core and SQLite engine: unit, integration and doc tests"
 cargo test --locked -p alkstore-core -p alkstore-sqlite
@@ -105,8 +111,8 @@ cargo test --locked -p alkstore-tests
 step "PostgreSQL races as pg_isolation_regress specs (tests/isolation)"
 bash scripts/isolation.sh
 
-step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts; the async handles on sqlx and tokio-postgres"
-cargo test --locked -p alkstore --features sqlx-postgres,tokio-postgres,testing
+step "the Rust facade on SQLite, PostgreSQL and PostgreSQL through PgBouncer: contract, wake-ups, workers, crashes, load, restarts; the async store and worker, the async handles on sqlx (PostgreSQL, SQLite) and tokio-postgres"
+cargo test --locked -p alkstore --all-features
 
 step "the alkstore command-line tool and its Prometheus exporter on SQLite and PostgreSQL"
 cargo test --locked -p alkstore-cli

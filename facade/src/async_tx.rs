@@ -1,6 +1,6 @@
 //! [`AsyncTxHandle`]: the typed calls of [`TxHandle`](crate::TxHandle) on
 //! the caller's own async transaction or connection (features
-//! `sqlx-postgres`, `tokio-postgres`).
+//! `sqlx-postgres`, `sqlx-sqlite`, `tokio-postgres`).
 //!
 //! The handle is the caller's: alkstore never begins, commits or rolls it
 //! back, so a job, an outbox message or an event commits or rolls back with
@@ -18,13 +18,15 @@ use std::time::Duration;
 
 #[cfg(feature = "sqlx-postgres")]
 pub(crate) mod sqlx_postgres;
+#[cfg(feature = "sqlx-sqlite")]
+pub(crate) mod sqlx_sqlite;
 #[cfg(feature = "tokio-postgres")]
 mod tokio_postgres;
 
 /// An async transaction (or connection) the `alk_*` functions can be called
-/// in: `sqlx::PgConnection` (so a `sqlx::Transaction<'_, Postgres>` and a
-/// pooled connection, which dereference to it), `tokio_postgres::Transaction`
-/// and `tokio_postgres::Client`.
+/// in: `sqlx::PgConnection` and `sqlx::SqliteConnection` (so their
+/// `sqlx::Transaction`s and pooled connections, which dereference to them),
+/// `tokio_postgres::Transaction` and `tokio_postgres::Client`.
 ///
 /// Names are checked before anything is sent, so a bad name leaves the
 /// transaction usable. Any other failed call changed nothing, but on

@@ -135,14 +135,26 @@ fn with_sources(e: &dyn std::error::Error) -> String {
     text
 }
 
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
         match &e {
+            #[cfg(feature = "sqlx-sqlite")]
+            sqlx::Error::Database(db)
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() =>
+            {
+                match ContractError::parse(db.message()) {
+                    Some(c) => c.into(),
+                    None => {
+                        Error::engine("sqlite", db.code().as_deref().unwrap_or(""), db.message())
+                    }
+                }
+            }
+            #[cfg(feature = "sqlx-postgres")]
             sqlx::Error::Database(db) => {
                 from_postgres(db.code().as_deref().unwrap_or(""), db.message())
             }
-            _ => Error::engine("postgres", "", e.to_string()),
+            _ => Error::engine("sqlx", "", e.to_string()),
         }
     }
 }

@@ -36,7 +36,11 @@
 
 #[cfg(feature = "sqlx-postgres")]
 mod async_store;
-#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 mod async_tx;
 #[cfg(feature = "sqlx-postgres")]
 mod async_worker;
@@ -78,7 +82,13 @@ pub use async_store::{
     AsyncLockGuard, AsyncOutbox, AsyncQueue, AsyncStore, AsyncStream, AsyncStreamSubscription,
     AsyncSubscription,
 };
-#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+#[cfg(feature = "sqlx-sqlite")]
+pub use async_tx::sqlx_sqlite::register as register_sqlx_sqlite;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 pub use async_tx::AsyncTxHandle;
 #[cfg(feature = "sqlx-postgres")]
 pub use async_worker::{AsyncWorker, PgTransaction, DEFAULT_SHUTDOWN_TIMEOUT};

@@ -124,9 +124,7 @@ fn tolerant(text: &str) -> Result<Value> {
 #[cfg(feature = "blocking")]
 pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result<Value> {
     use rusqlite::types::Value as V;
-    let (_, res) = lookup(f);
-    let marks: Vec<String> = (1..=args.len()).map(|i| format!("?{i}")).collect();
-    let sql = format!("SELECT {f}({})", marks.join(", "));
+    let sql = sqlite_sql(f, args.len());
     let params: Vec<V> = args
         .iter()
         .map(|a| match a {
@@ -139,20 +137,53 @@ pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result
         .collect();
     let mut st = conn.prepare_cached(&sql)?;
     let v = st.query_row(rusqlite::params_from_iter(params), |r| r.get::<_, V>(0))?;
+    sqlite_result(
+        f,
+        match v {
+            V::Null => SqliteValue::Null,
+            V::Integer(i) => SqliteValue::Int(i),
+            V::Text(t) => SqliteValue::Text(t),
+            other => SqliteValue::Other(format!("{other:?}")),
+        },
+    )
+}
+
+/// The statement that calls `f` on SQLite: `SELECT f(?1, …)`.
+#[cfg(any(feature = "blocking", feature = "sqlx-sqlite"))]
+pub(crate) fn sqlite_sql(f: &str, args: usize) -> String {
+    let marks: Vec<String> = (1..=args).map(|i| format!("?{i}")).collect();
+    format!("SELECT {f}({})", marks.join(", "))
+}
+
+/// A SQLite function's result, whichever driver read it.
+#[cfg(any(feature = "blocking", feature = "sqlx-sqlite"))]
+pub(crate) enum SqliteValue {
+    Null,
+    Int(i64),
+    Text(String),
+    /// Anything else (described), which no function returns.
+    Other(String),
+}
+
+/// `f`'s result as JSON: SQLite's 0/1 as booleans, JSON text parsed.
+#[cfg(any(feature = "blocking", feature = "sqlx-sqlite"))]
+pub(crate) fn sqlite_result(f: &str, v: SqliteValue) -> Result<Value> {
+    let (_, res) = lookup(f);
     Ok(match (res, v) {
-        (_, V::Null) | (Res::Void, _) => Value::Null,
-        (Res::Bool, V::Integer(i)) => Value::Bool(i != 0),
-        (Res::Int, V::Integer(i)) => Value::from(i),
-        (Res::Json | Res::Rows, V::Text(t)) => tolerant(&t)?,
-        (Res::Text, V::Text(t)) => Value::String(t),
-        (_, other) => {
-            return Err(Error::engine(
-                "sqlite",
-                "",
-                format!("{f}: unexpected result {other:?}"),
-            ))
-        }
+        (_, SqliteValue::Null) | (Res::Void, _) => Value::Null,
+        (Res::Bool, SqliteValue::Int(i)) => Value::Bool(i != 0),
+        (Res::Int, SqliteValue::Int(i)) => Value::from(i),
+        (Res::Json | Res::Rows, SqliteValue::Text(t)) => tolerant(&t)?,
+        (Res::Text, SqliteValue::Text(t)) => Value::String(t),
+        (_, SqliteValue::Int(i)) => return Err(unexpected(f, &i.to_string())),
+        (_, SqliteValue::Text(t)) => return Err(unexpected(f, &t)),
+        (_, SqliteValue::Other(o)) => return Err(unexpected(f, &o)),
     })
+}
+
+#[cfg(any(feature = "blocking", feature = "sqlx-sqlite"))]
+fn unexpected(f: &str, what: &str) -> Error {
+    Error::engine("sqlite", "", format!("{f}: unexpected result {what:?}"))
 }
 
 /// A PostgreSQL call of `f` as every driver sends it: one statement whose

@@ -1,0 +1,133 @@
+//! [`AsyncTxHandle`] on sqlx's SQLite connection (feature `sqlx-sqlite`).
+//!
+//! The `alk_*` functions are registered in-process (no extension library
+//! to ship or load) on a connection the first time a call finds them
+//! missing there; the schema is created then too (`alk_init`). A pool the
+//! application opened with no alkstore-specific step just works, and after
+//! that plain `sqlx::query("SELECT alk_claim(…)")` on those connections does
+//! too.
+
+use super::AsyncTxHandle;
+use crate::error::{Error, Result};
+use crate::sql::{sqlite_result, sqlite_sql, Arg, SqliteValue};
+use serde_json::Value;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{Row, TypeInfo, ValueRef};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
+
+impl AsyncTxHandle for SqliteConnection {
+    async fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
+        match run(self, function, args).await {
+            Err(Error::Engine { message, .. }) if message.contains("no such function: alk_") => {
+                register(self).await?;
+                run(self, function, args).await
+            }
+            other => other,
+        }
+    }
+}
+
+async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Result<Value> {
+    let sql = sqlite_sql(function, args.len());
+    let mut query = sqlx::query(&sql);
+    for a in args {
+        query = match a {
+            Arg::Null => query.bind(None::<String>),
+            Arg::Int(i) => query.bind(*i),
+            Arg::Num(n) => query.bind(*n),
+            Arg::Text(s) | Arg::Json(s) => query.bind(s.clone()),
+            Arg::Ids(ids) => query.bind(serde_json::to_string(ids)?),
+        };
+    }
+    let row = query.fetch_one(&mut *conn).await?;
+    let raw = row.try_get_raw(0)?;
+    let value = if raw.is_null() {
+        SqliteValue::Null
+    } else {
+        match raw.type_info().name() {
+            "INTEGER" => SqliteValue::Int(row.try_get(0)?),
+            "TEXT" => SqliteValue::Text(row.try_get(0)?),
+            other => SqliteValue::Other(other.to_string()),
+        }
+    };
+    sqlite_result(function, value)
+}
+
+/// Registers the `alk_*` functions on `conn` and creates alkstore's schema
+/// if needed. [`AsyncTxHandle`] calls do this by themselves on a connection
+/// that lacks the functions; call it from the pool's `after_connect` when
+/// plain SQL (`SELECT alk_claim(…)`) may reach a connection first.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), sqlx::Error> {
+/// use sqlx::sqlite::SqlitePoolOptions;
+/// let pool = SqlitePoolOptions::new()
+///     .after_connect(|conn, _meta| Box::pin(async move {
+///         alkstore::register_sqlx_sqlite(conn).await.map_err(|e| sqlx::Error::Protocol(e.to_string()))
+///     }))
+///     .connect("sqlite:app.db?mode=rwc")
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub async fn register(conn: &mut SqliteConnection) -> Result<()> {
+    // An address, not a pointer to use here: keeps the future `Send`.
+    let api = routines()? as usize;
+    {
+        let mut handle = conn.lock_handle().await?;
+        let db = handle.as_raw_handle().as_ptr();
+        // SAFETY: the handle is locked for us, open, and of the SQLite that
+        // `api` belongs to (sqlx's libsqlite3-sys, linked once per binary).
+        let rc = unsafe { alkstore_sqlite::register_raw(db as *mut c_void, api as *mut c_void) };
+        if rc != 0 {
+            return Err(Error::engine(
+                "sqlite",
+                rc.to_string(),
+                "alkstore: registering the functions failed",
+            ));
+        }
+    }
+    run(conn, "alk_init", &[]).await.map(drop)
+}
+
+static ROUTINES: AtomicPtr<libsqlite3_sys::sqlite3_api_routines> =
+    AtomicPtr::new(std::ptr::null_mut());
+
+unsafe extern "C" fn capture(
+    _db: *mut libsqlite3_sys::sqlite3,
+    _err: *mut *mut c_char,
+    api: *const libsqlite3_sys::sqlite3_api_routines,
+) -> c_int {
+    ROUTINES.store(api as *mut _, Ordering::Release);
+    0
+}
+
+/// SQLite hands its routine table only to extension entry points: borrow it
+/// once through a capturing auto-extension and a throwaway in-memory
+/// connection.
+fn routines() -> Result<*mut libsqlite3_sys::sqlite3_api_routines> {
+    static ONCE: Mutex<()> = Mutex::new(());
+    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let api = ROUTINES.load(Ordering::Acquire);
+    if !api.is_null() {
+        return Ok(api);
+    }
+    // SAFETY: plain SQLite C API calls; the throwaway handle is closed.
+    unsafe {
+        libsqlite3_sys::sqlite3_auto_extension(Some(capture));
+        let mut db = std::ptr::null_mut();
+        libsqlite3_sys::sqlite3_open(c":memory:".as_ptr(), &mut db);
+        libsqlite3_sys::sqlite3_close(db);
+        libsqlite3_sys::sqlite3_cancel_auto_extension(Some(capture));
+    }
+    let api = ROUTINES.load(Ordering::Acquire);
+    if api.is_null() {
+        return Err(Error::engine(
+            "sqlite",
+            "",
+            "alkstore: SQLite did not hand over its routine table",
+        ));
+    }
+    Ok(api)
+}
