@@ -10,6 +10,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Held by the tests that sequence every stream (`alk_prune`, `alk_streams`)
+/// and by the one that checks who may sequence: tests run in parallel, and
+/// a global sequencing in another test would give its events offsets.
+static SEQUENCES_ALL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SEQUENCES_ALL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn publish(db: &mut dyn Db, s: &str, payload: &str) -> i64 {
     db.int("alk_publish", &[t(s), j(payload), Arg::Null])
 }
@@ -54,6 +63,7 @@ fn prune_all(db: &mut dyn Db) {
 
 #[test]
 fn an_event_is_visible_to_others_once_its_publisher_commits() {
+    let _serial = serial();
     for target in targets() {
         let e = target.name();
         let s = fresh("visible");
@@ -157,6 +167,7 @@ fn stream_options_are_checked_merged_and_reset_with_null() {
 
 #[test]
 fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
+    let _serial = serial();
     each(|db, _| {
         let e = db.engine();
         // By count: the newest three stay.
@@ -376,6 +387,7 @@ fn publishers_never_wait_for_a_long_publisher_and_readers_see_no_gap() {
 /// standby), reads what is already sequenced, and never assigns offsets.
 #[test]
 fn postgres_readers_that_cannot_write_read_what_is_sequenced() {
+    let _serial = serial();
     for target in pg_targets() {
         let e = target.name();
         let s = fresh("ro");
