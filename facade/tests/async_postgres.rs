@@ -1,5 +1,6 @@
-//! `AsyncTxHandle` on the caller's own async PostgreSQL transactions: sqlx
-//! and tokio-postgres, each test body run on both, on a real server
+//! `AsyncTxHandle` on the caller's own async PostgreSQL transactions: sqlx,
+//! tokio-postgres and tokio-postgres pooled by deadpool-postgres, each test
+//! body run on each, on a real server
 //! (`ALKSTORE_PG_URL`), directly and through PgBouncer in transaction mode
 //! (`ALKSTORE_PG_BOUNCER_URL`). What the async side wrote is checked through
 //! the blocking store, as another process would see it — outside the async
@@ -32,12 +33,16 @@ macro_rules! aw {
 enum Conn {
     Sqlx(sqlx::PgConnection),
     Tokio(tokio_postgres::Client),
+    /// tokio-postgres pooled by deadpool-postgres (its `Object` derefs to
+    /// the client).
+    Deadpool(deadpool_postgres::Object),
 }
 
 /// A transaction the test opened on its driver, as an application would.
 enum Tx<'a> {
     Sqlx(sqlx::Transaction<'a, sqlx::Postgres>),
     Tokio(tokio_postgres::Transaction<'a>),
+    Deadpool(deadpool_postgres::Transaction<'a>),
 }
 
 impl Conn {
@@ -45,6 +50,7 @@ impl Conn {
         match self {
             Conn::Sqlx(_) => "sqlx",
             Conn::Tokio(_) => "tokio-postgres",
+            Conn::Deadpool(_) => "deadpool-postgres",
         }
     }
 
@@ -52,6 +58,7 @@ impl Conn {
         match self {
             Conn::Sqlx(c) => Tx::Sqlx(c.begin().await.unwrap()),
             Conn::Tokio(c) => Tx::Tokio(c.transaction().await.unwrap()),
+            Conn::Deadpool(c) => Tx::Deadpool(c.transaction().await.unwrap()),
         }
     }
 }
@@ -63,6 +70,7 @@ impl Tx<'_> {
                 sqlx::raw_sql(sql).execute(&mut **t).await.unwrap();
             }
             Tx::Tokio(t) => t.batch_execute(sql).await.unwrap(),
+            Tx::Deadpool(t) => t.batch_execute(sql).await.unwrap(),
         }
     }
 
@@ -70,6 +78,7 @@ impl Tx<'_> {
         match self {
             Tx::Sqlx(t) => t.commit().await.unwrap(),
             Tx::Tokio(t) => t.commit().await.unwrap(),
+            Tx::Deadpool(t) => t.commit().await.unwrap(),
         }
     }
 
@@ -77,6 +86,7 @@ impl Tx<'_> {
         match self {
             Tx::Sqlx(t) => t.rollback().await.unwrap(),
             Tx::Tokio(t) => t.rollback().await.unwrap(),
+            Tx::Deadpool(t) => t.rollback().await.unwrap(),
         }
     }
 }
@@ -88,6 +98,7 @@ impl AsyncTxHandle for Tx<'_> {
         match self {
             Tx::Sqlx(t) => (**t).call(function, args).await,
             Tx::Tokio(t) => t.call(function, args).await,
+            Tx::Deadpool(t) => (**t).call(function, args).await,
         }
     }
 }
@@ -135,7 +146,20 @@ fn drivers(url: &str) -> Vec<Conn> {
     .unwrap();
     let (client, connection) = aw!(tokio_postgres::connect(url, tokio_postgres::NoTls)).unwrap();
     RT.with(|rt| rt.spawn(connection));
-    vec![Conn::Sqlx(sqlx), Conn::Tokio(client)]
+    let mut config = deadpool_postgres::Config::new();
+    config.url = Some(url.to_string());
+    let pool = config
+        .create_pool(
+            Some(deadpool_postgres::Runtime::Tokio1),
+            tokio_postgres::NoTls,
+        )
+        .unwrap();
+    let pooled = aw!(pool.get()).unwrap();
+    vec![
+        Conn::Sqlx(sqlx),
+        Conn::Tokio(client),
+        Conn::Deadpool(pooled),
+    ]
 }
 
 fn each(mut body: impl FnMut(&Server, &mut Conn)) {
