@@ -1,34 +1,43 @@
 //! [`AsyncStore`]: queues, outboxes, streams, notifications and leases on a
-//! sqlx PostgreSQL pool, with waiting by wake-ups (feature `sqlx-postgres`,
-//! on tokio).
+//! sqlx pool — PostgreSQL (feature `sqlx-postgres`) or SQLite
+//! (`sqlx-sqlite`) — with waiting by wake-ups, on tokio.
 
+mod engine;
 mod notify;
 mod queue;
 mod stream;
 mod wakeups;
 
+pub use engine::AsyncConn;
+pub use engine::AsyncEngine;
 pub use notify::{AsyncLockGuard, AsyncSubscription};
 pub use queue::{AsyncOutbox, AsyncQueue};
 pub use stream::{AsyncStream, AsyncStreamSubscription};
 
-use crate::async_tx::sqlx_postgres::call;
 use crate::error::Result;
 use crate::sql::Arg;
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::postgres::{PgListener, PgPool};
 use std::sync::Arc;
 use std::time::Duration;
 use wakeups::Wakeups;
+
+/// The engine `AsyncStore` means when none is named: PostgreSQL when its
+/// feature is on.
+#[cfg(feature = "sqlx-postgres")]
+pub type DefaultEngine = sqlx::Postgres;
+/// The engine `AsyncStore` means when none is named.
+#[cfg(not(feature = "sqlx-postgres"))]
+pub type DefaultEngine = sqlx::Sqlite;
 
 /// How long a waiter waits at most without a wake-up: jobs whose `run_at`
 /// arrives or whose claim expires announce nothing.
 pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 
-/// A PostgreSQL store for async code: a sqlx pool for calls and your own
-/// transactions, and one listener connection for wake-ups and
-/// notifications. Queue, outbox, stream, notification and lease handles as
+/// A store for async code: a sqlx pool for calls and your own transactions,
+/// and one connection for wake-ups (PostgreSQL: a listener; SQLite: a
+/// `data_version` watcher). Queue, outbox, stream, notification and lease handles as
 /// the blocking [`Store`](crate::Store) has. Cheap to clone.
 ///
 /// ```no_run
@@ -41,70 +50,87 @@ pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 /// let jobs = store.queue("emails")?.claim("mailer", 10).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct AsyncStore {
-    pool: PgPool,
+pub struct AsyncStore<DB: AsyncEngine = DefaultEngine> {
+    pool: sqlx::Pool<DB>,
     wakeups: Arc<Wakeups>,
 }
 
-impl AsyncStore {
-    /// Opens a pool on `url` and a listener connection beside it.
-    pub async fn connect(url: &str) -> Result<AsyncStore> {
-        let pool = PgPool::connect(url).await?;
-        AsyncStore::from_pool_with_listener(pool, url).await
-    }
-
-    /// Uses your pool; the listener takes one of its connections for as
-    /// long as the store lives. Behind a transaction-pooling PgBouncer use
-    /// [`from_pool_with_listener`](Self::from_pool_with_listener): a
-    /// `LISTEN` there holds for one transaction only.
-    pub async fn from_pool(pool: PgPool) -> Result<AsyncStore> {
-        let listener = PgListener::connect_with(&pool).await?;
-        Ok(AsyncStore::with_listener(pool, listener))
-    }
-
-    /// Uses your pool for calls and transactions, and a listener connection
-    /// made to `listener_url` (the server itself, not a pooler).
-    pub async fn from_pool_with_listener(pool: PgPool, listener_url: &str) -> Result<AsyncStore> {
-        let listener = PgListener::connect(listener_url).await?;
-        Ok(AsyncStore::with_listener(pool, listener))
-    }
-
-    fn with_listener(pool: PgPool, listener: PgListener) -> AsyncStore {
+impl<DB: AsyncEngine> Clone for AsyncStore<DB> {
+    fn clone(&self) -> Self {
         AsyncStore {
-            pool,
-            wakeups: Wakeups::start(listener),
+            pool: self.pool.clone(),
+            wakeups: self.wakeups.clone(),
         }
+    }
+}
+
+#[cfg(feature = "sqlx-sqlite")]
+impl AsyncStore<sqlx::Sqlite> {
+    /// Opens (creating if needed) a SQLite database file in WAL mode, with a
+    /// pool whose connections get the `alk_*` functions in-process.
+    pub async fn open_sqlite(
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<AsyncStore<sqlx::Sqlite>> {
+        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    crate::register_sqlx_sqlite(conn)
+                        .await
+                        .map_err(|e| sqlx::Error::Protocol(e.to_string()))
+                })
+            })
+            .connect_with(options)
+            .await?;
+        AsyncStore::from_pool(pool).await
+    }
+}
+
+impl<DB: AsyncEngine> AsyncStore<DB> {
+    /// Uses your pool. On PostgreSQL the listener takes one of its
+    /// connections for as long as the store lives; behind a
+    /// transaction-pooling PgBouncer use `from_pool_with_listener` (a
+    /// `LISTEN` there holds for one transaction only). On SQLite a watcher
+    /// takes one connection.
+    pub async fn from_pool(pool: sqlx::Pool<DB>) -> Result<AsyncStore<DB>> {
+        let wakeups = DB::wakeups(&pool).await?;
+        Ok(AsyncStore { pool, wakeups })
     }
 
     /// The pool: your own queries and transactions.
-    pub fn pool(&self) -> &PgPool {
+    pub fn pool(&self) -> &sqlx::Pool<DB> {
         &self.pool
     }
 
     /// Begins a transaction on the pool; use [`AsyncTxHandle`](crate::AsyncTxHandle)'s
     /// methods and your own queries on it, then commit.
-    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, DB>> {
         Ok(self.pool.begin().await?)
     }
 
     /// Calls any `alk_*` function in its own transaction.
     pub async fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
-        call(&mut *self.pool.acquire().await?, function, args).await
+        let mut conn = self.pool.acquire().await?;
+        DB::call_on(&mut *conn, function, args).await
     }
 
     /// A queue handle (checks the name).
-    pub fn queue(&self, name: &str) -> Result<AsyncQueue> {
+    pub fn queue(&self, name: &str) -> Result<AsyncQueue<DB>> {
         AsyncQueue::new(self.clone(), name)
     }
 
     /// An outbox handle (checks the name).
-    pub fn outbox(&self, name: &str) -> Result<AsyncOutbox> {
+    pub fn outbox(&self, name: &str) -> Result<AsyncOutbox<DB>> {
         AsyncOutbox::new(self.clone(), name)
     }
 
     /// A stream handle (checks the name).
-    pub fn stream(&self, name: &str) -> Result<AsyncStream> {
+    pub fn stream(&self, name: &str) -> Result<AsyncStream<DB>> {
         AsyncStream::new(self.clone(), name)
     }
 
@@ -116,11 +142,14 @@ impl AsyncStore {
         channel: &str,
         payload: &T,
     ) -> Result<()> {
+        use crate::AsyncTxHandle;
         let mut conn = self.pool.acquire().await?;
-        crate::AsyncTxHandle::notify_tx(&mut *conn, channel, payload).await
+        AsyncConn::<DB>(&mut *conn)
+            .notify_tx(channel, payload)
+            .await
     }
 
-    /// Notifications on `channel` from now on, through the store's listener.
+    /// Notifications on `channel` from now on.
     ///
     /// ```no_run
     /// # async fn demo(store: alkstore::AsyncStore) -> alkstore::Result<()> {
@@ -131,15 +160,7 @@ impl AsyncStore {
     /// ```
     pub async fn listen(&self, channel: &str) -> Result<AsyncSubscription> {
         names::validate(NameKind::Channel, channel)?;
-        let pg_channel = self.call("alk_channel", &[channel.into()]).await?;
-        let rx = self
-            .wakeups
-            .listen(pg_channel.as_str().unwrap_or_default())
-            .await?;
-        Ok(AsyncSubscription {
-            channel: channel.into(),
-            rx,
-        })
+        DB::listen(self, channel).await
     }
 
     /// Acquires a lease on `name` for `owner`, or `None` while another
@@ -149,7 +170,7 @@ impl AsyncStore {
         name: &str,
         owner: &str,
         ttl: Duration,
-    ) -> Result<Option<AsyncLockGuard>> {
+    ) -> Result<Option<AsyncLockGuard<DB>>> {
         AsyncLockGuard::acquire(self, name, owner, ttl).await
     }
 
@@ -161,5 +182,27 @@ impl AsyncStore {
 
     pub(crate) fn wakeups(&self) -> &Wakeups {
         &self.wakeups
+    }
+}
+
+#[cfg(feature = "sqlx-postgres")]
+impl AsyncStore<sqlx::Postgres> {
+    /// Opens a pool on `url` and a listener connection beside it.
+    pub async fn connect(url: &str) -> Result<AsyncStore<sqlx::Postgres>> {
+        let pool = sqlx::PgPool::connect(url).await?;
+        AsyncStore::from_pool_with_listener(pool, url).await
+    }
+
+    /// Uses your pool for calls and transactions, and a listener connection
+    /// made to `listener_url` (the server itself, not a pooler).
+    pub async fn from_pool_with_listener(
+        pool: sqlx::PgPool,
+        listener_url: &str,
+    ) -> Result<AsyncStore<sqlx::Postgres>> {
+        let listener = sqlx::postgres::PgListener::connect(listener_url).await?;
+        Ok(AsyncStore {
+            pool,
+            wakeups: Wakeups::start(listener),
+        })
     }
 }

@@ -3,7 +3,7 @@
 //! waiting by wake-ups, and a graceful shutdown with a deadline. A handler
 //! may also take a transaction whose writes commit together with the ack.
 
-use crate::async_store::{AsyncOutbox, AsyncQueue};
+use crate::async_store::{AsyncConn, AsyncEngine, AsyncOutbox, AsyncQueue, DefaultEngine};
 use crate::async_tx::AsyncTxHandle;
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::{Error, Result};
@@ -19,7 +19,11 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 /// A transaction on the store's pool, handed to a transactional handler.
-pub type PgTransaction = sqlx::Transaction<'static, sqlx::Postgres>;
+pub type AsyncTransaction<DB = DefaultEngine> = sqlx::Transaction<'static, DB>;
+
+/// A PostgreSQL transaction handed to a transactional handler.
+#[cfg(feature = "sqlx-postgres")]
+pub type PgTransaction = AsyncTransaction<sqlx::Postgres>;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -27,12 +31,16 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type Handled<T> = BoxFuture<std::result::Result<T, String>>;
 
 /// A handler as the worker runs it.
-enum Handler {
+enum Handler<DB: AsyncEngine> {
     /// `Ok(Some(result))` acks with a result.
     Plain(Arc<dyn Fn(Job) -> Handled<Option<Value>> + Send + Sync>),
     /// Gets a transaction and gives it back to be acked in and committed.
-    InTx(Arc<dyn Fn(Job, PgTransaction) -> Handled<PgTransaction> + Send + Sync>),
+    InTx(Arc<TxHandler<DB>>),
 }
+
+/// A transactional handler: gets the job and a transaction, gives it back.
+type TxHandler<DB> =
+    dyn Fn(Job, AsyncTransaction<DB>) -> Handled<AsyncTransaction<DB>> + Send + Sync;
 
 /// A pool of async handlers for one queue or outbox.
 ///
@@ -49,8 +57,8 @@ enum Handler {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-pub struct AsyncWorker {
-    queue: AsyncQueue,
+pub struct AsyncWorker<DB: AsyncEngine = DefaultEngine> {
+    queue: AsyncQueue<DB>,
     name: String,
     concurrency: usize,
     prune_every: Option<Duration>,
@@ -66,10 +74,10 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Rows per `alk_prune` call: one short transaction each.
 const PRUNE_BATCH: i64 = 1000;
 
-impl AsyncWorker {
+impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// A worker named `name` (claims as `name-<host>-<pid>-<random>-<n>`,
     /// unique per process, like the blocking [`Worker`](crate::Worker)).
-    pub fn new(queue: AsyncQueue, name: &str) -> AsyncWorker {
+    pub fn new(queue: AsyncQueue<DB>, name: &str) -> AsyncWorker<DB> {
         AsyncWorker {
             queue,
             name: format!("{name}-{}", process_tag()),
@@ -82,7 +90,7 @@ impl AsyncWorker {
     }
 
     /// A worker that delivers an outbox's messages.
-    pub fn outbox(outbox: AsyncOutbox, name: &str) -> AsyncWorker {
+    pub fn outbox(outbox: AsyncOutbox<DB>, name: &str) -> AsyncWorker<DB> {
         AsyncWorker::new(outbox.jobs().clone(), name)
     }
 
@@ -94,20 +102,20 @@ impl AsyncWorker {
     /// How many jobs run at once (default 1). A transactional handler holds
     /// two pool connections while it runs (its transaction and the
     /// heartbeats): size the pool for it.
-    pub fn concurrency(mut self, n: usize) -> AsyncWorker {
+    pub fn concurrency(mut self, n: usize) -> AsyncWorker<DB> {
         self.concurrency = n.max(1);
         self
     }
 
     /// How often the worker prunes (`alk_prune`, batches of 1000); `None`:
     /// never. Default every minute, the first time at start.
-    pub fn prune_every(mut self, every: Option<Duration>) -> AsyncWorker {
+    pub fn prune_every(mut self, every: Option<Duration>) -> AsyncWorker<DB> {
         self.prune_every = every;
         self
     }
 
     /// How often the worker ticks schedules; `None`: never. Default 5 s.
-    pub fn tick_every(mut self, every: Option<Duration>) -> AsyncWorker {
+    pub fn tick_every(mut self, every: Option<Duration>) -> AsyncWorker<DB> {
         self.tick_every = every;
         self
     }
@@ -117,7 +125,7 @@ impl AsyncWorker {
     /// cancelled (dropped at its next `.await`; a transactional handler's
     /// transaction rolls back) and its job is given back at once, claimable
     /// again as after a crash, without waiting for its claim to expire.
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> AsyncWorker {
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> AsyncWorker<DB> {
         self.shutdown_timeout = timeout;
         self
     }
@@ -125,7 +133,7 @@ impl AsyncWorker {
     /// How long an idle handler waits at most without a wake-up before it
     /// looks again (default 1 s): jobs whose `run_at` arrives or whose
     /// claim expires announce nothing.
-    pub fn poll_every(mut self, every: Duration) -> AsyncWorker {
+    pub fn poll_every(mut self, every: Duration) -> AsyncWorker<DB> {
         self.poll_every = every.max(Duration::from_millis(10));
         self
     }
@@ -203,8 +211,8 @@ impl AsyncWorker {
         handler: F,
     ) -> Result<u64>
     where
-        F: Fn(Job, PgTransaction) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<PgTransaction, E>> + Send + 'static,
+        F: Fn(Job, AsyncTransaction<DB>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<AsyncTransaction<DB>, E>> + Send + 'static,
         E: Display + 'static,
     {
         let handler = Arc::new(handler);
@@ -218,7 +226,7 @@ impl AsyncWorker {
         .await
     }
 
-    async fn run_inner(&self, shutdown: impl Future + Send, handler: Handler) -> Result<u64> {
+    async fn run_inner(&self, shutdown: impl Future + Send, handler: Handler<DB>) -> Result<u64> {
         let (stop_tx, stop) = watch::channel(false);
         let ctx = Arc::new(Slots {
             queue: self.queue.clone(),
@@ -267,24 +275,24 @@ impl AsyncWorker {
 }
 
 /// What every handler slot of one run shares.
-struct Slots {
-    queue: AsyncQueue,
-    handler: Handler,
+struct Slots<DB: AsyncEngine> {
+    queue: AsyncQueue<DB>,
+    handler: Handler<DB>,
     shutdown_timeout: Duration,
     poll_every: Duration,
     handled: AtomicU64,
 }
 
 /// How a handler's run ended.
-enum Outcome {
+enum Outcome<DB: AsyncEngine> {
     Done(Option<Value>),
-    Committed(PgTransaction),
+    Committed(AsyncTransaction<DB>),
     Failed(String),
     /// Still running at the shutdown deadline: cancelled.
     Cancelled,
 }
 
-impl Slots {
+impl<DB: AsyncEngine> Slots<DB> {
     async fn slot(
         self: Arc<Self>,
         me: String,
@@ -359,27 +367,29 @@ impl Slots {
         match outcome {
             Outcome::Done(None) => q.ack(job.id, me).await.map(drop),
             Outcome::Done(Some(result)) => q.ack_with_result(job.id, me, &result).await.map(drop),
-            Outcome::Committed(mut tx) => match tx.ack_tx(job.id, me).await {
-                Ok(true) => match tx.commit().await {
-                    Ok(()) => Ok(()),
-                    // Not committed (or not known to be): give the job back;
-                    // if the commit did land, the retry finds it acked.
-                    Err(e) => q
-                        .retry(job.id, me, &format!("commit failed: {e}"), None)
-                        .await
-                        .map(drop),
-                },
-                Ok(false) => {
-                    tracing::warn!("alkstore: the job was no longer this worker's to ack (claim expired or cancelled); its transaction was rolled back");
-                    tx.rollback().await.map_err(Error::from)
+            Outcome::Committed(mut tx) => {
+                match AsyncConn::<DB>(&mut *tx).ack_tx(job.id, me).await {
+                    Ok(true) => match tx.commit().await {
+                        Ok(()) => Ok(()),
+                        // Not committed (or not known to be): give the job back;
+                        // if the commit did land, the retry finds it acked.
+                        Err(e) => q
+                            .retry(job.id, me, &format!("commit failed: {e}"), None)
+                            .await
+                            .map(drop),
+                    },
+                    Ok(false) => {
+                        tracing::warn!("alkstore: the job was no longer this worker's to ack (claim expired or cancelled); its transaction was rolled back");
+                        tx.rollback().await.map_err(Error::from)
+                    }
+                    // The handler left its transaction unusable (a failed
+                    // statement): nothing of it commits; the job is retried.
+                    Err(e) => {
+                        drop(tx);
+                        q.retry(job.id, me, &e.to_string(), None).await.map(drop)
+                    }
                 }
-                // The handler left its transaction unusable (a failed
-                // statement): nothing of it commits; the job is retried.
-                Err(e) => {
-                    drop(tx);
-                    q.retry(job.id, me, &e.to_string(), None).await.map(drop)
-                }
-            },
+            }
             Outcome::Failed(e) => {
                 tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
                 q.retry(job.id, me, &e, None).await.map(drop)
@@ -395,8 +405,8 @@ impl Slots {
 
     /// The handler as its own task (a panic ends only that task), cancelled
     /// if still running `shutdown_timeout` after stop.
-    async fn run_handler(&self, job: Job, stop: &watch::Receiver<bool>) -> Result<Outcome> {
-        let mut task: tokio::task::JoinHandle<Outcome> = match &self.handler {
+    async fn run_handler(&self, job: Job, stop: &watch::Receiver<bool>) -> Result<Outcome<DB>> {
+        let mut task: tokio::task::JoinHandle<Outcome<DB>> = match &self.handler {
             Handler::Plain(h) => {
                 let fut = h(job);
                 tokio::spawn(async move {

@@ -34,7 +34,7 @@
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 mod async_store;
 #[cfg(any(
     feature = "sqlx-postgres",
@@ -42,9 +42,13 @@ mod async_store;
     feature = "tokio-postgres"
 ))]
 mod async_tx;
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 mod async_worker;
-#[cfg(any(feature = "blocking", feature = "sqlx-postgres"))]
+#[cfg(any(
+    feature = "blocking",
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite"
+))]
 mod claimant;
 #[cfg(feature = "blocking")]
 mod engine;
@@ -77,10 +81,10 @@ mod wake;
 #[cfg(feature = "blocking")]
 mod worker;
 
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 pub use async_store::{
-    AsyncLockGuard, AsyncOutbox, AsyncQueue, AsyncStore, AsyncStream, AsyncStreamSubscription,
-    AsyncSubscription,
+    AsyncConn, AsyncEngine, AsyncLockGuard, AsyncOutbox, AsyncQueue, AsyncStore, AsyncStream,
+    AsyncStreamSubscription, AsyncSubscription, DefaultEngine,
 };
 #[cfg(feature = "sqlx-sqlite")]
 pub use async_tx::sqlx_sqlite::register as register_sqlx_sqlite;
@@ -91,7 +95,9 @@ pub use async_tx::sqlx_sqlite::register as register_sqlx_sqlite;
 ))]
 pub use async_tx::AsyncTxHandle;
 #[cfg(feature = "sqlx-postgres")]
-pub use async_worker::{AsyncWorker, PgTransaction, DEFAULT_SHUTDOWN_TIMEOUT};
+pub use async_worker::PgTransaction;
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+pub use async_worker::{AsyncTransaction, AsyncWorker, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use error::{Error, Result};
 #[cfg(feature = "blocking")]
 pub use lock::LockGuard;

@@ -112,7 +112,11 @@ impl Event {
     /// The events of an `alk_read` result, and the offset of its last row,
     /// readable or not. An event whose payload this crate cannot read is
     /// skipped with a message on standard error: a consumer must get past it.
-    #[cfg(any(feature = "blocking", feature = "sqlx-postgres"))]
+    #[cfg(any(
+        feature = "blocking",
+        feature = "sqlx-postgres",
+        feature = "sqlx-sqlite"
+    ))]
     pub(crate) fn page(v: &Value, stream: &str) -> Result<(Vec<Event>, Option<i64>)> {
         let rows = v.as_array().map(Vec::as_slice).unwrap_or_default();
         let mut out = Vec::new();

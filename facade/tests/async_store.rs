@@ -1,11 +1,12 @@
 //! `AsyncStore`'s stream, notification and lease handles on a real
-//! PostgreSQL server, directly and through PgBouncer (the listener direct).
+//! PostgreSQL server, directly and through PgBouncer (the listener direct),
+//! and on a SQLite file: one body per behaviour, run on each.
 
 mod async_common;
 mod common;
 
-use alkstore::AsyncTxHandle;
-use async_common::stores;
+use alkstore::{AsyncConn, AsyncEngine, AsyncStore, AsyncTxHandle};
+use async_common::{sqlite_store, stores};
 use common::{fresh, ms};
 use serde_json::json;
 use std::time::Duration;
@@ -13,135 +14,183 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset() {
     for (target, store) in stores().await {
-        let stream = store.stream(&fresh("async-stream")).unwrap();
-        let mut consumer = stream.subscribe("billing").await.unwrap();
-        assert!(consumer.next_batch(10, ms(50)).await.unwrap().is_empty());
-
-        // A rolled-back publish leaves nothing behind, not even a gap.
-        let mut tx = store.begin().await.unwrap();
-        tx.publish_tx(stream.name(), &json!({"n": 0}))
-            .await
-            .unwrap();
-        tx.rollback().await.unwrap();
-        // A consumer waiting while events are committed gets them.
-        let waiting = tokio::spawn(async move {
-            let events = consumer
-                .next_batch(10, Duration::from_secs(20))
-                .await
-                .unwrap();
-            (consumer, events)
-        });
-        tokio::time::sleep(ms(200)).await;
-        let mut tx = store.begin().await.unwrap();
-        let id1 = tx
-            .publish_tx(stream.name(), &json!({"n": 1}))
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-        let id2 = stream.publish(&json!({"n": 2}), Some("k")).await.unwrap();
-        let (mut consumer, mut events) = waiting.await.unwrap();
-        if events.len() == 1 {
-            events.extend(consumer.next_batch(10, ms(2000)).await.unwrap());
-        }
-        let got: Vec<_> = events
-            .iter()
-            .map(|e| (e.offset, e.id, e.payload["n"].as_i64()))
-            .collect();
-        assert_eq!(got, [(1, id1, Some(1)), (2, id2, Some(2))], "[{target}]");
-        assert_eq!(events[1].key.as_deref(), Some("k"), "[{target}]");
-        assert_eq!(consumer.position(), 2);
-
-        // Saved offsets are where a new subscription resumes.
-        assert!(!store
-            .stream(stream.name())
-            .unwrap()
-            .reader(0)
-            .commit()
-            .await
-            .unwrap());
-        assert_eq!(stream.get_offset("billing").await.unwrap(), 0);
-        assert!(consumer.commit().await.unwrap());
-        stream.publish(&json!({"n": 3}), None).await.unwrap();
-        let mut again = stream.subscribe("billing").await.unwrap();
-        let next = again.next_batch(10, ms(2000)).await.unwrap();
-        assert_eq!(
-            next.iter().map(|e| e.offset).collect::<Vec<_>>(),
-            [3],
-            "[{target}]"
-        );
-        let info = stream.info().await.unwrap();
-        assert_eq!((info.first_offset, info.last_offset), (1, 3), "[{target}]");
-        assert_eq!(stream.read(1, 10).await.unwrap().len(), 2, "[{target}]");
+        a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on(
+            target, store,
+        )
+        .await;
     }
+    let (store, _dir) = sqlite_store().await;
+    a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on(
+        "sqlite", store,
+    )
+    .await;
+}
+
+async fn a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on<
+    DB: AsyncEngine,
+>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let stream = store.stream(&fresh("async-stream")).unwrap();
+    let mut consumer = stream.subscribe("billing").await.unwrap();
+    assert!(consumer.next_batch(10, ms(50)).await.unwrap().is_empty());
+
+    // A rolled-back publish leaves nothing behind, not even a gap.
+    let mut tx = store.begin().await.unwrap();
+    AsyncConn::<DB>(&mut tx)
+        .publish_tx(stream.name(), &json!({"n": 0}))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    // A consumer waiting while events are committed gets them.
+    let waiting = tokio::spawn(async move {
+        let events = consumer
+            .next_batch(10, Duration::from_secs(20))
+            .await
+            .unwrap();
+        (consumer, events)
+    });
+    tokio::time::sleep(ms(200)).await;
+    let mut tx = store.begin().await.unwrap();
+    let id1 = AsyncConn::<DB>(&mut tx)
+        .publish_tx(stream.name(), &json!({"n": 1}))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let id2 = stream.publish(&json!({"n": 2}), Some("k")).await.unwrap();
+    let (mut consumer, mut events) = waiting.await.unwrap();
+    if events.len() == 1 {
+        events.extend(consumer.next_batch(10, ms(2000)).await.unwrap());
+    }
+    let got: Vec<_> = events
+        .iter()
+        .map(|e| (e.offset, e.id, e.payload["n"].as_i64()))
+        .collect();
+    assert_eq!(got, [(1, id1, Some(1)), (2, id2, Some(2))], "[{target}]");
+    assert_eq!(events[1].key.as_deref(), Some("k"), "[{target}]");
+    assert_eq!(consumer.position(), 2);
+
+    // Saved offsets are where a new subscription resumes.
+    assert!(!store
+        .stream(stream.name())
+        .unwrap()
+        .reader(0)
+        .commit()
+        .await
+        .unwrap());
+    assert_eq!(stream.get_offset("billing").await.unwrap(), 0);
+    assert!(consumer.commit().await.unwrap());
+    stream.publish(&json!({"n": 3}), None).await.unwrap();
+    let mut again = stream.subscribe("billing").await.unwrap();
+    let next = again.next_batch(10, ms(2000)).await.unwrap();
+    assert_eq!(
+        next.iter().map(|e| e.offset).collect::<Vec<_>>(),
+        [3],
+        "[{target}]"
+    );
+    let info = stream.info().await.unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (1, 3), "[{target}]");
+    assert_eq!(stream.read(1, 10).await.unwrap().len(), 2, "[{target}]");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback() {
     for (target, store) in stores().await {
-        let channel = fresh("async-channel");
-        let mut sub = store.listen(&channel).await.unwrap();
-        let mut tx = store.begin().await.unwrap();
-        tx.notify_tx(&channel, &json!({"n": "rolled back"}))
-            .await
-            .unwrap();
-        tx.rollback().await.unwrap();
-        let mut tx = store.begin().await.unwrap();
-        tx.notify_tx(&channel, &json!({"n": 1})).await.unwrap();
-        assert!(
-            sub.recv_timeout(ms(300)).await.unwrap().is_none(),
-            "[{target}] delivered before commit"
-        );
-        tx.commit().await.unwrap();
-        store.notify(&channel, &json!({"n": 2})).await.unwrap();
-        for n in [1, 2] {
-            let got = sub.recv_timeout(Duration::from_secs(10)).await.unwrap();
-            let got = got.unwrap_or_else(|| panic!("[{target}] notification {n} not delivered"));
-            assert_eq!(
-                (got.channel.as_str(), &got.payload),
-                (channel.as_str(), &json!({ "n": n }))
-            );
-        }
-        assert!(
-            sub.recv_timeout(ms(300)).await.unwrap().is_none(),
-            "[{target}]"
-        );
-        let err = store.listen("").await.err().unwrap();
-        assert_eq!(err.code(), Some("ALK01"), "[{target}]");
+        notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on(
+            target, store,
+        )
+        .await;
     }
+    let (store, _dir) = sqlite_store().await;
+    notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on(
+        "sqlite", store,
+    )
+    .await;
+}
+
+async fn notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on<
+    DB: AsyncEngine,
+>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let channel = fresh("async-channel");
+    let mut sub = store.listen(&channel).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    AsyncConn::<DB>(&mut tx)
+        .notify_tx(&channel, &json!({"n": "rolled back"}))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    AsyncConn::<DB>(&mut tx)
+        .notify_tx(&channel, &json!({"n": 1}))
+        .await
+        .unwrap();
+    assert!(
+        sub.recv_timeout(ms(300)).await.unwrap().is_none(),
+        "[{target}] delivered before commit"
+    );
+    tx.commit().await.unwrap();
+    store.notify(&channel, &json!({"n": 2})).await.unwrap();
+    for n in [1, 2] {
+        let got = sub.recv_timeout(Duration::from_secs(10)).await.unwrap();
+        let got = got.unwrap_or_else(|| panic!("[{target}] notification {n} not delivered"));
+        assert_eq!(
+            (got.channel.as_str(), &got.payload),
+            (channel.as_str(), &json!({ "n": n }))
+        );
+    }
+    assert!(
+        sub.recv_timeout(ms(300)).await.unwrap().is_none(),
+        "[{target}]"
+    );
+    let err = store.listen("").await.err().unwrap();
+    assert_eq!(err.code(), Some("ALK01"), "[{target}]");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_excludes_other_owners_and_its_tokens_grow() {
     for (target, store) in stores().await {
-        let name = fresh("async-lease");
-        let ttl = Duration::from_secs(30);
-        let a = store.lock(&name, "a", ttl).await.unwrap().expect("free");
-        assert!(
-            store.lock(&name, "b", ttl).await.unwrap().is_none(),
-            "[{target}]"
-        );
-        assert!(a.renew(ttl).await.unwrap());
-        let first = a.token();
-        assert!(a.release().await.unwrap());
-        let b = store
-            .lock(&name, "b", ttl)
-            .await
-            .unwrap()
-            .expect("released");
-        assert!(b.token() > first, "[{target}] fencing tokens grow");
-        // Dropped: released in the background.
-        drop(b);
-        let until = std::time::Instant::now() + Duration::from_secs(30);
-        let c = loop {
-            if let Some(c) = store.lock(&name, "c", ttl).await.unwrap() {
-                break c;
-            }
-            assert!(
-                std::time::Instant::now() < until,
-                "[{target}] the dropped lease was not released"
-            );
-            tokio::time::sleep(ms(20)).await;
-        };
-        assert!(c.release().await.unwrap());
+        a_lease_excludes_other_owners_and_its_tokens_grow_on(target, store).await;
     }
+    let (store, _dir) = sqlite_store().await;
+    a_lease_excludes_other_owners_and_its_tokens_grow_on("sqlite", store).await;
+}
+
+async fn a_lease_excludes_other_owners_and_its_tokens_grow_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let name = fresh("async-lease");
+    let ttl = Duration::from_secs(30);
+    let a = store.lock(&name, "a", ttl).await.unwrap().expect("free");
+    assert!(
+        store.lock(&name, "b", ttl).await.unwrap().is_none(),
+        "[{target}]"
+    );
+    assert!(a.renew(ttl).await.unwrap());
+    let first = a.token();
+    assert!(a.release().await.unwrap());
+    let b = store
+        .lock(&name, "b", ttl)
+        .await
+        .unwrap()
+        .expect("released");
+    assert!(b.token() > first, "[{target}] fencing tokens grow");
+    // Dropped: released in the background.
+    drop(b);
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let c = loop {
+        if let Some(c) = store.lock(&name, "c", ttl).await.unwrap() {
+            break c;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "[{target}] the dropped lease was not released"
+        );
+        tokio::time::sleep(ms(20)).await;
+    };
+    assert!(c.release().await.unwrap());
 }

@@ -8,8 +8,10 @@
 mod async_common;
 mod common;
 
-use alkstore::{AsyncTxHandle, AsyncWorker, EnqueueOpts, QueueOpts};
-use async_common::{eventually, queue, stats, stores};
+use alkstore::{
+    AsyncConn, AsyncEngine, AsyncStore, AsyncTxHandle, AsyncWorker, EnqueueOpts, QueueOpts,
+};
+use async_common::{eventually, queue, sqlite_store, stats, stores};
 use common::{fresh, ms};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,149 +22,172 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics() {
     for (target, store) in stores().await {
-        let name = queue(&store, "async-work", QueueOpts::new()).await;
-        let q = store.queue(&name).unwrap();
-        for n in 0..12 {
-            let kind = match n {
-                3 => "fail_once",
-                7 => "panic_once",
-                _ => "ok",
-            };
-            q.enqueue(&EnqueueOpts::new(), &json!({ "n": n, "kind": kind }))
-                .await
-                .unwrap();
-        }
-        let running = Arc::new(AtomicUsize::new(0));
-        let most = Arc::new(AtomicUsize::new(0));
-        // n -> the attempt that succeeded
-        let done: Arc<Mutex<BTreeMap<i64, i64>>> = Arc::default();
-        let (all_done, shutdown) = tokio::sync::oneshot::channel::<()>();
-        let all_done = Arc::new(Mutex::new(Some(all_done)));
-        let handler = {
-            let (running, most, done) = (running.clone(), most.clone(), done.clone());
-            move |job: alkstore::Job| {
-                let (running, most, done, all_done) = (
-                    running.clone(),
-                    most.clone(),
-                    done.clone(),
-                    all_done.clone(),
-                );
-                async move {
-                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(ms(60)).await;
-                    running.fetch_sub(1, Ordering::SeqCst);
-                    let n = job.payload["n"].as_i64().unwrap();
-                    match (job.payload["kind"].as_str().unwrap(), job.attempts) {
-                        ("fail_once", 1) => return Err(format!("job {n} failed")),
-                        ("panic_once", 1) => panic!("job {n} panicked"),
-                        _ => {}
-                    }
-                    let mut done = done.lock().unwrap();
-                    assert!(done.insert(n, job.attempts).is_none(), "job {n} ran twice");
-                    if done.len() == 12 {
-                        if let Some(tx) = all_done.lock().unwrap().take() {
-                            let _ = tx.send(());
-                        }
-                    }
-                    Ok(())
-                }
-            }
-        };
-        let worker = AsyncWorker::new(q.clone(), "async-worker").concurrency(4);
-        let handled = worker.run(shutdown, handler);
-        let handled = tokio::time::timeout(Duration::from_secs(60), handled)
-            .await
-            .unwrap_or_else(|_| panic!("[{target}] not every job finished"))
-            .unwrap();
-        assert_eq!(handled, 14, "[{target}] 12 jobs, 2 of them twice");
-        let done = done.lock().unwrap().clone();
-        assert_eq!(done.len(), 12, "[{target}]");
-        assert_eq!(
-            done[&3], 2,
-            "[{target}] the failed job succeeded on its retry"
-        );
-        assert_eq!(
-            done[&7], 2,
-            "[{target}] the panicked job succeeded on its retry"
-        );
-        assert!(
-            most.load(Ordering::SeqCst) > 1,
-            "[{target}] handlers overlapped"
-        );
-        let s = stats(&store, &name).await;
-        assert_eq!(
-            (
-                s["pending"].as_i64(),
-                s["running"].as_i64(),
-                s["dead"].as_i64()
-            ),
-            (Some(0), Some(0), Some(0)),
-            "[{target}] {s}"
-        );
+        an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on(target, store)
+            .await;
     }
+    let (store, _dir) = sqlite_store().await;
+    an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on("sqlite", store)
+        .await;
+}
+
+async fn an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on<
+    DB: AsyncEngine,
+>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let name = queue(&store, "async-work", QueueOpts::new()).await;
+    let q = store.queue(&name).unwrap();
+    for n in 0..12 {
+        let kind = match n {
+            3 => "fail_once",
+            7 => "panic_once",
+            _ => "ok",
+        };
+        q.enqueue(&EnqueueOpts::new(), &json!({ "n": n, "kind": kind }))
+            .await
+            .unwrap();
+    }
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    // n -> the attempt that succeeded
+    let done: Arc<Mutex<BTreeMap<i64, i64>>> = Arc::default();
+    let (all_done, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let all_done = Arc::new(Mutex::new(Some(all_done)));
+    let handler = {
+        let (running, most, done) = (running.clone(), most.clone(), done.clone());
+        move |job: alkstore::Job| {
+            let (running, most, done, all_done) = (
+                running.clone(),
+                most.clone(),
+                done.clone(),
+                all_done.clone(),
+            );
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(ms(60)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                let n = job.payload["n"].as_i64().unwrap();
+                match (job.payload["kind"].as_str().unwrap(), job.attempts) {
+                    ("fail_once", 1) => return Err(format!("job {n} failed")),
+                    ("panic_once", 1) => panic!("job {n} panicked"),
+                    _ => {}
+                }
+                let mut done = done.lock().unwrap();
+                assert!(done.insert(n, job.attempts).is_none(), "job {n} ran twice");
+                if done.len() == 12 {
+                    if let Some(tx) = all_done.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(())
+            }
+        }
+    };
+    let worker = AsyncWorker::new(q.clone(), "async-worker").concurrency(4);
+    let handled = worker.run(shutdown, handler);
+    let handled = tokio::time::timeout(Duration::from_secs(60), handled)
+        .await
+        .unwrap_or_else(|_| panic!("[{target}] not every job finished"))
+        .unwrap();
+    assert_eq!(handled, 14, "[{target}] 12 jobs, 2 of them twice");
+    let done = done.lock().unwrap().clone();
+    assert_eq!(done.len(), 12, "[{target}]");
+    assert_eq!(
+        done[&3], 2,
+        "[{target}] the failed job succeeded on its retry"
+    );
+    assert_eq!(
+        done[&7], 2,
+        "[{target}] the panicked job succeeded on its retry"
+    );
+    assert!(
+        most.load(Ordering::SeqCst) > 1,
+        "[{target}] handlers overlapped"
+    );
+    let s = stats(&store, &name).await;
+    assert_eq!(
+        (
+            s["pending"].as_i64(),
+            s["running"].as_i64(),
+            s["dead"].as_i64()
+        ),
+        (Some(0), Some(0), Some(0)),
+        "[{target}] {s}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message() {
     for (target, store) in stores().await {
-        let name = queue(&store, "async-wake", QueueOpts::new()).await;
-        let outbox = fresh("async-wake-outbox");
-        let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        // Polling only every minute: whatever runs within the test's time
-        // was woken by its commit.
-        let workers = [
-            AsyncWorker::new(store.queue(&name).unwrap(), "queue-waker"),
-            AsyncWorker::outbox(store.outbox(&outbox).unwrap(), "outbox-waker"),
-        ]
-        .map(|w| {
-            let seen = seen.clone();
-            let w = w
-                .poll_every(Duration::from_secs(60))
-                .prune_every(None)
-                .tick_every(None);
-            let shutdown = wait(stopped.clone());
-            tokio::spawn(async move {
-                w.run(shutdown, move |job| {
-                    let seen = seen.clone();
-                    async move {
-                        seen.lock().unwrap().push(job.payload);
-                        Ok::<(), String>(())
-                    }
-                })
-                .await
+        idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on(target, store).await;
+    }
+    let (store, _dir) = sqlite_store().await;
+    idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on("sqlite", store).await;
+}
+
+async fn idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let name = queue(&store, "async-wake", QueueOpts::new()).await;
+    let outbox = fresh("async-wake-outbox");
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    // Polling only every minute: whatever runs within the test's time
+    // was woken by its commit.
+    let workers = [
+        AsyncWorker::new(store.queue(&name).unwrap(), "queue-waker"),
+        AsyncWorker::outbox(store.outbox(&outbox).unwrap(), "outbox-waker"),
+    ]
+    .map(|w| {
+        let seen = seen.clone();
+        let w = w
+            .poll_every(Duration::from_secs(60))
+            .prune_every(None)
+            .tick_every(None);
+        let shutdown = wait(stopped.clone());
+        tokio::spawn(async move {
+            w.run(shutdown, move |job| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(job.payload);
+                    Ok::<(), String>(())
+                }
             })
-        });
-        // Both are idle and registered by now.
-        tokio::time::sleep(ms(500)).await;
-        let mut tx = store.begin().await.unwrap();
-        tx.enqueue_tx(&name, &EnqueueOpts::new(), &json!({"job": 1}))
             .await
-            .unwrap();
-        tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::new(), &json!({"message": 1}))
-            .await
-            .unwrap();
-        // Not before the commit.
-        tokio::time::sleep(ms(300)).await;
-        assert!(
-            seen.lock().unwrap().is_empty(),
-            "[{target}] ran before commit"
-        );
-        tx.commit().await.unwrap();
-        let started = Instant::now();
-        eventually("both handled", || seen.lock().unwrap().len() == 2).await;
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "[{target}] woken, not polled"
-        );
-        stop.send(true).unwrap();
-        for w in workers {
-            assert_eq!(w.await.unwrap().unwrap(), 1, "[{target}]");
-        }
+        })
+    });
+    // Both are idle and registered by now.
+    tokio::time::sleep(ms(500)).await;
+    let mut tx = store.begin().await.unwrap();
+    let mut conn = AsyncConn::<DB>(&mut tx);
+    conn.enqueue_tx(&name, &EnqueueOpts::new(), &json!({"job": 1}))
+        .await
+        .unwrap();
+    conn.outbox_enqueue_tx(&outbox, &EnqueueOpts::new(), &json!({"message": 1}))
+        .await
+        .unwrap();
+    // Not before the commit.
+    tokio::time::sleep(ms(300)).await;
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "[{target}] ran before commit"
+    );
+    tx.commit().await.unwrap();
+    let started = Instant::now();
+    eventually("both handled", || seen.lock().unwrap().len() == 2).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "[{target}] woken, not polled"
+    );
+    stop.send(true).unwrap();
+    for w in workers {
+        assert_eq!(w.await.unwrap().unwrap(), 1, "[{target}]");
     }
 }
 
@@ -288,73 +313,82 @@ async fn transactional_completion_commits_the_handlers_writes_with_the_ack_or_ne
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest() {
     for (target, store) in stores().await {
-        // Claims hold for 5 minutes: the stuck job is claimable right after
-        // the shutdown only because the worker gave it back.
-        let opts = QueueOpts::new()
-            .visibility_timeout(Duration::from_secs(300))
-            .retain_completed(Duration::from_secs(3600));
-        let name = queue(&store, "async-stop", opts).await;
-        let q = store.queue(&name).unwrap();
-        let finishing = q
-            .enqueue(&EnqueueOpts::new(), &json!({"kind": "finishing"}))
-            .await
-            .unwrap();
-        let stuck = q
-            .enqueue(&EnqueueOpts::new(), &json!({"kind": "stuck"}))
-            .await
-            .unwrap();
-        let started = Arc::new(AtomicUsize::new(0));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let worker = {
-            let started = started.clone();
-            let w = AsyncWorker::new(q.clone(), "stopper")
-                .concurrency(2)
-                .shutdown_timeout(ms(1500));
-            tokio::spawn(async move {
-                w.run(
-                    async move {
-                        let _ = stopped.await;
-                    },
-                    move |job| {
-                        let started = started.clone();
-                        async move {
-                            started.fetch_add(1, Ordering::SeqCst);
-                            match job.payload["kind"].as_str() {
-                                // Finishes within the deadline.
-                                Some("finishing") => tokio::time::sleep(ms(500)).await,
-                                // Never finishes by itself.
-                                _ => std::future::pending::<()>().await,
-                            }
-                            Ok::<(), String>(())
-                        }
-                    },
-                )
-                .await
-            })
-        };
-        eventually("both handlers started", || {
-            started.load(Ordering::SeqCst) == 2
-        })
-        .await;
-        stop.send(()).unwrap();
-        let handled = worker.await.unwrap().unwrap();
-        assert_eq!(handled, 2, "[{target}]");
-        let job = store
-            .call("alk_get_job", &[finishing.into()])
-            .await
-            .unwrap();
-        assert_eq!(
-            job["state"], "completed",
-            "[{target}] finished within the deadline: {job}"
-        );
-        let again = q.claim("after-shutdown", 1).await.unwrap();
-        assert_eq!(
-            again.iter().map(|j| (j.id, j.attempts)).collect::<Vec<_>>(),
-            [(stuck, 2)],
-            "[{target}] the cancelled job was given back at once"
-        );
-        q.ack(stuck, "after-shutdown").await.unwrap();
+        shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on(target, store).await;
     }
+    let (store, _dir) = sqlite_store().await;
+    shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on("sqlite", store).await;
+}
+
+async fn shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    // Claims hold for 5 minutes: the stuck job is claimable right after
+    // the shutdown only because the worker gave it back.
+    let opts = QueueOpts::new()
+        .visibility_timeout(Duration::from_secs(300))
+        .retain_completed(Duration::from_secs(3600));
+    let name = queue(&store, "async-stop", opts).await;
+    let q = store.queue(&name).unwrap();
+    let finishing = q
+        .enqueue(&EnqueueOpts::new(), &json!({"kind": "finishing"}))
+        .await
+        .unwrap();
+    let stuck = q
+        .enqueue(&EnqueueOpts::new(), &json!({"kind": "stuck"}))
+        .await
+        .unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let started = started.clone();
+        let w = AsyncWorker::new(q.clone(), "stopper")
+            .concurrency(2)
+            .shutdown_timeout(ms(1500));
+        tokio::spawn(async move {
+            w.run(
+                async move {
+                    let _ = stopped.await;
+                },
+                move |job| {
+                    let started = started.clone();
+                    async move {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        match job.payload["kind"].as_str() {
+                            // Finishes within the deadline.
+                            Some("finishing") => tokio::time::sleep(ms(500)).await,
+                            // Never finishes by itself.
+                            _ => std::future::pending::<()>().await,
+                        }
+                        Ok::<(), String>(())
+                    }
+                },
+            )
+            .await
+        })
+    };
+    eventually("both handlers started", || {
+        started.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    stop.send(()).unwrap();
+    let handled = worker.await.unwrap().unwrap();
+    assert_eq!(handled, 2, "[{target}]");
+    let job = store
+        .call("alk_get_job", &[finishing.into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        job["state"], "completed",
+        "[{target}] finished within the deadline: {job}"
+    );
+    let again = q.claim("after-shutdown", 1).await.unwrap();
+    assert_eq!(
+        again.iter().map(|j| (j.id, j.attempts)).collect::<Vec<_>>(),
+        [(stuck, 2)],
+        "[{target}] the cancelled job was given back at once"
+    );
+    q.ack(stuck, "after-shutdown").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,5 +421,105 @@ async fn quotes_and_backslashes_round_trip_whatever_standard_conforming_strings_
             (id, &name, &payload)
         );
         assert!(conn.ack_tx(id, "it's \\ me").await.unwrap());
+    }
+}
+
+/// The same transactional completion on SQLite (its own SQL; a failed
+/// statement does not abort a SQLite transaction, so that case is
+/// PostgreSQL's alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transactional_completion_on_sqlite_commits_the_writes_with_the_ack_or_neither() {
+    let (store, _dir) = sqlite_store().await;
+    let opts = QueueOpts::new().retain_completed(Duration::from_secs(3600));
+    let name = queue(&store, "async-tx", opts).await;
+    sqlx::query("CREATE TABLE rows (job TEXT, attempt INTEGER)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let q = store.queue(&name).unwrap();
+    let mut ids = BTreeMap::new();
+    for kind in ["ok", "err_once", "cancelled"] {
+        let id = q
+            .enqueue(&EnqueueOpts::new(), &json!({ "kind": kind }))
+            .await
+            .unwrap();
+        ids.insert(kind, id);
+    }
+    let finished: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let (all_done, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let all_done = Arc::new(Mutex::new(Some(all_done)));
+    let handler = {
+        let (store, finished) = (store.clone(), finished.clone());
+        move |job: alkstore::Job, mut tx: alkstore::AsyncTransaction<sqlx::Sqlite>| {
+            let (store, finished, all_done) = (store.clone(), finished.clone(), all_done.clone());
+            async move {
+                let kind = job.payload["kind"].as_str().unwrap().to_string();
+                if kind == "cancelled" {
+                    // Cancelled from another connection while the handler
+                    // runs (before its first write: SQLite has one writer,
+                    // and the handler's transaction holds it from then on).
+                    let r = store.call("alk_cancel", &[job.id.into()]).await.unwrap();
+                    assert_eq!(r, json!(true));
+                }
+                sqlx::query("INSERT INTO rows VALUES (?, ?)")
+                    .bind(&kind)
+                    .bind(job.attempts)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let outcome = match (kind.as_str(), job.attempts) {
+                    ("err_once", 1) => Err("refused once".to_string()),
+                    _ => Ok(tx),
+                };
+                if matches!(
+                    (kind.as_str(), job.attempts),
+                    ("ok" | "cancelled", 1) | ("err_once", 2)
+                ) {
+                    let mut f = finished.lock().unwrap();
+                    f.insert(kind);
+                    if f.len() == 3 {
+                        if let Some(s) = all_done.lock().unwrap().take() {
+                            let _ = s.send(());
+                        }
+                    }
+                }
+                outcome
+            }
+        }
+    };
+    let worker = AsyncWorker::new(q.clone(), "tx-worker").concurrency(2);
+    let handled = worker.run_in_tx(
+        async move {
+            let _ = shutdown.await;
+        },
+        handler,
+    );
+    let handled = tokio::time::timeout(Duration::from_secs(60), handled)
+        .await
+        .expect("not every job finished")
+        .unwrap();
+    assert_eq!(handled, 4, "3 jobs, 1 of them twice");
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT job, attempt FROM rows ORDER BY job, attempt")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    let rows: Vec<(&str, i64)> = rows.iter().map(|(j, a)| (j.as_str(), *a)).collect();
+    assert_eq!(
+        rows,
+        [("err_once", 2), ("ok", 1)],
+        "only the acked attempts' writes"
+    );
+    for (kind, state) in [
+        ("ok", Some("completed")),
+        ("err_once", Some("completed")),
+        ("cancelled", None),
+    ] {
+        let job = store.get_job(ids[kind]).await.unwrap();
+        assert_eq!(
+            job.as_ref().and_then(|j| j["state"].as_str()),
+            state,
+            "{kind}: {job:?}"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Async notifications (contract §8) and leases (contract §9).
 
-use super::AsyncStore;
+use super::{AsyncEngine, AsyncStore, DefaultEngine};
 use crate::error::{Error, Result};
 use crate::sql::{boolean, Arg};
 use crate::types::Notification;
@@ -12,11 +12,18 @@ use tokio::sync::mpsc;
 /// Notifications on one channel, from the moment of
 /// [`AsyncStore::listen`] on.
 pub struct AsyncSubscription {
-    pub(crate) channel: String,
-    pub(crate) rx: mpsc::UnboundedReceiver<Value>,
+    channel: String,
+    rx: mpsc::UnboundedReceiver<Value>,
 }
 
 impl AsyncSubscription {
+    pub(crate) fn new(channel: &str, rx: mpsc::UnboundedReceiver<Value>) -> AsyncSubscription {
+        AsyncSubscription {
+            channel: channel.into(),
+            rx,
+        }
+    }
+
     /// The next notification, waiting as long as it takes.
     pub async fn recv(&mut self) -> Result<Notification> {
         let payload = self
@@ -41,21 +48,21 @@ impl AsyncSubscription {
 
 /// A held lease on an [`AsyncStore`]; released when dropped (in a task on
 /// the current tokio runtime) unless [`release`](Self::release)d.
-pub struct AsyncLockGuard {
-    store: AsyncStore,
+pub struct AsyncLockGuard<DB: AsyncEngine = DefaultEngine> {
+    store: AsyncStore<DB>,
     name: String,
     owner: String,
     token: i64,
     released: bool,
 }
 
-impl AsyncLockGuard {
+impl<DB: AsyncEngine> AsyncLockGuard<DB> {
     pub(crate) async fn acquire(
-        store: &AsyncStore,
+        store: &AsyncStore<DB>,
         name: &str,
         owner: &str,
         ttl: Duration,
-    ) -> Result<Option<AsyncLockGuard>> {
+    ) -> Result<Option<AsyncLockGuard<DB>>> {
         names::validate(NameKind::Lock, name)?;
         let args = [name.into(), owner.into(), Arg::Num(ttl.as_secs_f64())];
         let v = store.call("alk_lock_acquire", &args).await?;
@@ -91,7 +98,7 @@ impl AsyncLockGuard {
     }
 }
 
-impl Drop for AsyncLockGuard {
+impl<DB: AsyncEngine> Drop for AsyncLockGuard<DB> {
     fn drop(&mut self) {
         if self.released {
             return;
@@ -105,4 +112,57 @@ impl Drop for AsyncLockGuard {
             });
         }
     }
+}
+
+/// A SQLite subscription: a task reads `alk_notifications` after the last
+/// id it saw whenever a commit changes the database, and forwards them.
+#[cfg(feature = "sqlx-sqlite")]
+pub(crate) async fn sqlite_subscription(
+    store: &AsyncStore<sqlx::Sqlite>,
+    channel: &str,
+) -> Result<AsyncSubscription> {
+    const PAGE: i64 = 1000;
+    let page = |store: AsyncStore<sqlx::Sqlite>, channel: String, after: i64| async move {
+        let v = store
+            .call(
+                "alk_notifications",
+                &[channel.as_str().into(), after.into(), PAGE.into()],
+            )
+            .await?;
+        Ok::<_, Error>(v.as_array().cloned().unwrap_or_default())
+    };
+    // Listening starts now: skip what was sent before.
+    let mut last = 0;
+    loop {
+        let rows = page(store.clone(), channel.to_string(), last).await?;
+        last = rows.last().and_then(|n| n["id"].as_i64()).unwrap_or(last);
+        if (rows.len() as i64) < PAGE {
+            break;
+        }
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut changed = store.wakeups().subscribe(&format!("n:{channel}"));
+    let (store, channel_name) = (store.clone(), channel.to_string());
+    tokio::spawn(async move {
+        loop {
+            let Ok(rows) = page(store.clone(), channel_name.clone(), last).await else {
+                tokio::time::sleep(super::FALLBACK_POLL).await;
+                continue;
+            };
+            for n in &rows {
+                last = n["id"].as_i64().unwrap_or(last);
+                if tx.send(n["payload"].clone()).is_err() {
+                    return; // the subscription was dropped
+                }
+            }
+            if rows.is_empty() {
+                tokio::select! {
+                    _ = changed.changed() => {}
+                    _ = tokio::time::sleep(super::FALLBACK_POLL) => {}
+                    _ = tx.closed() => return,
+                }
+            }
+        }
+    });
+    Ok(AsyncSubscription::new(channel, rx))
 }

@@ -2,7 +2,7 @@
 //! wake-up), ack, retry, fail, heartbeat.
 
 use super::wakeups::Watched;
-use super::{AsyncStore, FALLBACK_POLL};
+use super::{AsyncConn, AsyncEngine, AsyncStore, DefaultEngine, FALLBACK_POLL};
 use crate::async_tx::{claim_with, AsyncTxHandle};
 use crate::error::Result;
 use crate::opts::EnqueueOpts;
@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 /// A queue on an [`AsyncStore`]. Each call runs in its own transaction; to
 /// write with your own rows use [`AsyncTxHandle`] on a transaction.
-#[derive(Clone)]
-pub struct AsyncQueue {
-    store: AsyncStore,
+pub struct AsyncQueue<DB: AsyncEngine = DefaultEngine> {
+    store: AsyncStore<DB>,
     name: String,
     /// How claims reach it: `alk_claim` with the queue's name, or
     /// `alk_outbox_claim` with the outbox's.
@@ -25,8 +24,20 @@ pub struct AsyncQueue {
     watched: Watched,
 }
 
-impl AsyncQueue {
-    pub(crate) fn new(store: AsyncStore, name: &str) -> Result<AsyncQueue> {
+impl<DB: AsyncEngine> Clone for AsyncQueue<DB> {
+    fn clone(&self) -> Self {
+        AsyncQueue {
+            store: self.store.clone(),
+            name: self.name.clone(),
+            claim_fn: self.claim_fn,
+            claim_name: self.claim_name.clone(),
+            watched: self.watched.clone(),
+        }
+    }
+}
+
+impl<DB: AsyncEngine> AsyncQueue<DB> {
+    pub(crate) fn new(store: AsyncStore<DB>, name: &str) -> Result<AsyncQueue<DB>> {
         names::validate(NameKind::Queue, name)?;
         Ok(AsyncQueue {
             store,
@@ -43,7 +54,7 @@ impl AsyncQueue {
     }
 
     /// The store it belongs to.
-    pub fn store(&self) -> &AsyncStore {
+    pub fn store(&self) -> &AsyncStore<DB> {
         &self.store
     }
 
@@ -54,14 +65,16 @@ impl AsyncQueue {
         job: &T,
     ) -> Result<i64> {
         let mut conn = self.store.pool().acquire().await?;
-        conn.enqueue_tx(&self.name, opts, job).await
+        AsyncConn::<DB>(&mut *conn)
+            .enqueue_tx(&self.name, opts, job)
+            .await
     }
 
     /// Claims up to `max_jobs` jobs now (possibly none).
     pub async fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
         let mut conn = self.store.pool().acquire().await?;
         claim_with(
-            &mut *conn,
+            &mut AsyncConn::<DB>(&mut *conn),
             self.claim_fn,
             &self.claim_name,
             worker,
@@ -100,7 +113,7 @@ impl AsyncQueue {
     /// Acks a job this worker holds; true if it did.
     pub async fn ack(&self, job_id: i64, worker: &str) -> Result<bool> {
         let mut conn = self.store.pool().acquire().await?;
-        conn.ack_tx(job_id, worker).await
+        AsyncConn::<DB>(&mut *conn).ack_tx(job_id, worker).await
     }
 
     /// Acks with a result, kept with the completed job while the queue
@@ -126,13 +139,17 @@ impl AsyncQueue {
         delay: Option<Duration>,
     ) -> Result<Retried> {
         let mut conn = self.store.pool().acquire().await?;
-        conn.retry_tx(job_id, worker, error, delay).await
+        AsyncConn::<DB>(&mut *conn)
+            .retry_tx(job_id, worker, error, delay)
+            .await
     }
 
     /// Dead-letters a job this worker holds.
     pub async fn fail(&self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
         let mut conn = self.store.pool().acquire().await?;
-        conn.fail_tx(job_id, worker, error).await
+        AsyncConn::<DB>(&mut *conn)
+            .fail_tx(job_id, worker, error)
+            .await
     }
 
     /// Extends the claim by `extend` (`None`: the stamped visibility
@@ -151,14 +168,22 @@ impl AsyncQueue {
 
 /// An outbox on an [`AsyncStore`] (ADR-014: enqueued by its name; claimed
 /// from its reserved backing queue).
-#[derive(Clone)]
-pub struct AsyncOutbox {
-    jobs: AsyncQueue,
+pub struct AsyncOutbox<DB: AsyncEngine = DefaultEngine> {
+    jobs: AsyncQueue<DB>,
     name: String,
 }
 
-impl AsyncOutbox {
-    pub(crate) fn new(store: AsyncStore, name: &str) -> Result<AsyncOutbox> {
+impl<DB: AsyncEngine> Clone for AsyncOutbox<DB> {
+    fn clone(&self) -> Self {
+        AsyncOutbox {
+            jobs: self.jobs.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+impl<DB: AsyncEngine> AsyncOutbox<DB> {
+    pub(crate) fn new(store: AsyncStore<DB>, name: &str) -> Result<AsyncOutbox<DB>> {
         names::validate(NameKind::Outbox, name)?;
         Ok(AsyncOutbox {
             jobs: AsyncQueue {
@@ -178,7 +203,7 @@ impl AsyncOutbox {
     }
 
     /// Its backing queue, for acks, retries and heartbeats of its messages.
-    pub fn jobs(&self) -> &AsyncQueue {
+    pub fn jobs(&self) -> &AsyncQueue<DB> {
         &self.jobs
     }
 
@@ -190,7 +215,9 @@ impl AsyncOutbox {
         message: &T,
     ) -> Result<i64> {
         let mut conn = self.jobs.store.pool().acquire().await?;
-        conn.outbox_enqueue_tx(&self.name, opts, message).await
+        AsyncConn::<DB>(&mut *conn)
+            .outbox_enqueue_tx(&self.name, opts, message)
+            .await
     }
 
     /// Claims up to `max_jobs` messages now.

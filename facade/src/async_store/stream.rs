@@ -1,7 +1,7 @@
 //! Async stream handle and consumer (contract §7, v1.1 §E).
 
 use super::wakeups::Watched;
-use super::{AsyncStore, FALLBACK_POLL};
+use super::{AsyncEngine, AsyncStore, DefaultEngine, FALLBACK_POLL};
 use crate::error::Result;
 use crate::opts::StreamOpts;
 use crate::sql::{boolean, int, payload, Arg};
@@ -13,14 +13,22 @@ use std::time::{Duration, Instant};
 
 /// A stream on an [`AsyncStore`]. To publish with your own rows use
 /// [`AsyncTxHandle::publish_tx`](crate::AsyncTxHandle::publish_tx).
-#[derive(Clone)]
-pub struct AsyncStream {
-    store: AsyncStore,
+pub struct AsyncStream<DB: AsyncEngine = DefaultEngine> {
+    store: AsyncStore<DB>,
     name: String,
 }
 
-impl AsyncStream {
-    pub(crate) fn new(store: AsyncStore, name: &str) -> Result<AsyncStream> {
+impl<DB: AsyncEngine> Clone for AsyncStream<DB> {
+    fn clone(&self) -> Self {
+        AsyncStream {
+            store: self.store.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+impl<DB: AsyncEngine> AsyncStream<DB> {
+    pub(crate) fn new(store: AsyncStore<DB>, name: &str) -> Result<AsyncStream<DB>> {
         names::validate(NameKind::Stream, name)?;
         Ok(AsyncStream {
             store,
@@ -90,7 +98,7 @@ impl AsyncStream {
     }
 
     /// A consumer that resumes from its saved offset.
-    pub async fn subscribe(&self, consumer: &str) -> Result<AsyncStreamSubscription> {
+    pub async fn subscribe(&self, consumer: &str) -> Result<AsyncStreamSubscription<DB>> {
         names::validate(NameKind::Consumer, consumer)?;
         let position = self.get_offset(consumer).await?;
         Ok(AsyncStreamSubscription {
@@ -101,7 +109,7 @@ impl AsyncStream {
     }
 
     /// A reader of the events after `after`, with no saved offset.
-    pub fn reader(&self, after: i64) -> AsyncStreamSubscription {
+    pub fn reader(&self, after: i64) -> AsyncStreamSubscription<DB> {
         AsyncStreamSubscription {
             stream: self.clone(),
             consumer: None,
@@ -112,13 +120,13 @@ impl AsyncStream {
 
 /// A stream consumer: reads from its position, waits for new events by
 /// wake-ups, and saves its offset when told (at-least-once).
-pub struct AsyncStreamSubscription {
-    stream: AsyncStream,
+pub struct AsyncStreamSubscription<DB: AsyncEngine = DefaultEngine> {
+    stream: AsyncStream<DB>,
     consumer: Option<String>,
     position: i64,
 }
 
-impl AsyncStreamSubscription {
+impl<DB: AsyncEngine> AsyncStreamSubscription<DB> {
     /// The offset of the last event handed out.
     pub fn position(&self) -> i64 {
         self.position

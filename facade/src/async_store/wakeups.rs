@@ -4,20 +4,29 @@
 //! counters that waiters watch; it also forwards the notifications of the
 //! channels subscribed to (`AsyncStore::listen`).
 
+#[cfg(feature = "sqlx-postgres")]
 use crate::async_tx::sqlx_postgres::SqlxCall;
 use crate::error::{Error, Result};
+#[cfg(feature = "sqlx-postgres")]
 use crate::sql::Arg;
 use serde_json::Value;
+#[cfg(feature = "sqlx-postgres")]
 use sqlx::postgres::PgListener;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+#[cfg(feature = "sqlx-postgres")]
+use std::sync::Weak;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// How long a registration lasts on the server (`ttl_s`).
+#[cfg(feature = "sqlx-postgres")]
 const REGISTRATION_TTL_S: f64 = 60.0;
 /// Registrations are renewed well before they run out.
 const RENEW_EVERY: Duration = Duration::from_secs(20);
+/// How often SQLite's `data_version` is looked at.
+#[cfg(feature = "sqlx-sqlite")]
+const SQLITE_WATCH_EVERY: Duration = Duration::from_millis(10);
 
 /// What a waiter waits for: the registering function, the name it takes
 /// and the key its notifications arrive under.
@@ -30,7 +39,7 @@ pub(crate) struct Watched {
 
 impl Watched {
     /// Jobs of a queue.
-    pub fn queue(name: &str) -> Watched {
+    pub(crate) fn queue(name: &str) -> Watched {
         Watched {
             function: "alk_listen_queue",
             name: name.into(),
@@ -39,7 +48,7 @@ impl Watched {
     }
 
     /// Events of a stream.
-    pub fn stream(name: &str) -> Watched {
+    pub(crate) fn stream(name: &str) -> Watched {
         Watched {
             function: "alk_listen_stream",
             name: name.into(),
@@ -48,7 +57,7 @@ impl Watched {
     }
 
     /// Messages of an outbox (notified under its backing queue's name).
-    pub fn outbox(name: &str) -> Watched {
+    pub(crate) fn outbox(name: &str) -> Watched {
         Watched {
             function: "alk_listen_outbox",
             name: name.into(),
@@ -57,6 +66,7 @@ impl Watched {
     }
 }
 
+#[cfg_attr(not(feature = "sqlx-postgres"), allow(dead_code))]
 enum Request {
     /// Register for wake-ups.
     Watch(Watched, oneshot::Sender<Result<()>>),
@@ -68,9 +78,12 @@ enum Request {
     ),
 }
 
-/// The store's side of the listener task.
-pub(crate) struct Wakeups {
-    requests: mpsc::UnboundedSender<Request>,
+/// The store's side of the listener task (PostgreSQL) or of the
+/// `data_version` watcher (SQLite).
+#[doc(hidden)]
+pub struct Wakeups {
+    /// To the PostgreSQL listener; SQLite registers nothing.
+    requests: Option<mpsc::UnboundedSender<Request>>,
     generations: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// When each registration was last confirmed, to skip asking again.
     confirmed: Mutex<HashMap<Watched, Instant>>,
@@ -79,10 +92,11 @@ pub(crate) struct Wakeups {
 impl Wakeups {
     /// Starts the listener task on `listener`. It ends when the store (every
     /// clone) is dropped.
-    pub fn start(listener: PgListener) -> Arc<Wakeups> {
+    #[cfg(feature = "sqlx-postgres")]
+    pub(crate) fn start(listener: PgListener) -> Arc<Wakeups> {
         let (requests, rx) = mpsc::unbounded_channel();
         let wakeups = Arc::new(Wakeups {
-            requests,
+            requests: Some(requests),
             generations: Mutex::default(),
             confirmed: Mutex::default(),
         });
@@ -93,8 +107,11 @@ impl Wakeups {
     /// A receiver that changes with every wake-up for `watched` from now on,
     /// once the listener is registered for it. Subscribe, then look for
     /// work, then wait: a wake-up in between is not missed.
-    pub async fn watch(&self, watched: &Watched) -> Result<watch::Receiver<u64>> {
+    pub(crate) async fn watch(&self, watched: &Watched) -> Result<watch::Receiver<u64>> {
         let rx = self.sender(&watched.key).subscribe();
+        if self.requests.is_none() {
+            return Ok(rx); // SQLite: every commit wakes every waiter
+        }
         let fresh = lock(&self.confirmed)
             .get(watched)
             .is_some_and(|at| at.elapsed() < RENEW_EVERY);
@@ -108,7 +125,8 @@ impl Wakeups {
 
     /// The payloads notified on `pg_channel` (`alk_channel`'s name for an
     /// alkstore channel) from now on.
-    pub async fn listen(&self, pg_channel: &str) -> Result<mpsc::UnboundedReceiver<Value>> {
+    #[cfg(feature = "sqlx-postgres")]
+    pub(crate) async fn listen(&self, pg_channel: &str) -> Result<mpsc::UnboundedReceiver<Value>> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.ask(|reply| Request::Listen(pg_channel.to_string(), tx, reply))
             .await?;
@@ -121,8 +139,43 @@ impl Wakeups {
     ) -> Result<()> {
         let (reply, answer) = oneshot::channel();
         let gone = || Error::engine("postgres", "", "the listener connection is gone");
-        self.requests.send(request(reply)).map_err(|_| gone())?;
+        let requests = self.requests.as_ref().ok_or_else(gone)?;
+        requests.send(request(reply)).map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
+    }
+
+    /// SQLite: a task on a connection of its own watches `PRAGMA
+    /// data_version`, which changes with every commit by any other
+    /// connection of any process, and wakes every waiter when it does.
+    #[cfg(feature = "sqlx-sqlite")]
+    pub(crate) async fn start_sqlite(pool: &sqlx::SqlitePool) -> Result<Arc<Wakeups>> {
+        let mut conn = pool.acquire().await?.detach();
+        let mut last = data_version(&mut conn).await?;
+        let wakeups = Arc::new(Wakeups {
+            requests: None,
+            generations: Mutex::default(),
+            confirmed: Mutex::default(),
+        });
+        let weak = Arc::downgrade(&wakeups);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SQLITE_WATCH_EVERY).await;
+                let Some(w) = weak.upgrade() else { return };
+                if let Ok(v) = data_version(&mut conn).await {
+                    if v != last {
+                        last = v;
+                        w.bump_all();
+                    }
+                }
+            }
+        });
+        Ok(wakeups)
+    }
+
+    /// A receiver for a key of the caller's own (SQLite notifications).
+    #[cfg(feature = "sqlx-sqlite")]
+    pub(crate) fn subscribe(&self, key: &str) -> watch::Receiver<u64> {
+        self.sender(key).subscribe()
     }
 
     fn sender(&self, key: &str) -> watch::Sender<u64> {
@@ -132,6 +185,7 @@ impl Wakeups {
             .clone()
     }
 
+    #[cfg(feature = "sqlx-postgres")]
     fn bump(&self, key: &str) {
         if let Some(s) = lock(&self.generations).get(key) {
             s.send_modify(|g| *g += 1);
@@ -146,10 +200,18 @@ impl Wakeups {
     }
 }
 
+#[cfg(feature = "sqlx-sqlite")]
+async fn data_version(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<i64> {
+    sqlx::query_scalar("PRAGMA data_version")
+        .fetch_one(conn)
+        .await
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+#[cfg(feature = "sqlx-postgres")]
 async fn register(listener: &mut PgListener, w: &Watched) -> Result<()> {
     let args = [w.name.as_str().into(), Arg::Num(REGISTRATION_TTL_S)];
     let (call, sql) = SqlxCall::new(w.function, &args);
@@ -160,6 +222,7 @@ async fn register(listener: &mut PgListener, w: &Watched) -> Result<()> {
 /// The listener task: registrations on request, renewals, notifications to
 /// generation bumps. sqlx reconnects a lost connection; the task then
 /// registers everything again and wakes every waiter.
+#[cfg(feature = "sqlx-postgres")]
 async fn listen(
     mut listener: PgListener,
     mut requests: mpsc::UnboundedReceiver<Request>,

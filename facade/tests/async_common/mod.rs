@@ -1,10 +1,11 @@
 //! What the async facade tests share: the stores to run on (PostgreSQL
-//! directly and through PgBouncer), fresh queues, polling for an outcome.
+//! directly and through PgBouncer; a SQLite file), fresh queues, polling
+//! for an outcome.
 #![allow(dead_code)]
 
 use super::common::{fresh, ms};
 use alkstore::sql::Arg;
-use alkstore::{AsyncStore, QueueOpts};
+use alkstore::{AsyncEngine, AsyncStore, QueueOpts};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,7 @@ pub async fn stores() -> Vec<(&'static str, AsyncStore)> {
 }
 
 /// A fresh queue, retrying at once (10 ms backoff).
-pub async fn queue(store: &AsyncStore, base: &str, opts: QueueOpts) -> String {
+pub async fn queue<DB: AsyncEngine>(store: &AsyncStore<DB>, base: &str, opts: QueueOpts) -> String {
     let name = fresh(base);
     let opts = opts.backoff(ms(10), ms(10)).to_json();
     store
@@ -50,7 +51,7 @@ pub async fn queue(store: &AsyncStore, base: &str, opts: QueueOpts) -> String {
     name
 }
 
-pub async fn stats(store: &AsyncStore, queue: &str) -> Value {
+pub async fn stats<DB: AsyncEngine>(store: &AsyncStore<DB>, queue: &str) -> Value {
     store
         .call("alk_queue_stats", &[queue.into()])
         .await
@@ -64,4 +65,13 @@ pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < until, "timed out waiting: {what}");
         tokio::time::sleep(ms(20)).await;
     }
+}
+
+/// A SQLite store on a fresh file (kept as long as the directory lives).
+pub async fn sqlite_store() -> (AsyncStore<sqlx::Sqlite>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = AsyncStore::open_sqlite(dir.path().join("async.db"))
+        .await
+        .unwrap();
+    (store, dir)
 }
