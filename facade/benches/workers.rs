@@ -3,13 +3,13 @@
 //! and hand-written claim/ack SQL through sqlx (prepared statements; what an
 //! async user writes without alkstore's Rust API), with 1 and 8 concurrent
 //! handlers, on
-//! PostgreSQL (`ALKSTORE_PG_URL`) and SQLite (blocking worker only: there is
-//! no async SQLite store yet).
+//! PostgreSQL (`ALKSTORE_PG_URL`) and SQLite (the two workers; the by-hand
+//! columns are PostgreSQL's).
 //!
-//! `ALKSTORE_PG_URL=postgres://… cargo bench -p alkstore --features sqlx-postgres --bench workers`
+//! `ALKSTORE_PG_URL=postgres://… cargo bench -p alkstore --features sqlx-postgres,sqlx-sqlite --bench workers`
 //! (`ALK_BENCH_JOBS`: jobs per cell, default 3000). Not run by the tests.
 
-use alkstore::{AsyncStore, AsyncWorker, EnqueueOpts, Queue, Stop, Store, Worker};
+use alkstore::{AsyncEngine, AsyncStore, AsyncWorker, EnqueueOpts, Queue, Stop, Store, Worker};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,7 +54,12 @@ fn blocking(store: &dyn Store, n: u64, c: usize) -> f64 {
 
 /// Jobs/s of the async worker.
 /// (The blocking client filled the queue before: it cannot run inside the runtime.)
-async fn async_worker(store: &AsyncStore, queue: &str, n: u64, c: usize) -> f64 {
+async fn async_worker<DB: AsyncEngine>(
+    store: &AsyncStore<DB>,
+    queue: &str,
+    n: u64,
+    c: usize,
+) -> f64 {
     let queue = store.queue(queue).unwrap();
     let done = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(tokio::sync::Notify::new());
@@ -163,12 +168,18 @@ fn main() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = alkstore::SqliteStore::open(dir.path().join("bench.db")).unwrap();
+    let path = dir.path().join("bench.db");
+    let sqlite = alkstore::SqliteStore::open(&path).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let async_sqlite = rt.block_on(AsyncStore::open_sqlite(&path)).unwrap();
     for c in [1, 8] {
+        let queue = sqlite.queue(&fresh("async")).unwrap();
+        fill(&queue, n);
+        let a = rt.block_on(async_worker(&async_sqlite, queue.name(), n, c));
         let b = blocking(&sqlite, n, c);
         println!(
-            "{:<10} {c:>3}  {:>14} {b:>14.0} {:>15} {:>14}",
-            "sqlite", "-", "-", "-"
+            "{:<10} {c:>3}  {a:>14.0} {b:>14.0} {:>15} {:>14}",
+            "sqlite", "-", "-"
         );
     }
 
@@ -177,7 +188,6 @@ fn main() {
         return;
     };
     let pg = alkstore::PgStore::connect(&url).unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
     let sqlx_url = url.replace("@/", "@localhost/");
     let store = rt.block_on(AsyncStore::connect(&sqlx_url)).unwrap();
     let pool = rt

@@ -14,7 +14,6 @@
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -178,24 +177,18 @@ pub fn targets() -> Vec<Target> {
             _dir: dir,
         },
     }];
-    for (var, label) in [
-        ("ALKSTORE_PG_URL", "extension"),
-        ("ALKSTORE_PG_PLAIN_URL", "plain SQL install"),
-        (BOUNCER_URL, BOUNCER_LABEL),
-    ] {
-        if let Ok(url) = std::env::var(var) {
-            out.push(Target {
-                kind: Kind::Postgres { url, label },
-            });
-        }
+    for install in alkstore_testkit::pg_installs() {
+        out.push(Target {
+            kind: Kind::Postgres {
+                url: install.url,
+                label: install.label,
+            },
+        });
     }
     out
 }
 
-/// The variable naming the extension's test database behind PgBouncer in
-/// transaction-pooling mode (`scripts/pgbouncer.sh`).
-pub const BOUNCER_URL: &str = "ALKSTORE_PG_BOUNCER_URL";
-const BOUNCER_LABEL: &str = "extension via PgBouncer, transaction pooling";
+pub use alkstore_testkit::BOUNCER_URL;
 
 /// The PostgreSQL targets with a direct connection (none when PostgreSQL is
 /// not configured). Not the PgBouncer one: these tests use what a session
@@ -203,7 +196,7 @@ const BOUNCER_LABEL: &str = "extension via PgBouncer, transaction pooling";
 pub fn pg_targets() -> Vec<Target> {
     targets()
         .into_iter()
-        .filter(|t| matches!(&t.kind, Kind::Postgres { label, .. } if *label != BOUNCER_LABEL))
+        .filter(|t| matches!(&t.kind, Kind::Postgres { label, .. } if *label != alkstore_testkit::BOUNCER))
         .collect()
 }
 
@@ -339,25 +332,7 @@ pub fn ids(jobs: &Value) -> Vec<i64> {
         .collect()
 }
 
-/// Whether the test command requires PostgreSQL (`ALKSTORE_REQUIRE_PG=1`):
-/// then a missing `ALKSTORE_PG_URL` is a failure, not a skip.
-pub fn pg_required() -> bool {
-    std::env::var("ALKSTORE_REQUIRE_PG").is_ok_and(|v| v == "1")
-}
-
-/// A name no other test (or earlier run) uses: tests share the PostgreSQL databases.
-pub fn fresh(base: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{base}-{}-{nanos}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use alkstore_testkit::{fresh, pg_required};
 
 /// Epoch milliseconds of a JSON timestamp from either engine.
 pub fn instant(v: &Value) -> i64 {

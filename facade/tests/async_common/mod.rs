@@ -9,30 +9,34 @@ use alkstore::{AsyncEngine, AsyncStore, QueueOpts};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-/// The stores to run each test on: direct, and through PgBouncer.
+/// The PostgreSQL stores to run each test on (the shared test kit's
+/// installs but the plain SQL one): direct, and through PgBouncer with the
+/// listener connected directly.
 pub async fn stores() -> Vec<(&'static str, AsyncStore)> {
-    let Ok(url) = std::env::var("ALKSTORE_PG_URL") else {
-        assert!(
-            std::env::var_os("ALKSTORE_REQUIRE_PG").is_none(),
-            "ALKSTORE_PG_URL is not set"
+    let mut out = vec![];
+    for install in alkstore_testkit::pg_installs() {
+        // sqlx needs a host in the URL; the test command's may use the socket.
+        let (url, direct) = (
+            install.url.replace("@/", "@localhost/"),
+            install.direct_url.replace("@/", "@localhost/"),
         );
-        eprintln!("note: ALKSTORE_PG_URL not set: PostgreSQL not tested");
-        return vec![];
-    };
-    // sqlx needs a host in the URL; the test command's may use the socket.
-    let url = url.replace("@/", "@localhost/");
-    let mut out = vec![("postgres", AsyncStore::connect(&url).await.unwrap())];
-    if let Ok(bouncer) = std::env::var("ALKSTORE_PG_BOUNCER_URL") {
-        let bouncer = bouncer.replace("@/", "@localhost/");
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(20)
-            .connect(&bouncer)
-            .await
-            .unwrap();
-        let store = AsyncStore::from_pool_with_listener(pool, &url)
-            .await
-            .unwrap();
-        out.push(("postgres via PgBouncer", store));
+        match install.label {
+            alkstore_testkit::EXTENSION => {
+                out.push(("postgres", AsyncStore::connect(&url).await.unwrap()))
+            }
+            alkstore_testkit::BOUNCER => {
+                let pool = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(20)
+                    .connect(&url)
+                    .await
+                    .unwrap();
+                let store = AsyncStore::from_pool_with_listener(pool, &direct)
+                    .await
+                    .unwrap();
+                out.push(("postgres via PgBouncer", store));
+            }
+            _ => {}
+        }
     }
     out
 }

@@ -1,12 +1,12 @@
-//! The stores every facade test runs on: SQLite always, PostgreSQL when the
-//! test command configured it (`ALKSTORE_PG_URL`; `ALKSTORE_REQUIRE_PG`
-//! turns its absence into a failure), and PostgreSQL through PgBouncer in
-//! transaction-pooling mode (`ALKSTORE_PG_BOUNCER_URL`) with the wake-up
-//! listener connected directly.
+//! The stores every facade test runs on: SQLite always, and the PostgreSQL
+//! installs the shared test kit (`alkstore_testkit`, which the cross-engine
+//! suite reads too) finds — the extension, and the extension through
+//! PgBouncer in transaction-pooling mode with the wake-up listener
+//! connected directly; `ALKSTORE_REQUIRE_PG=1` turns a missing PostgreSQL
+//! into a failure.
 #![allow(dead_code)]
 
 use alkstore::{PgStore, SqliteStore, Store};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// How to open one more store on the same database (another "process").
@@ -95,43 +95,22 @@ impl Target {
     }
 }
 
+/// SQLite, and the PostgreSQL installs of the shared test kit
+/// (`alkstore_testkit`) but the plain SQL one: the facade runs the same
+/// calls on it as on the extension, and the cross-engine suite covers that
+/// install.
 pub fn targets() -> Vec<Target> {
     let mut out = vec![Target::Sqlite(Arc::new(tempfile::tempdir().unwrap()))];
-    match std::env::var("ALKSTORE_PG_URL") {
-        Ok(url) => {
+    for install in alkstore_testkit::pg_installs() {
+        if install.label != alkstore_testkit::PLAIN {
             out.push(Target::Postgres(Pg {
-                url: url.clone(),
-                direct: url.clone(),
+                url: install.url,
+                direct: install.direct_url,
             }));
-            if let Ok(pooled) = std::env::var("ALKSTORE_PG_BOUNCER_URL") {
-                out.push(Target::Postgres(Pg {
-                    url: pooled,
-                    direct: url,
-                }));
-            }
         }
-        Err(_) if std::env::var_os("ALKSTORE_REQUIRE_PG").is_some() => {
-            panic!("ALKSTORE_PG_URL is not set")
-        }
-        Err(_) => eprintln!("note: ALKSTORE_PG_URL not set: PostgreSQL not tested"),
     }
     out
 }
 
-/// A name no other test or run uses (the PostgreSQL database is shared).
-pub fn fresh(base: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{base}-{}-{nanos}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-pub fn ms(n: u64) -> std::time::Duration {
-    std::time::Duration::from_millis(n)
-}
+#[allow(unused_imports)]
+pub use alkstore_testkit::{fresh, ms};
