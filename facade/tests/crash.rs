@@ -6,28 +6,7 @@ mod common;
 use alkstore::{EnqueueOpts, QueueOpts, TxHandle};
 use common::*;
 use serde_json::json;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
-
-fn child(test: &str, target: &Target, name: &str, ready: &std::path::Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--ignored", "--test-threads=1"])
-        .envs(target.child_env())
-        .env("ALK_CHILD_NAME", name)
-        .env("ALK_CHILD_READY", ready)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_ready(ready: &std::path::Path) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        assert!(Instant::now() < until, "the child never got ready");
-        std::thread::sleep(ms(20));
-    }
-}
+use std::time::Duration;
 
 #[test]
 fn a_process_killed_inside_its_transaction_leaves_no_job_and_no_row() {
@@ -36,10 +15,16 @@ fn a_process_killed_inside_its_transaction_leaves_no_job_and_no_row() {
         let table = name.replace('-', "_");
         let store = target.open();
         // The business table exists before the child starts.
-        create_table(&target, &table);
+        target.execute(&format!("CREATE TABLE {table} (item text)"));
         let ready = tempfile::tempdir().unwrap().keep().join("ready");
-        let mut c = child("child_dies_mid_transaction", &target, &name, &ready);
-        wait_ready(&ready);
+        let mut c = target.spawn_child(
+            "child_dies_mid_transaction",
+            &[
+                ("ALK_CHILD_NAME", &name),
+                ("ALK_CHILD_READY", ready.to_str().unwrap()),
+            ],
+        );
+        wait_for_file(&mut c, &ready);
         c.kill().unwrap(); // SIGKILL
         c.wait().unwrap();
         let queue = store.queue(&name).unwrap();
@@ -57,52 +42,17 @@ fn a_process_killed_inside_its_transaction_leaves_no_job_and_no_row() {
                 .is_empty(),
             "no ghost message"
         );
-        assert_eq!(count_rows(&target, &table), 0, "no partial rows");
+        assert_eq!(
+            target.query_i64(&format!("SELECT count(*) FROM {table}")),
+            0,
+            "no partial rows"
+        );
         // The database is not left locked.
         let mut tx = store.begin().unwrap();
         tx.enqueue_tx(&name, &EnqueueOpts::new(), &json!("after"))
             .unwrap();
         tx.commit().unwrap();
         assert_eq!(queue.claim("w", 10).unwrap().len(), 1);
-    }
-}
-
-fn create_table(target: &Target, table: &str) {
-    match target {
-        Target::Sqlite(_) => target.sqlite().transaction().map(|tx| {
-            tx.conn()
-                .execute_batch(&format!("CREATE TABLE {table} (item TEXT)"))
-                .unwrap();
-            tx.commit().unwrap();
-        }),
-        Target::Postgres(_) => target.postgres().transaction().map(|mut tx| {
-            tx.client()
-                .batch_execute(&format!("CREATE TABLE {table} (item text)"))
-                .unwrap();
-            tx.commit().unwrap();
-        }),
-    }
-    .unwrap();
-}
-
-fn count_rows(target: &Target, table: &str) -> i64 {
-    let sql = format!("SELECT count(*) FROM {table}");
-    match target {
-        Target::Sqlite(_) => target
-            .sqlite()
-            .transaction()
-            .unwrap()
-            .conn()
-            .query_row(&sql, [], |r| r.get(0))
-            .unwrap(),
-        Target::Postgres(_) => target
-            .postgres()
-            .transaction()
-            .unwrap()
-            .client()
-            .query_one(&sql, &[])
-            .unwrap()
-            .get(0),
     }
 }
 
@@ -152,8 +102,14 @@ fn a_killed_workers_job_is_reclaimed_after_the_visibility_timeout_and_processed(
             .enqueue(&EnqueueOpts::new(), &json!("important"))
             .unwrap();
         let ready = tempfile::tempdir().unwrap().keep().join("ready");
-        let mut c = child("child_claims_and_hangs", &target, &name, &ready);
-        wait_ready(&ready);
+        let mut c = target.spawn_child(
+            "child_claims_and_hangs",
+            &[
+                ("ALK_CHILD_NAME", &name),
+                ("ALK_CHILD_READY", ready.to_str().unwrap()),
+            ],
+        );
+        wait_for_file(&mut c, &ready);
         c.kill().unwrap();
         c.wait().unwrap();
         assert!(

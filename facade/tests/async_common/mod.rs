@@ -79,3 +79,36 @@ pub async fn sqlite_store() -> (AsyncStore<sqlx::Sqlite>, tempfile::TempDir) {
         .unwrap();
     (store, dir)
 }
+
+/// The async store of a child process, on whichever engine its parent test
+/// runs (`Target::child_env`).
+pub enum ChildStore {
+    Postgres(AsyncStore<sqlx::Postgres>),
+    Sqlite(AsyncStore<sqlx::Sqlite>),
+}
+
+/// Opens the async store a parent test handed to this child process: a
+/// SQLite file, or PostgreSQL (maybe through PgBouncer) with its listener
+/// connected directly.
+pub async fn open_child() -> ChildStore {
+    let url = std::env::var("ALK_CHILD_URL").expect("started by the parent test");
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        return ChildStore::Sqlite(AsyncStore::open_sqlite(path).await.unwrap());
+    }
+    let direct = std::env::var("ALK_CHILD_LISTEN_URL").unwrap_or_else(|_| url.clone());
+    // sqlx needs a host in the URL; the test command's may use the socket.
+    let (url, direct) = (
+        url.replace("@/", "@localhost/"),
+        direct.replace("@/", "@localhost/"),
+    );
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&url)
+        .await
+        .unwrap();
+    ChildStore::Postgres(
+        AsyncStore::from_pool_with_listener(pool, &direct)
+            .await
+            .unwrap(),
+    )
+}

@@ -7,7 +7,10 @@
 #![allow(dead_code)]
 
 use alkstore::{PgStore, SqliteStore, Store};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How to open one more store on the same database (another "process").
 #[derive(Clone)]
@@ -95,6 +98,62 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Runs the application's own SQL (a business table, say) in a
+    /// transaction of its own.
+    pub fn execute(&self, sql: &str) {
+        match self {
+            Target::Sqlite(_) => {
+                let store = self.sqlite();
+                let tx = store.transaction().unwrap();
+                tx.conn().execute_batch(sql).unwrap();
+                tx.commit().unwrap();
+            }
+            Target::Postgres(_) => {
+                let store = self.postgres();
+                let mut tx = store.transaction().unwrap();
+                tx.client().batch_execute(sql).unwrap();
+                tx.commit().unwrap();
+            }
+        }
+    }
+
+    /// Starts this test binary again as a child process that runs only the
+    /// ignored test `test`, opening this target (`open_child`) and reading
+    /// `env`; its output is dropped.
+    pub fn spawn_child(&self, test: &str, env: &[(&str, &str)]) -> Child {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--ignored", "--test-threads=1"])
+            .envs(self.child_env())
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// The integer a one-value query of the application's returns.
+    pub fn query_i64(&self, sql: &str) -> i64 {
+        match self {
+            Target::Sqlite(_) => self
+                .sqlite()
+                .transaction()
+                .unwrap()
+                .conn()
+                .query_row(sql, [], |r| r.get(0))
+                .unwrap(),
+            Target::Postgres(_) => self
+                .postgres()
+                .transaction()
+                .unwrap()
+                .client()
+                .query_one(sql, &[])
+                .unwrap()
+                .get(0),
+        }
+    }
+}
+
 /// SQLite, and the PostgreSQL installs of the shared test kit
 /// (`alkstore_testkit`) but the plain SQL one: the facade runs the same
 /// calls on it as on the extension, and the cross-engine suite covers that
@@ -114,3 +173,20 @@ pub fn targets() -> Vec<Target> {
 
 #[allow(unused_imports)]
 pub use alkstore_testkit::{fresh, ms};
+
+/// Waits (up to 60 s) for a child process to create `file`; fails at once
+/// if the child exits first.
+pub fn wait_for_file(child: &mut Child, file: &Path) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !file.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the child exited ({status}) before {}", file.display());
+        }
+        assert!(
+            Instant::now() < until,
+            "the child never wrote {}",
+            file.display()
+        );
+        std::thread::sleep(ms(20));
+    }
+}
