@@ -363,6 +363,10 @@ impl TxHandle for PgTx {
         call_postgres(&mut *self.client, function, args)
     }
 
+    fn postgres(&mut self) -> Option<&mut postgres::Client> {
+        Some(&mut self.client)
+    }
+
     fn commit(mut self: Box<Self>) -> Result<()> {
         self.open = false;
         Ok(self.client.batch_execute("COMMIT")?)

@@ -262,6 +262,10 @@ impl TxHandle for SqliteTx {
         call_sqlite(&self.conn, function, args)
     }
 
+    fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        Some(&self.conn)
+    }
+
     fn commit(mut self: Box<Self>) -> Result<()> {
         self.open = false;
         let committed = self.conn.execute_batch("COMMIT");
@@ -293,6 +297,10 @@ impl Drop for SqliteTx {
 impl TxHandle for rusqlite::Transaction<'_> {
     fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
         call_sqlite(self, function, args)
+    }
+
+    fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        Some(self)
     }
 
     fn commit(self: Box<Self>) -> Result<()> {

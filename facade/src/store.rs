@@ -157,6 +157,29 @@ pub trait TxHandle {
             &[stream.into(), consumer.into(), offset.into()],
         )?)
     }
+
+    /// Acks a job `worker` holds, in this transaction: the job completes
+    /// only if the transaction commits. False when the job is no longer
+    /// this worker's (its claim expired and someone else holds it, or it
+    /// was cancelled): then roll back, or your writes commit without it.
+    fn ack_tx(&mut self, job_id: i64, worker: &str) -> Result<bool> {
+        names::validate(NameKind::Worker, worker)?;
+        boolean(self.call("alk_ack", &[job_id.into(), worker.into()])?)
+    }
+
+    /// The SQLite connection this transaction runs on, for your own
+    /// statements, when it is a [`SqliteTx`](crate::SqliteTx) or your own
+    /// `rusqlite::Transaction`; `None` on PostgreSQL.
+    fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        None
+    }
+
+    /// The PostgreSQL client this transaction runs on, for your own
+    /// statements, when it is a [`PgTx`](crate::PgTx) (what stores and
+    /// workers open); `None` on SQLite and on your own `postgres::Transaction`.
+    fn postgres(&mut self) -> Option<&mut postgres::Client> {
+        None
+    }
 }
 
 pub(crate) fn opt_json(v: Value) -> Option<Value> {

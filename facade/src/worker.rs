@@ -6,7 +6,7 @@ use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::Result;
 use crate::outbox::Outbox;
 use crate::queue::Queue;
-use crate::store::Stop;
+use crate::store::{Stop, TxHandle};
 use crate::types::Job;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -127,7 +127,9 @@ impl Worker {
     where
         F: Fn(&Job) -> std::result::Result<(), String> + Sync,
     {
-        self.run_inner(stop, &|job: &Job| handler(job).map(|()| None))
+        self.run_inner(stop, &|job: &Job, _: &str| {
+            handler(job).map(|()| Settle::Ack(None))
+        })
     }
 
     /// As [`run`](Self::run), but `Ok(result)` acks the job with `result`,
@@ -137,7 +139,58 @@ impl Worker {
     where
         F: Fn(&Job) -> std::result::Result<serde_json::Value, String> + Sync,
     {
-        self.run_inner(stop, &|job: &Job| handler(job).map(Some))
+        self.run_inner(stop, &|job: &Job, _: &str| {
+            handler(job).map(|result| Settle::Ack(Some(result)))
+        })
+    }
+
+    /// As [`run`](Self::run), but each job comes with a transaction of its
+    /// own, and the job's ack commits in it: the handler's writes (on
+    /// [`TxHandle::sqlite`] or [`TxHandle::postgres`], and alkstore's own
+    /// `*_tx` calls) and the job's completion commit together or not at
+    /// all. When `Ok` comes back the worker acks in the transaction and
+    /// commits; if the job is no longer this worker's (its claim expired
+    /// and someone else holds it, or it was cancelled) it rolls back
+    /// instead. `Err`, a panic, a transaction the handler left unusable or
+    /// a failed commit roll back and retry the job.
+    ///
+    /// On SQLite the transaction holds the database's write lock while the
+    /// handler runs: other writers (heartbeats included) wait for it, so
+    /// keep such handlers short.
+    ///
+    /// ```no_run
+    /// # fn main() -> alkstore::Result<()> {
+    /// let store = alkstore::open("sqlite:app.db")?;
+    /// let stop = alkstore::Stop::new();
+    /// alkstore::Worker::new(store.queue("invoices")?, "biller")
+    ///     .run_in_tx(&stop, |job, tx| {
+    ///         let conn = tx.sqlite().expect("a SQLite store");
+    ///         conn.execute("INSERT INTO invoices (order_id) VALUES (?1)",
+    ///                      [job.payload["order"].as_i64()])
+    ///             .map_err(|e| e.to_string())?;
+    ///         Ok(()) // acked and committed with the invoice
+    ///     })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn run_in_tx<F>(&self, stop: &Stop, handler: F) -> Result<u64>
+    where
+        F: Fn(&Job, &mut dyn TxHandle) -> std::result::Result<(), String> + Sync,
+    {
+        self.run_inner(stop, &|job: &Job, worker: &str| {
+            // Dropped on every early return: rolled back before the retry.
+            let mut tx = self.queue.engine.begin().map_err(|e| e.to_string())?;
+            handler(job, &mut *tx)?;
+            if tx.ack_tx(job.id, worker).map_err(|e| e.to_string())? {
+                tx.commit().map_err(|e| format!("commit failed: {e}"))?;
+            } else {
+                tracing::warn!(
+                    job.id,
+                    "alkstore: the job is no longer this worker's; its transaction is rolled back"
+                );
+                tx.rollback().map_err(|e| e.to_string())?;
+            }
+            Ok(Settle::Done)
+        })
     }
 
     fn run_inner(&self, stop: &Stop, handler: &Handler<'_>) -> Result<u64> {
@@ -211,7 +264,8 @@ impl Worker {
                 let _in = span.enter();
                 let outcome = {
                     let _run = tracing::info_span!("alkstore.handler").entered();
-                    let outcome = self.with_heartbeat(&job, worker, || guarded(|| handler(&job)));
+                    let outcome =
+                        self.with_heartbeat(&job, worker, || guarded(|| handler(&job, worker)));
                     if let Err(e) = &outcome {
                         tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
                     }
@@ -226,8 +280,9 @@ impl Worker {
                 // claimed until its visibility timeout, then runs again:
                 // at least once, never lost.
                 let settled = match outcome {
-                    Ok(None) => self.queue.ack(job.id, worker).map(|_| ()),
-                    Ok(Some(result)) => self
+                    Ok(Settle::Done) => Ok(()),
+                    Ok(Settle::Ack(None)) => self.queue.ack(job.id, worker).map(|_| ()),
+                    Ok(Settle::Ack(Some(result))) => self
                         .queue
                         .ack_with_result(job.id, worker, &result)
                         .map(|_| ()),
@@ -298,9 +353,17 @@ struct Chores {
     ticked_at: Option<std::time::Instant>,
 }
 
-/// A handler as the workers run it: `Ok(Some(result))` acks with a result.
-type Handler<'a> =
-    dyn Fn(&Job) -> std::result::Result<Option<serde_json::Value>, String> + Sync + 'a;
+/// A handler as the workers run it, given the job and the claim name it
+/// runs under.
+type Handler<'a> = dyn Fn(&Job, &str) -> std::result::Result<Settle, String> + Sync + 'a;
+
+/// What is left to do once a handler succeeded.
+enum Settle {
+    /// Ack the job, with a result to keep if any.
+    Ack(Option<serde_json::Value>),
+    /// Nothing: the handler's transaction acked it.
+    Done,
+}
 
 /// Rides out the database going away (a restart, a killed connection, a
 /// failover): a worker waits and tries again with a growing pause, up to a

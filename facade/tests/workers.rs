@@ -70,6 +70,133 @@ fn a_worker_runs_handlers_concurrently_retries_errors_survives_panics_and_stops_
 }
 
 #[test]
+fn a_transactional_handlers_writes_and_the_jobs_ack_commit_together_or_not_at_all() {
+    for target in targets() {
+        let store = target.open();
+        let who = target.name();
+        let name = fresh("tx-work");
+        let table = name.replace('-', "_");
+        target.execute(&format!("CREATE TABLE {table} (job text, attempt integer)"));
+        let queue = store.queue(&name).unwrap();
+        let retain = Duration::from_secs(3600);
+        queue
+            .configure(
+                &QueueOpts::new()
+                    .backoff(ms(10), ms(10))
+                    .retain_completed(retain),
+            )
+            .unwrap();
+        let followups = store.queue(&fresh("tx-followups")).unwrap();
+        let mut kinds = vec!["ok", "err_once", "panic_once"];
+        // On SQLite the handler's transaction holds the write lock, so no
+        // one can cancel the job or make it abort while the handler runs.
+        if matches!(target, Target::Postgres(_)) {
+            kinds.extend(["cancelled", "aborted_once"]);
+        }
+        let ids: HashMap<&str, i64> = kinds
+            .iter()
+            .map(|&kind| {
+                let id = queue
+                    .enqueue(&EnqueueOpts::new(), &json!({ "kind": kind }))
+                    .unwrap();
+                (kind, id)
+            })
+            .collect();
+        let stop = Stop::new();
+        let handled = std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                Worker::new(queue.clone(), "tx")
+                    .concurrency(2)
+                    .run_in_tx(&stop, |job, tx| {
+                        let kind = job.payload["kind"].as_str().unwrap();
+                        let row =
+                            format!("INSERT INTO {table} VALUES ('{kind}', {})", job.attempts);
+                        match tx.sqlite() {
+                            Some(conn) => conn.execute_batch(&row).map_err(|e| e.to_string())?,
+                            None => tx
+                                .postgres()
+                                .unwrap()
+                                .batch_execute(&row)
+                                .map_err(|e| e.to_string())?,
+                        }
+                        tx.enqueue_tx(followups.name(), &EnqueueOpts::new(), &json!(kind))
+                            .map_err(|e| e.to_string())?;
+                        match (kind, job.attempts) {
+                            ("err_once", 1) => return Err("refused once".into()),
+                            ("panic_once", 1) => panic!("handler bug"),
+                            ("cancelled", _) => {
+                                // Someone cancels the job while it runs.
+                                let cancelled = store.call("alk_cancel", &[job.id.into()]);
+                                assert_eq!(cancelled.unwrap(), json!(true));
+                            }
+                            ("aborted_once", 1) => {
+                                // A failed statement the handler ignores.
+                                let _ = tx.postgres().unwrap().batch_execute("SELECT 1/0");
+                            }
+                            _ => {}
+                        }
+                        Ok(())
+                    })
+            });
+            for _ in 0..400 {
+                let stats = queue.stats().unwrap();
+                if stats["pending"] == 0 && stats["running"] == 0 {
+                    break;
+                }
+                std::thread::sleep(ms(50));
+            }
+            stop.stop();
+            worker.join().unwrap().unwrap()
+        });
+        let retried = kinds.iter().filter(|k| k.ends_with("_once")).count();
+        assert_eq!(handled as usize, kinds.len() + retried, "[{who}]");
+        // Only the acked attempts' writes exist, alkstore's and the table's.
+        let acked: Vec<(&str, i64)> = kinds
+            .iter()
+            .filter(|&&k| k != "cancelled")
+            .map(|&k| (k, if k.ends_with("_once") { 2 } else { 1 }))
+            .collect();
+        let rows = target.query_i64(&format!("SELECT count(*) FROM {table}"));
+        assert_eq!(
+            rows as usize,
+            acked.len(),
+            "[{who}] one row per acked attempt"
+        );
+        for (kind, attempt) in &acked {
+            let sql = format!(
+                "SELECT count(*) FROM {table} WHERE job = '{kind}' AND attempt = {attempt}"
+            );
+            assert_eq!(
+                target.query_i64(&sql),
+                1,
+                "[{who}] {kind}, attempt {attempt}"
+            );
+            let job = store.get_job(ids[kind]).unwrap().unwrap();
+            assert_eq!(job["state"], "completed", "[{who}] {kind}: {job}");
+        }
+        let mut after: Vec<String> = followups
+            .claim("check", 100)
+            .unwrap()
+            .into_iter()
+            .map(|j| j.payload.as_str().unwrap().to_string())
+            .collect();
+        after.sort();
+        let mut expected: Vec<String> = acked.iter().map(|(k, _)| k.to_string()).collect();
+        expected.sort();
+        assert_eq!(
+            after, expected,
+            "[{who}] jobs enqueued in the handler's transaction"
+        );
+        if let Some(id) = ids.get("cancelled") {
+            assert!(
+                store.get_job(*id).unwrap().is_none(),
+                "[{who}] cancelled, not acked"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_handler_that_outlives_the_visibility_timeout_keeps_its_claim_by_heartbeat() {
     for target in targets() {
         let store = target.open();
