@@ -31,14 +31,14 @@ const JOB_COLUMNS: [&str; 7] = [
     "payload",
 ];
 
-pub fn queues(store: &dyn Store, out: &Output) -> Fallible {
+pub fn queues(store: &Store, out: &Output) -> Fallible {
     let rows = store.call("alk_queues", &[])?;
     out.rows(rows.as_array().map_or(&[][..], |r| r), &QUEUE_COLUMNS);
     Ok(())
 }
 
 pub fn jobs(
-    store: &dyn Store,
+    store: &Store,
     out: &Output,
     queue: &str,
     state: Option<&str>,
@@ -55,7 +55,7 @@ pub fn jobs(
     Ok(())
 }
 
-pub fn job(store: &dyn Store, out: &Output, id: i64) -> Fallible {
+pub fn job(store: &Store, out: &Output, id: i64) -> Fallible {
     match store.get_job(id)? {
         Some(doc) => {
             out.doc(&doc);
@@ -65,7 +65,7 @@ pub fn job(store: &dyn Store, out: &Output, id: i64) -> Fallible {
     }
 }
 
-pub fn requeue(store: &dyn Store, out: &Output, target: &str, dead: bool) -> Fallible {
+pub fn requeue(store: &Store, out: &Output, target: &str, dead: bool) -> Fallible {
     if dead {
         let queue = store.queue(target)?;
         let n = spinner(&format!("requeueing the dead jobs of {target}"), || {
@@ -89,7 +89,7 @@ pub fn requeue(store: &dyn Store, out: &Output, target: &str, dead: bool) -> Fal
     Ok(())
 }
 
-pub fn purge(store: &dyn Store, out: &Output, queue: &str, state: &str, yes: bool) -> Fallible {
+pub fn purge(store: &Store, out: &Output, queue: &str, state: &str, yes: bool) -> Fallible {
     let q = store.queue(queue)?;
     if !yes {
         let stats = q.stats()?;
@@ -118,7 +118,7 @@ pub fn purge(store: &dyn Store, out: &Output, queue: &str, state: &str, yes: boo
     Ok(())
 }
 
-pub fn pause(store: &dyn Store, out: &Output, name: &str, outbox: bool, paused: bool) -> Fallible {
+pub fn pause(store: &Store, out: &Output, name: &str, outbox: bool, paused: bool) -> Fallible {
     let changed = match (outbox, paused) {
         (false, true) => store.queue(name)?.pause()?,
         (false, false) => store.queue(name)?.resume()?,
@@ -137,7 +137,7 @@ pub fn pause(store: &dyn Store, out: &Output, name: &str, outbox: bool, paused: 
 }
 
 pub fn enqueue(
-    store: &dyn Store,
+    store: &Store,
     out: &Output,
     queue: &str,
     payload: &str,
@@ -163,7 +163,7 @@ pub fn enqueue(
     Ok(())
 }
 
-pub fn schedules(store: &dyn Store, out: &Output) -> Fallible {
+pub fn schedules(store: &Store, out: &Output) -> Fallible {
     let rows = store.schedules()?;
     out.rows(
         &rows,
@@ -179,7 +179,7 @@ pub fn schedules(store: &dyn Store, out: &Output) -> Fallible {
     Ok(())
 }
 
-pub fn prune(store: &dyn Store, out: &Output, batch: i64) -> Fallible {
+pub fn prune(store: &Store, out: &Output, batch: i64) -> Fallible {
     let mut total = 0;
     spinner("pruning", || -> alkstore::Result<()> {
         loop {

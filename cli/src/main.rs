@@ -166,7 +166,7 @@ fn run(cli: Cli) -> Fallible {
         return metrics::serve(&url, listen);
     }
     let store = alkstore::open(&url)?;
-    let store = &*store;
+    let store = &store;
     match cli.command {
         Command::Queues => jobs::queues(store, &out),
         Command::Jobs {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// The figures of one scrape, in a registry of its own: a queue or consumer
 /// that is gone is gone from the next scrape too.
-fn collect(store: &dyn alkstore::Store, registry: &Registry) -> alkstore::Result<()> {
+fn collect(store: &alkstore::Store, registry: &Registry) -> alkstore::Result<()> {
     let jobs = IntGaugeVec::new(
         Opts::new(
             "alkstore_queue_jobs",
@@ -105,7 +105,7 @@ pub fn serve(url: &str, listen: &str) -> Fallible {
             .expect("metric");
         registry.register(Box::new(up.clone())).expect("unique");
         registry.register(Box::new(errors.clone())).expect("unique");
-        match collect(&*store, &registry) {
+        match collect(&store, &registry) {
             Ok(()) => up.set(1),
             Err(e) => {
                 errors.inc();

@@ -6,7 +6,7 @@ use alkstore::Store;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-pub fn streams(store: &dyn Store, out: &Output) -> Fallible {
+pub fn streams(store: &Store, out: &Output) -> Fallible {
     let rows = store.call("alk_streams", &[])?;
     let rows = rows.as_array().map_or(&[][..], |r| r);
     if out.json {
@@ -43,13 +43,7 @@ pub fn streams(store: &dyn Store, out: &Output) -> Fallible {
     Ok(())
 }
 
-pub fn tail(
-    store: &dyn Store,
-    out: &Output,
-    name: &str,
-    from: Option<i64>,
-    follow: bool,
-) -> Fallible {
+pub fn tail(store: &Store, out: &Output, name: &str, from: Option<i64>, follow: bool) -> Fallible {
     let stream = store.stream(name)?;
     let from = match from {
         Some(n) => n,
@@ -94,7 +88,7 @@ pub fn tail(
 }
 
 pub fn publish(
-    store: &dyn Store,
+    store: &Store,
     out: &Output,
     name: &str,
     payload: &str,
@@ -107,7 +101,7 @@ pub fn publish(
     Ok(())
 }
 
-pub fn locks(store: &dyn Store, out: &Output) -> Fallible {
+pub fn locks(store: &Store, out: &Output) -> Fallible {
     let rows = store.call("alk_locks", &[])?;
     out.rows(
         rows.as_array().map_or(&[][..], |r| r),

@@ -32,7 +32,7 @@ fn fresh(base: &str) -> String {
 }
 
 /// Jobs/s of the blocking worker draining `n` jobs with `c` handlers.
-fn blocking(store: &dyn Store, n: u64, c: usize) -> f64 {
+fn blocking(store: &Store, n: u64, c: usize) -> f64 {
     let queue = store.queue(&fresh("blocking")).unwrap();
     fill(&queue, n);
     let queue: Queue = queue;

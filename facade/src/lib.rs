@@ -134,13 +134,13 @@ pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
 /// # Ok::<(), alkstore::Error>(())
 /// ```
 #[cfg(feature = "blocking")]
-pub fn open(url: &str) -> Result<Box<dyn Store>> {
+pub fn open(url: &str) -> Result<Store> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Box::new(PgStore::connect(url)?));
+        return Ok(PgStore::connect(url)?.into());
     }
     let path = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
         .unwrap_or(url);
-    Ok(Box::new(SqliteStore::open(path)?))
+    Ok(SqliteStore::open(path)?.into())
 }

@@ -9,7 +9,7 @@ use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
 use crate::notify::{NotificationSource, Subscription};
 use crate::sql::{call_postgres, Arg};
-use crate::store::{impl_store, Core, TxHandle};
+use crate::store::{Store, TxHandle};
 use crate::tls::{self, Tls};
 use crate::wake::Waker;
 use postgres::fallible_iterator::FallibleIterator;
@@ -41,11 +41,24 @@ struct PgEngine {
 /// An alkstore on a PostgreSQL database with the extension (or the plain
 /// SQL install).
 pub struct PgStore {
-    core: Core,
+    store: Store,
     engine: Arc<PgEngine>,
 }
 
-impl_store!(PgStore);
+/// Every [`Store`] method, on this engine.
+impl std::ops::Deref for PgStore {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+impl From<PgStore> for Store {
+    fn from(store: PgStore) -> Store {
+        store.store
+    }
+}
 
 /// One connection, opened as a [`PgStore`] opens its own: TLS by the
 /// connection string's `sslmode` and `sslrootcert`, as libpq does.
@@ -96,9 +109,7 @@ impl PgStore {
             watched: Mutex::new(HashMap::new()),
         });
         Ok(PgStore {
-            core: Core {
-                engine: engine.clone(),
-            },
+            store: Store::new(engine.clone()),
             engine,
         })
     }

@@ -8,7 +8,7 @@ use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
 use crate::notify::{NotificationSource, Subscription};
 use crate::sql::{call_sqlite, Arg};
-use crate::store::{impl_store, Core, TxHandle};
+use crate::store::{Store, TxHandle};
 use crate::wake::{Waker, ANY};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -71,11 +71,24 @@ struct SqliteEngine {
 
 /// An alkstore on a SQLite file.
 pub struct SqliteStore {
-    core: Core,
+    store: Store,
     engine: Arc<SqliteEngine>,
 }
 
-impl_store!(SqliteStore);
+/// Every [`Store`] method, on this engine.
+impl std::ops::Deref for SqliteStore {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+impl From<SqliteStore> for Store {
+    fn from(store: SqliteStore) -> Store {
+        store.store
+    }
+}
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file and alkstore's schema.
@@ -104,9 +117,7 @@ impl SqliteStore {
         watch_data_version(&path, Arc::downgrade(&waker))?;
         let engine = Arc::new(SqliteEngine { pool, waker });
         Ok(SqliteStore {
-            core: Core {
-                engine: engine.clone(),
-            },
+            store: Store::new(engine.clone()),
             engine,
         })
     }

@@ -15,40 +15,84 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A database that holds queues, outboxes, streams, notifications and leases.
-///
-/// Object-safe and free of driver types: `alkstore::open` gives a
-/// `Box<dyn Store>` for either engine.
-pub trait Store: Send + Sync {
+/// A database that holds queues, outboxes, streams, notifications and
+/// leases, on either engine: what `alkstore::open` gives, and what a
+/// [`SqliteStore`](crate::SqliteStore) or [`PgStore`](crate::PgStore)
+/// dereferences to (they add the engine's own transaction type). Cheap to
+/// clone: clones share the connections and the wake-ups.
+#[derive(Clone)]
+pub struct Store {
+    engine: Arc<dyn Engine>,
+}
+
+impl Store {
+    pub(crate) fn new(engine: Arc<dyn Engine>) -> Store {
+        Store { engine }
+    }
+
     /// A queue handle (the name is checked now: `InvalidName`, `ReservedName`).
-    fn queue(&self, name: &str) -> Result<Queue>;
+    pub fn queue(&self, name: &str) -> Result<Queue> {
+        Queue::new(self.engine.clone(), name)
+    }
+
     /// An outbox handle.
-    fn outbox(&self, name: &str) -> Result<Outbox>;
+    pub fn outbox(&self, name: &str) -> Result<Outbox> {
+        Outbox::new(self.engine.clone(), name)
+    }
+
     /// A stream handle.
-    fn stream(&self, name: &str) -> Result<Stream>;
+    pub fn stream(&self, name: &str) -> Result<Stream> {
+        Stream::new(self.engine.clone(), name)
+    }
+
     /// Sends a notification in its own transaction.
-    fn notify(&self, channel: &str, payload: &Value) -> Result<()>;
+    pub fn notify(&self, channel: &str, payload: &Value) -> Result<()> {
+        self.engine
+            .call("alk_notify", &[channel.into(), Arg::json(payload)])
+            .map(|_| ())
+    }
+
     /// Listens on a channel from now on.
-    fn listen(&self, channel: &str) -> Result<Subscription>;
+    pub fn listen(&self, channel: &str) -> Result<Subscription> {
+        names::validate(NameKind::Channel, channel)?;
+        self.engine.listen(channel)
+    }
+
     /// Acquires a lease; `None` while another owner holds it.
-    fn lock(&self, name: &str, owner: &str, ttl: Duration) -> Result<Option<LockGuard>>;
+    pub fn lock(&self, name: &str, owner: &str, ttl: Duration) -> Result<Option<LockGuard>> {
+        LockGuard::acquire(self.engine.clone(), name, owner, ttl)
+    }
+
     /// A job's document (`alk_get_job`), `None` when unknown or acked.
-    fn get_job(&self, job_id: i64) -> Result<Option<Value>>;
-    /// Opens a transaction for business rows and alkstore writes together.
-    fn begin(&self) -> Result<Box<dyn TxHandle>>;
+    pub fn get_job(&self, job_id: i64) -> Result<Option<Value>> {
+        Ok(opt_json(self.engine.call("alk_get_job", &[job_id.into()])?))
+    }
+
+    /// Opens a transaction for business rows and alkstore writes together
+    /// (your own statements: [`TxHandle::sqlite`], [`TxHandle::postgres`]).
+    pub fn begin(&self) -> Result<Box<dyn TxHandle>> {
+        self.engine.begin()
+    }
+
     /// Deletes up to `max_rows` rows that outlived their retention
     /// (completed and dead jobs, idempotency keys, old notifications);
     /// returns how many. [`Worker`](crate::Worker)s call it periodically.
-    fn prune(&self, max_rows: i64) -> Result<i64>;
+    pub fn prune(&self, max_rows: i64) -> Result<i64> {
+        prune(&*self.engine, max_rows)
+    }
+
     /// Calls any `alk_*` function in its own transaction; the result as
     /// JSON, sets as arrays (the admin listings: `alk_queues`,
     /// `alk_streams`, `alk_locks`, `alk_list_jobs`).
-    fn call(&self, function: &str, args: &[Arg]) -> Result<Value>;
+    pub fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
+        self.engine.call(function, args)
+    }
+
     /// Creates or replaces the schedule `name`: each occurrence of `spec`
     /// enqueues `payload` into `queue` with `opts`, once, when something
     /// ticks ([`Worker`](crate::Worker)s do). Returns the next fire time
     /// (RFC 3339). Admin role on PostgreSQL.
-    fn schedule(
+    pub fn schedule(
         &self,
         name: &str,
         queue: &str,
@@ -70,20 +114,23 @@ pub trait Store: Send + Sync {
             .map(str::to_owned)
             .ok_or_else(|| Error::engine("alkstore", "", format!("expected a time, got {v}")))
     }
+
     /// Deletes a schedule; true if it existed.
-    fn unschedule(&self, name: &str) -> Result<bool> {
+    pub fn unschedule(&self, name: &str) -> Result<bool> {
         boolean(self.call("alk_unschedule", &[name.into()])?)
     }
+
     /// Every schedule: `name, queue, spec, payload, opts, next_run_at, last_run_at`.
-    fn schedules(&self) -> Result<Vec<Value>> {
+    pub fn schedules(&self) -> Result<Vec<Value>> {
         Ok(self
             .call("alk_schedules", &[])?
             .as_array()
             .cloned()
             .unwrap_or_default())
     }
+
     /// Enqueues every due occurrence once; returns how many jobs.
-    fn schedule_tick(&self) -> Result<i64> {
+    pub fn schedule_tick(&self) -> Result<i64> {
         int(self.call("alk_schedule_tick", &[])?)
     }
 }
@@ -231,96 +278,7 @@ pub(crate) fn wait_for<T>(
     }
 }
 
-/// The `Store` methods every engine shares.
-pub(crate) struct Core {
-    pub engine: Arc<dyn Engine>,
-}
-
-impl Core {
-    pub fn queue(&self, name: &str) -> Result<Queue> {
-        Queue::new(self.engine.clone(), name)
-    }
-    pub fn outbox(&self, name: &str) -> Result<Outbox> {
-        Outbox::new(self.engine.clone(), name)
-    }
-    pub fn stream(&self, name: &str) -> Result<Stream> {
-        Stream::new(self.engine.clone(), name)
-    }
-    pub fn notify(&self, channel: &str, payload: &Value) -> Result<()> {
-        self.engine
-            .call("alk_notify", &[channel.into(), Arg::json(payload)])
-            .map(|_| ())
-    }
-    pub fn listen(&self, channel: &str) -> Result<Subscription> {
-        names::validate(NameKind::Channel, channel)?;
-        self.engine.listen(channel)
-    }
-    pub fn lock(&self, name: &str, owner: &str, ttl: Duration) -> Result<Option<LockGuard>> {
-        LockGuard::acquire(self.engine.clone(), name, owner, ttl)
-    }
-    pub fn get_job(&self, job_id: i64) -> Result<Option<Value>> {
-        Ok(opt_json(self.engine.call("alk_get_job", &[job_id.into()])?))
-    }
-    pub fn begin(&self) -> Result<Box<dyn TxHandle>> {
-        self.engine.begin()
-    }
-    pub fn prune(&self, max_rows: i64) -> Result<i64> {
-        prune(&*self.engine, max_rows)
-    }
-    pub fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
-        self.engine.call(function, args)
-    }
-}
-
 /// `alk_prune` on an engine.
 pub(crate) fn prune(engine: &dyn Engine, max_rows: i64) -> Result<i64> {
     int(engine.call("alk_prune", &[max_rows.into()])?)
 }
-
-/// Implements [`Store`] for a type with a `core: Core` field.
-macro_rules! impl_store {
-    ($t:ty) => {
-        impl $crate::Store for $t {
-            fn queue(&self, name: &str) -> $crate::Result<$crate::Queue> {
-                self.core.queue(name)
-            }
-            fn outbox(&self, name: &str) -> $crate::Result<$crate::Outbox> {
-                self.core.outbox(name)
-            }
-            fn stream(&self, name: &str) -> $crate::Result<$crate::Stream> {
-                self.core.stream(name)
-            }
-            fn notify(&self, channel: &str, payload: &serde_json::Value) -> $crate::Result<()> {
-                self.core.notify(channel, payload)
-            }
-            fn listen(&self, channel: &str) -> $crate::Result<$crate::Subscription> {
-                self.core.listen(channel)
-            }
-            fn lock(
-                &self,
-                name: &str,
-                owner: &str,
-                ttl: std::time::Duration,
-            ) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.core.lock(name, owner, ttl)
-            }
-            fn get_job(&self, job_id: i64) -> $crate::Result<Option<serde_json::Value>> {
-                self.core.get_job(job_id)
-            }
-            fn begin(&self) -> $crate::Result<Box<dyn $crate::TxHandle>> {
-                self.core.begin()
-            }
-            fn prune(&self, max_rows: i64) -> $crate::Result<i64> {
-                self.core.prune(max_rows)
-            }
-            fn call(
-                &self,
-                function: &str,
-                args: &[$crate::sql::Arg],
-            ) -> $crate::Result<serde_json::Value> {
-                self.core.call(function, args)
-            }
-        }
-    };
-}
-pub(crate) use impl_store;

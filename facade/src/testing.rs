@@ -23,7 +23,6 @@
 
 use crate::error::Result;
 use crate::sqlite::SqliteStore;
-use crate::store::Store;
 use crate::types::{Job, Retried};
 use serde_json::Value;
 

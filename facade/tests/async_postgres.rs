@@ -10,7 +10,7 @@
 mod common;
 
 use alkstore::sql::Arg;
-use alkstore::{AsyncTxHandle, EnqueueOpts, Error, PgStore, Retried, Store};
+use alkstore::{AsyncTxHandle, EnqueueOpts, Error, PgStore, Retried};
 use common::fresh;
 use serde_json::{json, Value};
 use sqlx::Connection as _;

@@ -5,7 +5,7 @@
 //! and the blocking store sees exactly what the async side committed.
 
 use alkstore::sql::Arg;
-use alkstore::{AsyncTxHandle, EnqueueOpts, SqliteStore, Store};
+use alkstore::{AsyncTxHandle, EnqueueOpts, SqliteStore};
 use serde_json::json;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 

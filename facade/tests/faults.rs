@@ -7,7 +7,7 @@
 //! sets `pg_ctlcluster 15 main restart`); without it only backends are killed.
 
 mod common;
-use alkstore::{EnqueueOpts, PgStore, QueueOpts, Stop, Store, Worker};
+use alkstore::{EnqueueOpts, PgStore, QueueOpts, Stop, Worker};
 use common::*;
 use serde_json::json;
 use std::collections::HashSet;

@@ -3,7 +3,7 @@
 //! connections must not disturb other tests.)
 
 mod common;
-use alkstore::{EnqueueOpts, Store};
+use alkstore::EnqueueOpts;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

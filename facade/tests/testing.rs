@@ -1,7 +1,7 @@
 //! `alkstore::testing` (feature `testing`): what a user's own tests see.
 
 use alkstore::testing::{Ran, TestStore};
-use alkstore::{EnqueueOpts, Store};
+use alkstore::EnqueueOpts;
 use serde_json::json;
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! (`ALKSTORE_PG_TLS_CERT`, Debian's self-signed snakeoil), so the
 //! certificate is its own root.
 
-use alkstore::{EnqueueOpts, PgStore, Store};
+use alkstore::{EnqueueOpts, PgStore};
 use serde_json::json;
 
 struct Server {

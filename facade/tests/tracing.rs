@@ -2,7 +2,7 @@
 //! job one span with its id, queue and attempt around the handler's run and
 //! the ack or retry.
 
-use alkstore::{EnqueueOpts, QueueOpts, Stop, Store, Worker};
+use alkstore::{EnqueueOpts, QueueOpts, Stop, Worker};
 use serde_json::json;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};

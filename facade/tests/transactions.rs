@@ -2,7 +2,7 @@
 //! body per behaviour on every engine.
 
 mod common;
-use alkstore::{EnqueueOpts, Error, Store, TxHandle};
+use alkstore::{EnqueueOpts, Error, TxHandle};
 use common::*;
 use serde_json::{json, Value};
 

@@ -1,7 +1,7 @@
 //! Workers, outbox delivery loops and leases through the facade.
 
 mod common;
-use alkstore::{EnqueueOpts, QueueOpts, Retried, Stop, Store, Worker};
+use alkstore::{EnqueueOpts, QueueOpts, Retried, Stop, Worker};
 use common::*;
 use serde_json::json;
 use std::collections::HashMap;

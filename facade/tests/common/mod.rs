@@ -40,21 +40,23 @@ impl Pg {
 }
 
 /// Opens the store a parent test handed to its child process.
-pub fn open_child() -> Box<dyn Store> {
+pub fn open_child() -> Store {
     let url = std::env::var("ALK_CHILD_URL").expect("started by the parent test");
     match std::env::var("ALK_CHILD_LISTEN_URL") {
-        Ok(direct) => Box::new(PgStore::connect_with_listener(&url, &direct).unwrap()),
+        Ok(direct) => PgStore::connect_with_listener(&url, &direct)
+            .unwrap()
+            .into(),
         Err(_) => alkstore::open(&url).unwrap(),
     }
 }
 
 impl Target {
-    pub fn open(&self) -> Box<dyn Store> {
+    pub fn open(&self) -> Store {
         match self {
-            Target::Sqlite(dir) => {
-                Box::new(SqliteStore::open(dir.path().join("facade.db")).unwrap())
-            }
-            Target::Postgres(pg) => Box::new(pg.connect()),
+            Target::Sqlite(dir) => SqliteStore::open(dir.path().join("facade.db"))
+                .unwrap()
+                .into(),
+            Target::Postgres(pg) => pg.connect().into(),
         }
     }
 
