@@ -164,7 +164,7 @@ pub trait AsyncTxHandle: Send {
             let args = [
                 job_id.into(),
                 worker.into(),
-                error.into(),
+                Arg::error_text(error),
                 Arg::opt_secs(delay),
             ];
             Ok(Retried::from_state(&self.call("alk_retry", &args).await?))
@@ -180,7 +180,7 @@ pub trait AsyncTxHandle: Send {
     ) -> impl Future<Output = Result<bool>> + Send {
         async move {
             names::validate(NameKind::Worker, worker)?;
-            let args = [job_id.into(), worker.into(), error.into()];
+            let args = [job_id.into(), worker.into(), Arg::error_text(error)];
             boolean(self.call("alk_fail", &args).await?)
         }
     }
@@ -199,7 +199,7 @@ pub(crate) async fn claim_with<H: AsyncTxHandle + ?Sized>(
     let args = [name.into(), worker.into(), max_jobs.into()];
     let (jobs, unreadable) = Job::from_claim(&handle.call(function, &args).await?)?;
     for (id, error) in unreadable {
-        let args = [id.into(), worker.into(), error.as_str().into()];
+        let args = [id.into(), worker.into(), Arg::error_text(&error)];
         handle.call("alk_fail", &args).await?;
     }
     Ok(jobs)

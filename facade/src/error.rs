@@ -103,8 +103,11 @@ pub(crate) fn from_postgres(sqlstate: &str, message: &str) -> Error {
             .unwrap_or(message);
         return ContractError::new(code, detail).into();
     }
-    // jsonb's own input rejects text that is not JSON (contract §3).
-    if sqlstate == "22P02" && message.contains("json") {
+    // jsonb's own input rejects text that is not JSON (contract §3), and
+    // a \u0000 escape it cannot hold (SQLite refuses that too).
+    if (sqlstate == "22P02" && message.contains("json"))
+        || (sqlstate == "22P05" && message.contains("Unicode escape"))
+    {
         return Error::InvalidPayload(message.to_string());
     }
     Error::engine("postgres", sqlstate, message)

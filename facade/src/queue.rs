@@ -119,7 +119,7 @@ impl Queue {
             &[
                 job_id.into(),
                 worker.into(),
-                error.into(),
+                Arg::error_text(error),
                 Arg::opt_secs(delay),
             ],
         )?;
@@ -128,7 +128,10 @@ impl Queue {
 
     /// Dead-letters a job this worker holds.
     pub fn fail(&self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
-        boolean(self.call("alk_fail", &[job_id.into(), worker.into(), error.into()])?)
+        boolean(self.call(
+            "alk_fail",
+            &[job_id.into(), worker.into(), Arg::error_text(error)],
+        )?)
     }
 
     /// Extends a claim (`None`: by the stamped visibility timeout).
@@ -224,7 +227,7 @@ pub(crate) fn jobs(queue: &Queue, worker: &str, v: Value) -> Result<Vec<Job>> {
     for (id, error) in unreadable {
         queue.call(
             "alk_fail",
-            &[id.into(), worker.into(), error.as_str().into()],
+            &[id.into(), worker.into(), Arg::error_text(&error)],
         )?;
     }
     Ok(jobs)

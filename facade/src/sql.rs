@@ -57,9 +57,38 @@ impl Arg {
         s.map_or(Arg::Null, Arg::from)
     }
 
+    /// An error message for `alk_retry` / `alk_fail`: a NUL character,
+    /// which PostgreSQL text cannot hold, is kept as U+FFFD on both engines,
+    /// so no handler's error text can stop a job from being given back.
+    pub fn error_text(s: &str) -> Arg {
+        Arg::Text(s.replace('\0', "\u{FFFD}"))
+    }
+
     /// Optional seconds.
     pub fn opt_secs(d: Option<std::time::Duration>) -> Arg {
         d.map_or(Arg::Null, |d| Arg::Num(d.as_secs_f64()))
+    }
+}
+
+/// Refuses a text argument with a NUL character (`InvalidArgument`, as
+/// SQLite's functions do) before a PostgreSQL call is sent: PostgreSQL text
+/// cannot hold one, and each driver would fail differently — sqlx's
+/// statement, which carries the arguments written in, would be cut short.
+#[cfg(any(
+    feature = "blocking",
+    feature = "tokio-postgres",
+    feature = "sqlx-postgres"
+))]
+pub(crate) fn no_nul(f: &str, args: &[Arg]) -> Result<()> {
+    match args
+        .iter()
+        .position(|a| matches!(a, Arg::Text(s) if s.contains('\0')))
+    {
+        Some(i) => Err(Error::InvalidArgument(format!(
+            "argument {} of {f} must not contain a NUL character",
+            i + 1
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -206,7 +235,8 @@ pub(crate) struct PgCall {
     feature = "sqlx-postgres"
 ))]
 impl PgCall {
-    pub(crate) fn new(f: &str, args: &[Arg]) -> PgCall {
+    pub(crate) fn new(f: &str, args: &[Arg]) -> Result<PgCall> {
+        no_nul(f, args)?;
         let (types, res) = lookup(f);
         let marks: Vec<String> = (0..args.len())
             .map(|i| format!("${}::text::{}", i + 1, types[i]))
@@ -232,7 +262,7 @@ impl PgCall {
                 )),
             })
             .collect();
-        PgCall { sql, params, res }
+        Ok(PgCall { sql, params, res })
     }
 
     /// The statement with its parameters written in as quoted literals, for
@@ -280,7 +310,7 @@ pub fn call_postgres(
     f: &str,
     args: &[Arg],
 ) -> Result<Value> {
-    let call = PgCall::new(f, args);
+    let call = PgCall::new(f, args)?;
     // Typed, unnamed statements: parse, bind and execute in one round trip,
     // and nothing left on the server connection between calls, so calls work
     // through a transaction-pooling PgBouncer too (a named prepared statement

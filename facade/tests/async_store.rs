@@ -194,3 +194,54 @@ async fn a_lease_excludes_other_owners_and_its_tokens_grow_on<DB: AsyncEngine>(
     };
     assert!(c.release().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_character_is_refused_alike_by_every_async_driver() {
+    for (target, store) in stores().await {
+        a_nul_character_is_refused_alike_by_every_async_driver_on(target, store).await;
+    }
+    let (store, _dir) = sqlite_store().await;
+    a_nul_character_is_refused_alike_by_every_async_driver_on("sqlite", store).await;
+}
+
+async fn a_nul_character_is_refused_alike_by_every_async_driver_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let name = fresh("async-nul");
+    let mut tx = store.begin().await.unwrap();
+    let mut conn = AsyncConn::<DB>(&mut *tx);
+    // sqlx's PostgreSQL calls write parameters into the statement: a raw NUL
+    // must be refused before, not cut the statement short.
+    let err = conn
+        .notify_tx(&name, &json!({ "text": "a\u{0}b" }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("ALK04"), "[{target}] {err}");
+    tx.rollback().await.unwrap();
+    let queue = store.queue(&name).unwrap();
+    let id = queue
+        .enqueue(&alkstore::EnqueueOpts::new(), &json!(1))
+        .await
+        .unwrap();
+    assert_eq!(queue.claim("w", 1).await.unwrap().len(), 1);
+    let key = alkstore::sql::Arg::from("k\u{0}");
+    let err = store
+        .call(
+            "alk_publish",
+            &[
+                name.as_str().into(),
+                json!(1).to_string().as_str().into(),
+                key,
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("ALK05"), "[{target}] {err}");
+    queue
+        .retry(id, "w", "bad\u{0}byte", Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let job = store.get_job(id).await.unwrap().unwrap();
+    assert_eq!(job["last_error"], "bad\u{FFFD}byte", "[{target}] {job}");
+}

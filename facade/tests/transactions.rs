@@ -280,3 +280,31 @@ fn a_failed_commit_does_not_poison_the_pooled_connection() {
         .unwrap();
     assert_eq!(parents, 1);
 }
+
+#[test]
+fn a_nul_character_is_refused_alike_on_every_engine_and_changes_nothing() {
+    for target in targets() {
+        let who = target.name();
+        let store = target.open();
+        let queue = store.queue(&fresh("nul")).unwrap();
+        // PostgreSQL's jsonb and text cannot hold a NUL; SQLite refuses it too.
+        let err = queue
+            .enqueue(&EnqueueOpts::new(), &json!({ "text": "a\u{0}b" }))
+            .unwrap_err();
+        assert_eq!(err.code(), Some("ALK04"), "[{who}] {err}");
+        let stream = store.stream(&fresh("nul")).unwrap();
+        let err = stream.publish(&json!(1), Some("k\u{0}")).unwrap_err();
+        assert_eq!(err.code(), Some("ALK05"), "[{who}] {err}");
+        assert!(stream.read(0, 10).unwrap().is_empty(), "[{who}]");
+        assert!(queue.claim("w", 10).unwrap().is_empty(), "[{who}]");
+        // A handler's error text with a NUL still gives its job back.
+        let id = queue.enqueue(&EnqueueOpts::new(), &json!(1)).unwrap();
+        assert_eq!(queue.claim("w", 1).unwrap().len(), 1);
+        queue
+            .retry(id, "w", "bad\u{0}byte", Some(std::time::Duration::ZERO))
+            .unwrap();
+        let job = store.get_job(id).unwrap().unwrap();
+        assert_eq!(job["last_error"], "bad\u{FFFD}byte", "[{who}] {job}");
+        assert_eq!(job["state"], "pending", "[{who}] {job}");
+    }
+}

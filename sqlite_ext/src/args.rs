@@ -216,6 +216,11 @@ impl<'a> Args<'a> {
             return Ok(None);
         }
         match self.text(i) {
+            // As on PostgreSQL, whose text cannot hold one.
+            Some(Ok(s)) if s.contains('\0') => err(
+                Code::InvalidArgument,
+                format!("{what} must not contain a NUL character"),
+            ),
             Some(Ok(s)) => Ok(Some(s)),
             Some(Err(_)) => err(Code::InvalidArgument, format!("{what} is not valid UTF-8")),
             None => err(
@@ -226,14 +231,52 @@ impl<'a> Args<'a> {
     }
 }
 
-/// Checks that `text` is one JSON value.
+/// Checks that `text` is one JSON value that PostgreSQL's `jsonb` could
+/// hold too: no `\u0000` in its strings.
 pub fn check_json(text: &str, what: &str) -> Result<()> {
-    serde_json::from_str::<serde::de::IgnoredAny>(text)
-        .map(|_| ())
-        .map_err(|e| {
-            ContractError::new(
-                Code::InvalidPayload,
-                format!("{what} is not valid JSON: {e}"),
-            )
-        })
+    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| {
+        ContractError::new(
+            Code::InvalidPayload,
+            format!("{what} is not valid JSON: {e}"),
+        )
+    })?;
+    if has_nul_escape(text) {
+        return err(
+            Code::InvalidPayload,
+            format!("{what} must not contain \\u0000 (a NUL character)"),
+        );
+    }
+    Ok(())
+}
+
+/// Whether valid JSON text escapes a NUL character. Every backslash in
+/// valid JSON starts a two-character escape inside a string, so pairs can
+/// be skipped without tracking strings.
+fn has_nul_escape(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            if b[i + 1..].starts_with(b"u0000") {
+                return true;
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_nul_escape;
+
+    #[test]
+    fn only_an_escaped_nul_counts() {
+        assert!(has_nul_escape(r#"{"a": "x\u0000y"}"#));
+        assert!(has_nul_escape(r#""\\\u0000""#)); // a backslash, then a NUL
+        assert!(!has_nul_escape(r#""\\u0000""#)); // a backslash, then "u0000"
+        assert!(!has_nul_escape(r#"{"a": "\u0001", "b": "u0000"}"#));
+    }
 }

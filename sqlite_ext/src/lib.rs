@@ -38,6 +38,8 @@ mod schedule;
 pub mod sql;
 mod stream;
 
+#[cfg(feature = "libsqlite3-sys")]
+pub mod routines;
 #[cfg(feature = "rusqlite")]
 mod rusqlite_glue;
 #[cfg(feature = "rusqlite")]

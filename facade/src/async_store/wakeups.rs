@@ -214,7 +214,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(feature = "sqlx-postgres")]
 async fn register(listener: &mut PgListener, w: &Watched) -> Result<()> {
     let args = [w.name.as_str().into(), Arg::Num(REGISTRATION_TTL_S)];
-    let (call, sql) = SqlxCall::new(w.function, &args);
+    let (call, sql) = SqlxCall::new(w.function, &args)?;
     let row = sqlx::Executor::fetch_one(listener, sql.as_str()).await?;
     call.result(row).map(|_| ())
 }

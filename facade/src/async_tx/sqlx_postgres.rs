@@ -15,10 +15,10 @@ use sqlx::postgres::{PgConnection, PgRow};
 pub(crate) struct SqlxCall(PgCall);
 
 impl SqlxCall {
-    pub(crate) fn new(function: &str, args: &[Arg]) -> (SqlxCall, String) {
-        let call = PgCall::new(function, args);
+    pub(crate) fn new(function: &str, args: &[Arg]) -> Result<(SqlxCall, String)> {
+        let call = PgCall::new(function, args)?;
         let sql = call.inline_sql();
-        (SqlxCall(call), sql)
+        Ok((SqlxCall(call), sql))
     }
 
     pub(crate) fn result(&self, row: PgRow) -> Result<Value> {
@@ -29,7 +29,7 @@ impl SqlxCall {
 
 /// Calls `function` on a sqlx PostgreSQL connection.
 pub(crate) async fn call(conn: &mut PgConnection, function: &str, args: &[Arg]) -> Result<Value> {
-    let (call, sql) = SqlxCall::new(function, args);
+    let (call, sql) = SqlxCall::new(function, args)?;
     let row = sqlx::Executor::fetch_one(conn, sql.as_str()).await?;
     call.result(row)
 }

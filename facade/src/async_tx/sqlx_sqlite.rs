@@ -13,9 +13,6 @@ use crate::sql::{sqlite_result, sqlite_sql, Arg, SqliteValue};
 use serde_json::Value;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{Row, TypeInfo, ValueRef};
-use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Mutex;
 
 impl AsyncTxHandle for SqliteConnection {
     async fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
@@ -72,62 +69,14 @@ async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Resul
 /// # Ok(()) }
 /// ```
 pub async fn register(conn: &mut SqliteConnection) -> Result<()> {
-    // An address, not a pointer to use here: keeps the future `Send`.
-    let api = routines()? as usize;
     {
         let mut handle = conn.lock_handle().await?;
         let db = handle.as_raw_handle().as_ptr();
         // SAFETY: the handle is locked for us, open, and of the SQLite that
-        // `api` belongs to (sqlx's libsqlite3-sys, linked once per binary).
-        let rc = unsafe { alkstore_sqlite::register_raw(db as *mut c_void, api as *mut c_void) };
-        if rc != 0 {
-            return Err(Error::engine(
-                "sqlite",
-                rc.to_string(),
-                "alkstore: registering the functions failed",
-            ));
-        }
+        // alkstore-sqlite registers on (sqlx's libsqlite3-sys, linked once
+        // per binary).
+        unsafe { alkstore_sqlite::routines::register_handle(db) }
+            .map_err(|(rc, what)| Error::engine("sqlite", rc.to_string(), what))?;
     }
     run(conn, "alk_init", &[]).await.map(drop)
-}
-
-static ROUTINES: AtomicPtr<libsqlite3_sys::sqlite3_api_routines> =
-    AtomicPtr::new(std::ptr::null_mut());
-
-unsafe extern "C" fn capture(
-    _db: *mut libsqlite3_sys::sqlite3,
-    _err: *mut *mut c_char,
-    api: *const libsqlite3_sys::sqlite3_api_routines,
-) -> c_int {
-    ROUTINES.store(api as *mut _, Ordering::Release);
-    0
-}
-
-/// SQLite hands its routine table only to extension entry points: borrow it
-/// once through a capturing auto-extension and a throwaway in-memory
-/// connection.
-fn routines() -> Result<*mut libsqlite3_sys::sqlite3_api_routines> {
-    static ONCE: Mutex<()> = Mutex::new(());
-    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
-    let api = ROUTINES.load(Ordering::Acquire);
-    if !api.is_null() {
-        return Ok(api);
-    }
-    // SAFETY: plain SQLite C API calls; the throwaway handle is closed.
-    unsafe {
-        libsqlite3_sys::sqlite3_auto_extension(Some(capture));
-        let mut db = std::ptr::null_mut();
-        libsqlite3_sys::sqlite3_open(c":memory:".as_ptr(), &mut db);
-        libsqlite3_sys::sqlite3_close(db);
-        libsqlite3_sys::sqlite3_cancel_auto_extension(Some(capture));
-    }
-    let api = ROUTINES.load(Ordering::Acquire);
-    if api.is_null() {
-        return Err(Error::engine(
-            "sqlite",
-            "",
-            "alkstore: SQLite did not hand over its routine table",
-        ));
-    }
-    Ok(api)
 }

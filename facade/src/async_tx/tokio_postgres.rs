@@ -10,7 +10,7 @@ async fn call(
     function: &str,
     args: &[Arg],
 ) -> Result<Value> {
-    let call = PgCall::new(function, args);
+    let call = PgCall::new(function, args)?;
     // Typed, unnamed statements, as the blocking API sends them.
     let row = client
         .query_typed_one(&call.sql, &call.typed_params())
