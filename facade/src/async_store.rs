@@ -1,18 +1,26 @@
 //! [`AsyncStore`]: queues, outboxes, streams, notifications and leases on a
-//! sqlx pool — PostgreSQL (feature `sqlx-postgres`) or SQLite
-//! (`sqlx-sqlite`) — with waiting by wake-ups, on tokio.
+//! pool — sqlx's PostgreSQL (feature `sqlx-postgres`) or SQLite
+//! (`sqlx-sqlite`), or tokio-postgres with deadpool-postgres
+//! (`tokio-postgres`) — with waiting by wake-ups, on tokio.
 
 mod engine;
 mod notify;
 mod queue;
 mod stream;
+#[cfg(feature = "tokio-postgres")]
+mod tokio_pg;
 mod wakeups;
 
-pub use engine::AsyncConn;
-pub use engine::AsyncEngine;
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+pub use engine::SqlxEngine;
+#[cfg(feature = "tokio-postgres")]
+pub use engine::TokioPostgres;
+pub use engine::{AsyncConn, AsyncEngine, AsyncTransactionEnd};
 pub use notify::{AsyncLockGuard, AsyncSubscription};
 pub use queue::{AsyncOutbox, AsyncQueue};
 pub use stream::{AsyncStream, AsyncStreamSubscription};
+#[cfg(feature = "tokio-postgres")]
+pub use tokio_pg::PgClientTx;
 
 use crate::error::Result;
 use crate::sql::Arg;
@@ -28,16 +36,19 @@ use wakeups::Wakeups;
 #[cfg(feature = "sqlx-postgres")]
 pub type DefaultEngine = sqlx::Postgres;
 /// The engine `AsyncStore` means when none is named.
-#[cfg(not(feature = "sqlx-postgres"))]
+#[cfg(all(not(feature = "sqlx-postgres"), feature = "sqlx-sqlite"))]
 pub type DefaultEngine = sqlx::Sqlite;
+/// The engine `AsyncStore` means when none is named.
+#[cfg(not(any(feature = "sqlx-postgres", feature = "sqlx-sqlite")))]
+pub type DefaultEngine = TokioPostgres;
 
 /// How long a waiter waits at most without a wake-up: jobs whose `run_at`
 /// arrives or whose claim expires announce nothing.
 pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 
-/// A store for async code: a sqlx pool for calls and your own transactions,
-/// and one connection for wake-ups (PostgreSQL: a listener; SQLite: a
-/// `data_version` watcher). Queue, outbox, stream, notification and lease handles as
+/// A store for async code: a pool for calls and your own transactions
+/// (sqlx's, or deadpool-postgres's on tokio-postgres), and one connection
+/// for wake-ups (PostgreSQL: a listener; SQLite: a `data_version` watcher). Queue, outbox, stream, notification and lease handles as
 /// the blocking [`Store`](crate::Store) has. Cheap to clone.
 ///
 /// ```no_run
@@ -51,7 +62,7 @@ pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 /// # Ok(()) }
 /// ```
 pub struct AsyncStore<DB: AsyncEngine = DefaultEngine> {
-    pool: sqlx::Pool<DB>,
+    pool: DB::Pool,
     wakeups: Arc<Wakeups>,
 }
 
@@ -91,7 +102,8 @@ impl AsyncStore<sqlx::Sqlite> {
     }
 }
 
-impl<DB: AsyncEngine> AsyncStore<DB> {
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+impl<DB: SqlxEngine> AsyncStore<DB> {
     /// Uses your pool. On PostgreSQL the listener takes one of its
     /// connections for as long as the store lives; behind a
     /// transaction-pooling PgBouncer use `from_pool_with_listener` (a
@@ -101,22 +113,24 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
         let wakeups = DB::wakeups(&pool).await?;
         Ok(AsyncStore { pool, wakeups })
     }
+}
 
+impl<DB: AsyncEngine> AsyncStore<DB> {
     /// The pool: your own queries and transactions.
-    pub fn pool(&self) -> &sqlx::Pool<DB> {
+    pub fn pool(&self) -> &DB::Pool {
         &self.pool
     }
 
     /// Begins a transaction on the pool; use [`AsyncTxHandle`](crate::AsyncTxHandle)'s
-    /// methods and your own queries on it, then commit.
-    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, DB>> {
-        Ok(self.pool.begin().await?)
+    /// methods (or [`AsyncConn`]) and your own queries on it, then commit.
+    pub async fn begin(&self) -> Result<DB::Transaction> {
+        DB::begin(&self.pool).await
     }
 
     /// Calls any `alk_*` function in its own transaction.
     pub async fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
-        let mut conn = self.pool.acquire().await?;
-        DB::call_on(&mut *conn, function, args).await
+        let mut conn = DB::acquire(&self.pool).await?;
+        DB::call_on(&mut conn, function, args).await
     }
 
     /// A queue handle (checks the name).
@@ -143,10 +157,8 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
         payload: &T,
     ) -> Result<()> {
         use crate::AsyncTxHandle;
-        let mut conn = self.pool.acquire().await?;
-        AsyncConn::<DB>(&mut *conn)
-            .notify_tx(channel, payload)
-            .await
+        let mut conn = DB::acquire(&self.pool).await?;
+        AsyncConn::<DB>(&mut conn).notify_tx(channel, payload).await
     }
 
     /// Notifications on `channel` from now on.
@@ -199,7 +211,38 @@ impl AsyncStore<sqlx::Postgres> {
         pool: sqlx::PgPool,
         listener_url: &str,
     ) -> Result<AsyncStore<sqlx::Postgres>> {
-        let listener = sqlx::postgres::PgListener::connect(listener_url).await?;
+        let listener = wakeups::SqlxListener::connect(listener_url).await?;
+        Ok(AsyncStore {
+            pool,
+            wakeups: Wakeups::start(listener),
+        })
+    }
+}
+
+#[cfg(feature = "tokio-postgres")]
+impl AsyncStore<TokioPostgres> {
+    /// Uses your deadpool-postgres pool for calls and transactions, and one
+    /// connection of its own for wake-ups, made to `listener_conninfo`
+    /// (the server itself, not a transaction pooler; TLS by `sslmode` with
+    /// the `tls` feature). `begin` gives a [`PgClientTx`], which
+    /// dereferences to the `tokio_postgres::Client` for your own statements.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: deadpool_postgres::Pool) -> alkstore::Result<()> {
+    /// use alkstore::{AsyncStore, AsyncTxHandle, EnqueueOpts, TokioPostgres};
+    /// let store: AsyncStore<TokioPostgres> =
+    ///     AsyncStore::from_deadpool(pool, "postgres://app@db/app").await?;
+    /// let mut tx = store.begin().await?;
+    /// tx.execute("INSERT INTO signups (email) VALUES ($1)", &[&"ada@example.com"]).await?;
+    /// tx.enqueue_tx("welcome", &EnqueueOpts::new(), &serde_json::json!({"to": "ada@example.com"})).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn from_deadpool(
+        pool: deadpool_postgres::Pool,
+        listener_conninfo: &str,
+    ) -> Result<AsyncStore<TokioPostgres>> {
+        let listener = tokio_pg::TokioListener::connect(listener_conninfo).await?;
         Ok(AsyncStore {
             pool,
             wakeups: Wakeups::start(listener),

@@ -3,7 +3,9 @@
 //! waiting by wake-ups, and a graceful shutdown with a deadline. A handler
 //! may also take a transaction whose writes commit together with the ack.
 
-use crate::async_store::{AsyncConn, AsyncEngine, AsyncOutbox, AsyncQueue, DefaultEngine};
+use crate::async_store::{
+    AsyncConn, AsyncEngine, AsyncOutbox, AsyncQueue, AsyncTransactionEnd, DefaultEngine,
+};
 use crate::async_tx::AsyncTxHandle;
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::{Error, Result};
@@ -18,8 +20,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-/// A transaction on the store's pool, handed to a transactional handler.
-pub type AsyncTransaction<DB = DefaultEngine> = sqlx::Transaction<'static, DB>;
+/// A transaction on the store's pool, handed to a transactional handler:
+/// `sqlx::Transaction<'static, _>` on sqlx's drivers, [`PgClientTx`](crate::PgClientTx)
+/// on tokio-postgres.
+pub type AsyncTransaction<DB = DefaultEngine> = <DB as AsyncEngine>::Transaction;
 
 /// A PostgreSQL transaction handed to a transactional handler.
 #[cfg(feature = "sqlx-postgres")]
@@ -369,7 +373,7 @@ impl<DB: AsyncEngine> Slots<DB> {
             Outcome::Done(Some(result)) => q.ack_with_result(job.id, me, &result).await.map(drop),
             Outcome::Committed(mut tx) => {
                 match AsyncConn::<DB>(&mut *tx).ack_tx(job.id, me).await {
-                    Ok(true) => match tx.commit().await {
+                    Ok(true) => match AsyncTransactionEnd::commit(tx).await {
                         Ok(()) => Ok(()),
                         // Not committed (or not known to be): give the job back;
                         // if the commit did land, the retry finds it acked.
@@ -380,7 +384,7 @@ impl<DB: AsyncEngine> Slots<DB> {
                     },
                     Ok(false) => {
                         tracing::warn!("alkstore: the job was no longer this worker's to ack (claim expired or cancelled); its transaction was rolled back");
-                        tx.rollback().await.map_err(Error::from)
+                        AsyncTransactionEnd::rollback(tx).await
                     }
                     // The handler left its transaction unusable (a failed
                     // statement): nothing of it commits; the job is retried.

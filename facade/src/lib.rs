@@ -34,7 +34,11 @@
 
 #![warn(missing_docs)]
 
-#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 mod async_store;
 #[cfg(any(
     feature = "sqlx-postgres",
@@ -42,12 +46,17 @@ mod async_store;
     feature = "tokio-postgres"
 ))]
 mod async_tx;
-#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 mod async_worker;
 #[cfg(any(
     feature = "blocking",
     feature = "sqlx-postgres",
-    feature = "sqlx-sqlite"
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
 ))]
 mod claimant;
 #[cfg(feature = "blocking")]
@@ -82,10 +91,18 @@ mod wake;
 mod worker;
 
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+pub use async_store::SqlxEngine;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 pub use async_store::{
     AsyncConn, AsyncEngine, AsyncLockGuard, AsyncOutbox, AsyncQueue, AsyncStore, AsyncStream,
-    AsyncStreamSubscription, AsyncSubscription, DefaultEngine,
+    AsyncStreamSubscription, AsyncSubscription, AsyncTransactionEnd, DefaultEngine,
 };
+#[cfg(feature = "tokio-postgres")]
+pub use async_store::{PgClientTx, TokioPostgres};
 #[cfg(feature = "sqlx-sqlite")]
 pub use async_tx::sqlx_sqlite::register as register_sqlx_sqlite;
 #[cfg(any(
@@ -96,7 +113,11 @@ pub use async_tx::sqlx_sqlite::register as register_sqlx_sqlite;
 pub use async_tx::AsyncTxHandle;
 #[cfg(feature = "sqlx-postgres")]
 pub use async_worker::PgTransaction;
-#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 pub use async_worker::{AsyncTransaction, AsyncWorker, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use error::{Error, Result};
 #[cfg(feature = "blocking")]

@@ -115,7 +115,8 @@ impl Event {
     #[cfg(any(
         feature = "blocking",
         feature = "sqlx-postgres",
-        feature = "sqlx-sqlite"
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres"
     ))]
     pub(crate) fn page(v: &Value, stream: &str) -> Result<(Vec<Event>, Option<i64>)> {
         let rows = v.as_array().map(Vec::as_slice).unwrap_or_default();

@@ -293,7 +293,7 @@ async fn async_dies_mid_transaction<DB: AppSql>(store: AsyncStore<DB>) {
     let name = env("ALK_CHILD_NAME");
     let table = name.replace('-', "_");
     let mut tx = store.begin().await.unwrap();
-    DB::app_sql(&mut tx, &format!("INSERT INTO {table} VALUES ('ghost')")).await;
+    DB::app_sql(&mut *tx, &format!("INSERT INTO {table} VALUES ('ghost')")).await;
     let mut conn = AsyncConn::<DB>(&mut *tx);
     let ghost = json!("ghost");
     conn.enqueue_tx(&name, &EnqueueOpts::new(), &ghost)
@@ -375,7 +375,7 @@ async fn child_async_worker_dies_in_its_handler() {
 async fn async_worker_dies_in_its_handler<DB: AppSql>(store: AsyncStore<DB>) {
     let name = env("ALK_CHILD_NAME");
     let worker = AsyncWorker::new(store.queue(&name).unwrap(), "doomed");
-    let handler = move |_job: alkstore::Job, mut tx: sqlx::Transaction<'static, DB>| {
+    let handler = move |_job: alkstore::Job, mut tx: alkstore::AsyncTransaction<DB>| {
         let table = name.replace('-', "_");
         async move {
             std::fs::write(env("ALK_CHILD_CLAIMED"), "claimed").unwrap();
@@ -383,7 +383,7 @@ async fn async_worker_dies_in_its_handler<DB: AppSql>(store: AsyncStore<DB>) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             DB::app_sql(
-                &mut tx,
+                &mut *tx,
                 &format!("INSERT INTO {table} VALUES ('uncommitted')"),
             )
             .await;

@@ -5,8 +5,8 @@
 mod async_common;
 mod common;
 
-use alkstore::{AsyncConn, AsyncEngine, AsyncStore, AsyncTxHandle};
-use async_common::{sqlite_store, stores};
+use alkstore::{AsyncConn, AsyncEngine, AsyncStore, AsyncTransactionEnd, AsyncTxHandle};
+use async_common::{sqlite_store, stores, tokio_stores};
 use common::{fresh, ms};
 use serde_json::json;
 use std::time::Duration;
@@ -14,6 +14,12 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset() {
     for (target, store) in stores().await {
+        a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on(
+            target, store,
+        )
+        .await;
+    }
+    for (target, store) in tokio_stores().await {
         a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on(
             target, store,
         )
@@ -102,6 +108,12 @@ async fn notifications_arrive_when_their_transaction_commits_and_never_after_a_r
         )
         .await;
     }
+    for (target, store) in tokio_stores().await {
+        notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on(
+            target, store,
+        )
+        .await;
+    }
     let (store, _dir) = sqlite_store().await;
     notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on(
         "sqlite", store,
@@ -155,6 +167,9 @@ async fn a_lease_excludes_other_owners_and_its_tokens_grow() {
     for (target, store) in stores().await {
         a_lease_excludes_other_owners_and_its_tokens_grow_on(target, store).await;
     }
+    for (target, store) in tokio_stores().await {
+        a_lease_excludes_other_owners_and_its_tokens_grow_on(target, store).await;
+    }
     let (store, _dir) = sqlite_store().await;
     a_lease_excludes_other_owners_and_its_tokens_grow_on("sqlite", store).await;
 }
@@ -198,6 +213,9 @@ async fn a_lease_excludes_other_owners_and_its_tokens_grow_on<DB: AsyncEngine>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nul_character_is_refused_alike_by_every_async_driver() {
     for (target, store) in stores().await {
+        a_nul_character_is_refused_alike_by_every_async_driver_on(target, store).await;
+    }
+    for (target, store) in tokio_stores().await {
         a_nul_character_is_refused_alike_by_every_async_driver_on(target, store).await;
     }
     let (store, _dir) = sqlite_store().await;

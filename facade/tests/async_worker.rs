@@ -9,9 +9,10 @@ mod async_common;
 mod common;
 
 use alkstore::{
-    AsyncConn, AsyncEngine, AsyncStore, AsyncTxHandle, AsyncWorker, EnqueueOpts, QueueOpts,
+    AsyncConn, AsyncEngine, AsyncStore, AsyncTransactionEnd, AsyncTxHandle, AsyncWorker,
+    EnqueueOpts, QueueOpts,
 };
-use async_common::{eventually, queue, sqlite_store, stats, stores};
+use async_common::{eventually, queue, sqlite_store, stats, stores, tokio_stores};
 use common::{fresh, ms};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +23,10 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics() {
     for (target, store) in stores().await {
+        an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on(target, store)
+            .await;
+    }
+    for (target, store) in tokio_stores().await {
         an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on(target, store)
             .await;
     }
@@ -121,6 +126,9 @@ async fn an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panic
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message() {
     for (target, store) in stores().await {
+        idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on(target, store).await;
+    }
+    for (target, store) in tokio_stores().await {
         idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on(target, store).await;
     }
     let (store, _dir) = sqlite_store().await;
@@ -313,9 +321,119 @@ async fn transactional_completion_commits_the_handlers_writes_with_the_ack_or_ne
     }
 }
 
+/// The same on tokio-postgres: the handler gets a `PgClientTx` (owning
+/// its pooled connection) and writes through the client it dereferences to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transactional_completion_on_tokio_postgres_commits_the_writes_with_the_ack_or_neither() {
+    for (target, store) in tokio_stores().await {
+        let opts = QueueOpts::new().retain_completed(Duration::from_secs(3600));
+        let name = queue(&store, "tokio-tx", opts).await;
+        let table = format!("\"{}\"", fresh("tokio_tx_rows"));
+        let ddl = format!("CREATE TABLE {table} (job text, attempt bigint)");
+        store
+            .pool()
+            .get()
+            .await
+            .unwrap()
+            .batch_execute(&ddl)
+            .await
+            .unwrap();
+        let q = store.queue(&name).unwrap();
+        let mut ids = BTreeMap::new();
+        for kind in ["ok", "err_once", "cancelled", "aborted_once"] {
+            let id = q
+                .enqueue(&EnqueueOpts::new(), &json!({ "kind": kind }))
+                .await
+                .unwrap();
+            ids.insert(kind, id);
+        }
+        let settled = Arc::new(AtomicUsize::new(0));
+        let handler = {
+            let (table, store, settled) = (table.clone(), store.clone(), settled.clone());
+            move |job: alkstore::Job, tx: alkstore::PgClientTx| {
+                let (table, store, settled) = (table.clone(), store.clone(), settled.clone());
+                async move {
+                    let kind = job.payload["kind"].as_str().unwrap().to_string();
+                    let row = format!("INSERT INTO {table} VALUES ('{kind}', {})", job.attempts);
+                    tx.batch_execute(&row).await.map_err(|e| e.to_string())?;
+                    let last = matches!(
+                        (kind.as_str(), job.attempts),
+                        ("ok" | "cancelled", 1) | ("err_once" | "aborted_once", 2)
+                    );
+                    if last {
+                        settled.fetch_add(1, Ordering::SeqCst);
+                    }
+                    match (kind.as_str(), job.attempts) {
+                        ("err_once", 1) => Err("refused once".to_string()),
+                        ("cancelled", _) => {
+                            let r = store.call("alk_cancel", &[job.id.into()]).await.unwrap();
+                            assert_eq!(r, json!(true));
+                            Ok(tx)
+                        }
+                        ("aborted_once", 1) => {
+                            let _ = tx.batch_execute("SELECT 1/0").await;
+                            Ok(tx)
+                        }
+                        _ => Ok(tx),
+                    }
+                }
+            }
+        };
+        let shutdown = {
+            let settled = settled.clone();
+            async move { eventually("every job settled", || settled.load(Ordering::SeqCst) == 4).await }
+        };
+        let worker = AsyncWorker::new(q.clone(), "tokio-tx-worker").concurrency(2);
+        let handled =
+            tokio::time::timeout(Duration::from_secs(60), worker.run_in_tx(shutdown, handler))
+                .await
+                .unwrap_or_else(|_| panic!("[{target}] not every job finished"))
+                .unwrap();
+        assert_eq!(handled, 6, "[{target}] 4 jobs, 2 of them twice");
+        let read = store.pool().get().await.unwrap();
+        let rows: Vec<(String, i64)> = read
+            .query(
+                &format!("SELECT job, attempt FROM {table} ORDER BY job, attempt"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let rows: Vec<(&str, i64)> = rows.iter().map(|(j, a)| (j.as_str(), *a)).collect();
+        assert_eq!(
+            rows,
+            [("aborted_once", 2), ("err_once", 2), ("ok", 1)],
+            "[{target}] only the acked attempts' writes committed; none of the cancelled job"
+        );
+        assert!(
+            store.get_job(ids["cancelled"]).await.unwrap().is_none(),
+            "[{target}]"
+        );
+        for kind in ["ok", "err_once", "aborted_once"] {
+            let job = store.get_job(ids[kind]).await.unwrap().unwrap();
+            assert_eq!(job["state"], "completed", "[{target}] {kind}: {job}");
+        }
+        // Every connection went back to the pool outside a transaction (or
+        // was closed): a fresh one is not inside one.
+        let conn = store.pool().get().await.unwrap();
+        let status: String = conn
+            .query_one("SELECT current_setting('transaction_isolation')", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!status.is_empty());
+        conn.batch_execute("BEGIN; COMMIT").await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest() {
     for (target, store) in stores().await {
+        shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on(target, store).await;
+    }
+    for (target, store) in tokio_stores().await {
         shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on(target, store).await;
     }
     let (store, _dir) = sqlite_store().await;

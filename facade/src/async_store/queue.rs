@@ -64,17 +64,17 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         opts: &EnqueueOpts,
         job: &T,
     ) -> Result<i64> {
-        let mut conn = self.store.pool().acquire().await?;
-        AsyncConn::<DB>(&mut *conn)
+        let mut conn = DB::acquire(self.store.pool()).await?;
+        AsyncConn::<DB>(&mut conn)
             .enqueue_tx(&self.name, opts, job)
             .await
     }
 
     /// Claims up to `max_jobs` jobs now (possibly none).
     pub async fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        let mut conn = self.store.pool().acquire().await?;
+        let mut conn = DB::acquire(self.store.pool()).await?;
         claim_with(
-            &mut AsyncConn::<DB>(&mut *conn),
+            &mut AsyncConn::<DB>(&mut conn),
             self.claim_fn,
             &self.claim_name,
             worker,
@@ -112,8 +112,8 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
 
     /// Acks a job this worker holds; true if it did.
     pub async fn ack(&self, job_id: i64, worker: &str) -> Result<bool> {
-        let mut conn = self.store.pool().acquire().await?;
-        AsyncConn::<DB>(&mut *conn).ack_tx(job_id, worker).await
+        let mut conn = DB::acquire(self.store.pool()).await?;
+        AsyncConn::<DB>(&mut conn).ack_tx(job_id, worker).await
     }
 
     /// Acks with a result, kept with the completed job while the queue
@@ -138,16 +138,16 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         error: &str,
         delay: Option<Duration>,
     ) -> Result<Retried> {
-        let mut conn = self.store.pool().acquire().await?;
-        AsyncConn::<DB>(&mut *conn)
+        let mut conn = DB::acquire(self.store.pool()).await?;
+        AsyncConn::<DB>(&mut conn)
             .retry_tx(job_id, worker, error, delay)
             .await
     }
 
     /// Dead-letters a job this worker holds.
     pub async fn fail(&self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
-        let mut conn = self.store.pool().acquire().await?;
-        AsyncConn::<DB>(&mut *conn)
+        let mut conn = DB::acquire(self.store.pool()).await?;
+        AsyncConn::<DB>(&mut conn)
             .fail_tx(job_id, worker, error)
             .await
     }
@@ -214,8 +214,8 @@ impl<DB: AsyncEngine> AsyncOutbox<DB> {
         opts: &EnqueueOpts,
         message: &T,
     ) -> Result<i64> {
-        let mut conn = self.jobs.store.pool().acquire().await?;
-        AsyncConn::<DB>(&mut *conn)
+        let mut conn = DB::acquire(self.jobs.store.pool()).await?;
+        AsyncConn::<DB>(&mut conn)
             .outbox_enqueue_tx(&self.name, opts, message)
             .await
     }

@@ -4,24 +4,20 @@
 //! counters that waiters watch; it also forwards the notifications of the
 //! channels subscribed to (`AsyncStore::listen`).
 
-#[cfg(feature = "sqlx-postgres")]
-use crate::async_tx::sqlx_postgres::SqlxCall;
 use crate::error::{Error, Result};
-#[cfg(feature = "sqlx-postgres")]
-use crate::sql::Arg;
 use serde_json::Value;
-#[cfg(feature = "sqlx-postgres")]
-use sqlx::postgres::PgListener;
 use std::collections::HashMap;
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+use std::future::Future;
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
 use std::sync::Weak;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// How long a registration lasts on the server (`ttl_s`).
-#[cfg(feature = "sqlx-postgres")]
-const REGISTRATION_TTL_S: f64 = 60.0;
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+pub(crate) const REGISTRATION_TTL_S: f64 = 60.0;
 /// Registrations are renewed well before they run out.
 const RENEW_EVERY: Duration = Duration::from_secs(20);
 /// How often SQLite's `data_version` is looked at.
@@ -32,8 +28,8 @@ const SQLITE_WATCH_EVERY: Duration = Duration::from_millis(10);
 /// and the key its notifications arrive under.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Watched {
-    function: &'static str,
-    name: String,
+    pub(crate) function: &'static str,
+    pub(crate) name: String,
     key: String,
 }
 
@@ -66,7 +62,10 @@ impl Watched {
     }
 }
 
-#[cfg_attr(not(feature = "sqlx-postgres"), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "tokio-postgres")),
+    allow(dead_code)
+)]
 enum Request {
     /// Register for wake-ups.
     Watch(Watched, oneshot::Sender<Result<()>>),
@@ -92,8 +91,8 @@ pub struct Wakeups {
 impl Wakeups {
     /// Starts the listener task on `listener`. It ends when the store (every
     /// clone) is dropped.
-    #[cfg(feature = "sqlx-postgres")]
-    pub(crate) fn start(listener: PgListener) -> Arc<Wakeups> {
+    #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+    pub(crate) fn start(listener: impl Listener) -> Arc<Wakeups> {
         let (requests, rx) = mpsc::unbounded_channel();
         let wakeups = Arc::new(Wakeups {
             requests: Some(requests),
@@ -125,7 +124,7 @@ impl Wakeups {
 
     /// The payloads notified on `pg_channel` (`alk_channel`'s name for an
     /// alkstore channel) from now on.
-    #[cfg(feature = "sqlx-postgres")]
+    #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
     pub(crate) async fn listen(&self, pg_channel: &str) -> Result<mpsc::UnboundedReceiver<Value>> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.ask(|reply| Request::Listen(pg_channel.to_string(), tx, reply))
@@ -185,7 +184,7 @@ impl Wakeups {
             .clone()
     }
 
-    #[cfg(feature = "sqlx-postgres")]
+    #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
     fn bump(&self, key: &str) {
         if let Some(s) = lock(&self.generations).get(key) {
             s.send_modify(|g| *g += 1);
@@ -211,20 +210,39 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-#[cfg(feature = "sqlx-postgres")]
-async fn register(listener: &mut PgListener, w: &Watched) -> Result<()> {
-    let args = [w.name.as_str().into(), Arg::Num(REGISTRATION_TTL_S)];
-    let (call, sql) = SqlxCall::new(w.function, &args)?;
-    let row = sqlx::Executor::fetch_one(listener, sql.as_str()).await?;
-    call.result(row).map(|_| ())
+/// The PostgreSQL connection a store's wake-ups come through: one per
+/// store, kept in its session (never through a transaction pooler).
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+pub(crate) trait Listener: Send + 'static {
+    /// Registers this session for wake-ups (`alk_listen_*`).
+    fn register(&mut self, w: &Watched) -> impl Future<Output = Result<()>> + Send;
+    /// `LISTEN`s on a channel, and again after every reconnect.
+    fn listen(&mut self, pg_channel: &str) -> impl Future<Output = Result<()>> + Send;
+    /// The next notification, or the news that the connection was lost
+    /// and made again (notifications may have been missed; registrations
+    /// are gone), or that the pool closed for good.
+    fn recv(&mut self) -> impl Future<Output = Received> + Send;
+}
+
+/// What a [`Listener`] received.
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+pub(crate) enum Received {
+    Notification {
+        channel: String,
+        payload: String,
+    },
+    Reconnected,
+    /// sqlx's pool was closed: the store is going away.
+    #[cfg_attr(not(feature = "sqlx-postgres"), allow(dead_code))]
+    Closed,
 }
 
 /// The listener task: registrations on request, renewals, notifications to
-/// generation bumps. sqlx reconnects a lost connection; the task then
-/// registers everything again and wakes every waiter.
-#[cfg(feature = "sqlx-postgres")]
+/// generation bumps. After a reconnect it registers everything again and
+/// wakes every waiter.
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
 async fn listen(
-    mut listener: PgListener,
+    mut listener: impl Listener,
     mut requests: mpsc::UnboundedReceiver<Request>,
     wakeups: Weak<Wakeups>,
 ) {
@@ -235,7 +253,7 @@ async fn listen(
         if lost {
             let mut ok = true;
             for (w, at) in registered.iter_mut() {
-                ok = ok && register(&mut listener, w).await.is_ok();
+                ok = ok && listener.register(w).await.is_ok();
                 *at = Instant::now();
             }
             if !ok {
@@ -250,7 +268,7 @@ async fn listen(
         }
         for (w, at) in registered.iter_mut() {
             if at.elapsed() >= RENEW_EVERY {
-                lost |= register(&mut listener, w).await.is_err();
+                lost |= listener.register(w).await.is_err();
                 *at = Instant::now();
             }
         }
@@ -258,7 +276,7 @@ async fn listen(
             request = requests.recv() => match request {
                 None => return,
                 Some(Request::Watch(watched, reply)) => {
-                    let r = register(&mut listener, &watched).await;
+                    let r = listener.register(&watched).await;
                     if r.is_ok() {
                         registered.insert(watched, Instant::now());
                     } else {
@@ -267,22 +285,21 @@ async fn listen(
                     let _ = reply.send(r);
                 }
                 Some(Request::Listen(pg_channel, tx, reply)) => {
-                    // sqlx LISTENs again by itself after a reconnect.
-                    let r = listener.listen(&pg_channel).await.map_err(Error::from);
+                    let r = listener.listen(&pg_channel).await;
                     if r.is_ok() {
                         subscribers.entry(pg_channel).or_default().push(tx);
                     }
                     let _ = reply.send(r);
                 }
             },
-            n = listener.try_recv() => match n {
-                Ok(Some(n)) => {
-                    let key = match n.channel() {
-                        "alkstore_jobs" => format!("q:{}", n.payload()),
-                        "alkstore_events" => format!("s:{}", n.payload()),
+            received = listener.recv() => match received {
+                Received::Notification { channel, payload } => {
+                    let key = match channel.as_str() {
+                        "alkstore_jobs" => format!("q:{payload}"),
+                        "alkstore_events" => format!("s:{payload}"),
                         other => {
                             if let Some(subs) = subscribers.get_mut(other) {
-                                let payload = serde_json::from_str(n.payload()).unwrap_or(Value::Null);
+                                let payload = serde_json::from_str(&payload).unwrap_or(Value::Null);
                                 subs.retain(|s| s.send(payload.clone()).is_ok());
                             }
                             continue;
@@ -293,16 +310,65 @@ async fn listen(
                         None => return,
                     }
                 }
-                // Reconnected (or reconnecting): register again.
-                Ok(None) => lost = true,
-                Err(sqlx::Error::PoolClosed) => return,
-                Err(_) => {
-                    lost = true;
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
+                Received::Reconnected => lost = true,
+                Received::Closed => return,
             },
             // Renewals come due while nothing else happens.
             _ = tokio::time::sleep(RENEW_EVERY / 4) => {}
+        }
+    }
+}
+
+/// sqlx's listener, which reconnects (and `LISTEN`s again) by itself.
+#[cfg(feature = "sqlx-postgres")]
+pub(crate) struct SqlxListener(sqlx::postgres::PgListener);
+
+#[cfg(feature = "sqlx-postgres")]
+impl SqlxListener {
+    /// A listener on a connection of `pool`'s (its own, outside the pool).
+    pub(crate) async fn connect_with(pool: &sqlx::PgPool) -> Result<SqlxListener> {
+        Ok(SqlxListener(
+            sqlx::postgres::PgListener::connect_with(pool).await?,
+        ))
+    }
+
+    /// A listener connected to `url`.
+    pub(crate) async fn connect(url: &str) -> Result<SqlxListener> {
+        Ok(SqlxListener(
+            sqlx::postgres::PgListener::connect(url).await?,
+        ))
+    }
+}
+
+#[cfg(feature = "sqlx-postgres")]
+impl Listener for SqlxListener {
+    async fn register(&mut self, w: &Watched) -> Result<()> {
+        use crate::async_tx::sqlx_postgres::SqlxCall;
+        let args = [
+            w.name.as_str().into(),
+            crate::sql::Arg::Num(REGISTRATION_TTL_S),
+        ];
+        let (call, sql) = SqlxCall::new(w.function, &args)?;
+        let row = sqlx::Executor::fetch_one(&mut self.0, sql.as_str()).await?;
+        call.result(row).map(|_| ())
+    }
+
+    async fn listen(&mut self, pg_channel: &str) -> Result<()> {
+        Ok(self.0.listen(pg_channel).await?)
+    }
+
+    async fn recv(&mut self) -> Received {
+        match self.0.try_recv().await {
+            Ok(Some(n)) => Received::Notification {
+                channel: n.channel().to_string(),
+                payload: n.payload().to_string(),
+            },
+            Ok(None) => Received::Reconnected,
+            Err(sqlx::Error::PoolClosed) => Received::Closed,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                Received::Reconnected
+            }
         }
     }
 }

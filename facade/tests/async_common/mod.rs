@@ -5,7 +5,7 @@
 
 use super::common::{fresh, ms};
 use alkstore::sql::Arg;
-use alkstore::{AsyncEngine, AsyncStore, QueueOpts};
+use alkstore::{AsyncEngine, AsyncStore, QueueOpts, TokioPostgres};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,33 @@ pub async fn stores() -> Vec<(&'static str, AsyncStore)> {
             }
             _ => {}
         }
+    }
+    out
+}
+
+/// The same PostgreSQL installs on tokio-postgres pooled by deadpool-postgres
+/// (`AsyncStore<TokioPostgres>`): direct, and through PgBouncer with the
+/// listener connected directly.
+pub async fn tokio_stores() -> Vec<(&'static str, AsyncStore<TokioPostgres>)> {
+    let mut out = vec![];
+    for install in alkstore_testkit::pg_installs() {
+        let label = match install.label {
+            alkstore_testkit::EXTENSION => "tokio-postgres",
+            alkstore_testkit::BOUNCER => "tokio-postgres via PgBouncer",
+            _ => continue,
+        };
+        let mut config = deadpool_postgres::Config::new();
+        config.url = Some(install.url.clone());
+        let pool = config
+            .create_pool(
+                Some(deadpool_postgres::Runtime::Tokio1),
+                tokio_postgres::NoTls,
+            )
+            .unwrap();
+        let store = AsyncStore::from_deadpool(pool, &install.direct_url)
+            .await
+            .unwrap();
+        out.push((label, store));
     }
     out
 }
