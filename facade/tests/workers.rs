@@ -8,6 +8,13 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// Nothing left to run, now or after a backoff, and nothing running. (Read
+/// without unwrapping while a worker runs: a panic in the scope would wait
+/// for the worker forever.)
+fn settled(stats: &serde_json::Value) -> bool {
+    stats["pending"] == 0 && stats["scheduled"] == 0 && stats["running"] == 0
+}
+
 #[test]
 fn a_worker_runs_handlers_concurrently_retries_errors_survives_panics_and_stops_gracefully() {
     for target in targets() {
@@ -45,8 +52,7 @@ fn a_worker_runs_handlers_concurrently_retries_errors_survives_panics_and_stops_
             });
             // Graceful stop once everything is done.
             for _ in 0..200 {
-                if queue.stats().unwrap()["pending"] == 0 && queue.stats().unwrap()["running"] == 0
-                {
+                if settled(&queue.stats().unwrap_or_default()) {
                     break;
                 }
                 std::thread::sleep(ms(50));
@@ -139,8 +145,7 @@ fn a_transactional_handlers_writes_and_the_jobs_ack_commit_together_or_not_at_al
                     })
             });
             for _ in 0..400 {
-                let stats = queue.stats().unwrap();
-                if stats["pending"] == 0 && stats["running"] == 0 {
+                if settled(&queue.stats().unwrap_or_default()) {
                     break;
                 }
                 std::thread::sleep(ms(50));
@@ -193,6 +198,73 @@ fn a_transactional_handlers_writes_and_the_jobs_ack_commit_together_or_not_at_al
                 "[{who}] cancelled, not acked"
             );
         }
+    }
+}
+
+#[test]
+fn outbox_delivery_into_the_apps_own_tables_commits_with_the_messages_ack() {
+    for target in targets() {
+        let store = target.open();
+        let who = target.name();
+        let name = fresh("tx-outbox");
+        let table = name.replace('-', "_");
+        target.execute(&format!(
+            "CREATE TABLE {table} (message text, attempt integer)"
+        ));
+        // (Its retry waits the default backoff, 5 s: an outbox's backing
+        // queue is not configurable.)
+        let outbox = store.outbox(&name).unwrap();
+        for m in ["first", "refused_once"] {
+            outbox.enqueue(&EnqueueOpts::new(), &json!(m)).unwrap();
+        }
+        let stop = Stop::new();
+        let handled = std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                Worker::outbox(outbox.clone(), "tx-deliverer").run_in_tx(&stop, |message, tx| {
+                    let m = message.payload.as_str().unwrap();
+                    let row = format!("INSERT INTO {table} VALUES ('{m}', {})", message.attempts);
+                    match tx.sqlite() {
+                        Some(conn) => conn.execute_batch(&row).map_err(|e| e.to_string())?,
+                        None => tx
+                            .postgres()
+                            .unwrap()
+                            .batch_execute(&row)
+                            .map_err(|e| e.to_string())?,
+                    }
+                    match (m, message.attempts) {
+                        ("refused_once", 1) => Err("refused once".into()),
+                        _ => Ok(()),
+                    }
+                })
+            });
+            for _ in 0..400 {
+                if settled(&outbox.stats().unwrap_or_default()) {
+                    break;
+                }
+                std::thread::sleep(ms(50));
+            }
+            stop.stop();
+            worker.join().unwrap().unwrap()
+        });
+        assert_eq!(handled, 3, "[{who}] two messages, one of them twice");
+        let rows = |m: &str, a: i64| {
+            target.query_i64(&format!(
+                "SELECT count(*) FROM {table} WHERE message = '{m}' AND attempt = {a}"
+            ))
+        };
+        assert_eq!(
+            (
+                rows("first", 1),
+                rows("refused_once", 1),
+                rows("refused_once", 2)
+            ),
+            (1, 0, 1),
+            "[{who}] the refused attempt's row rolled back with it"
+        );
+        assert!(
+            outbox.claim("check", 10).unwrap().is_empty(),
+            "[{who}] delivered"
+        );
     }
 }
 
