@@ -199,6 +199,19 @@ async fn idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on<DB: 
     }
 }
 
+/// One job per kind (`{"kind": …}`): kind → job id.
+async fn enqueue_kinds<DB: AsyncEngine>(
+    q: &alkstore::AsyncQueue<DB>,
+    kinds: &[&'static str],
+) -> BTreeMap<&'static str, i64> {
+    let mut ids = BTreeMap::new();
+    for &kind in kinds {
+        let job = json!({ "kind": kind });
+        ids.insert(kind, q.enqueue(&EnqueueOpts::new(), &job).await.unwrap());
+    }
+    ids
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn transactional_completion_commits_the_handlers_writes_with_the_ack_or_neither() {
     for (target, store) in stores().await {
@@ -212,14 +225,7 @@ async fn transactional_completion_commits_the_handlers_writes_with_the_ack_or_ne
             .await
             .unwrap();
         let q = store.queue(&name).unwrap();
-        let mut ids = BTreeMap::new();
-        for kind in ["ok", "err_once", "cancelled", "aborted_once"] {
-            let id = q
-                .enqueue(&EnqueueOpts::new(), &json!({ "kind": kind }))
-                .await
-                .unwrap();
-            ids.insert(kind, id);
-        }
+        let ids = enqueue_kinds(&q, &["ok", "err_once", "cancelled", "aborted_once"]).await;
         let finished: Arc<Mutex<BTreeSet<String>>> = Arc::default();
         let (all_done, shutdown) = tokio::sync::oneshot::channel::<()>();
         let all_done = Arc::new(Mutex::new(Some(all_done)));
@@ -339,14 +345,7 @@ async fn transactional_completion_on_tokio_postgres_commits_the_writes_with_the_
             .await
             .unwrap();
         let q = store.queue(&name).unwrap();
-        let mut ids = BTreeMap::new();
-        for kind in ["ok", "err_once", "cancelled", "aborted_once"] {
-            let id = q
-                .enqueue(&EnqueueOpts::new(), &json!({ "kind": kind }))
-                .await
-                .unwrap();
-            ids.insert(kind, id);
-        }
+        let ids = enqueue_kinds(&q, &["ok", "err_once", "cancelled", "aborted_once"]).await;
         let settled = Arc::new(AtomicUsize::new(0));
         let handler = {
             let (table, store, settled) = (table.clone(), store.clone(), settled.clone());

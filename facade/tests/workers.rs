@@ -1,12 +1,24 @@
 //! Workers, outbox delivery loops and leases through the facade.
 
 mod common;
-use alkstore::{EnqueueOpts, QueueOpts, Retried, Stop, Worker};
+use alkstore::{EnqueueOpts, QueueOpts, Retried, Stop, TxHandle, Worker};
 use common::*;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// The application's own statement on a worker's transaction, either engine.
+fn app_sql(tx: &mut dyn TxHandle, sql: &str) -> Result<(), String> {
+    match tx.sqlite() {
+        Some(conn) => conn.execute_batch(sql).map_err(|e| e.to_string()),
+        None => tx
+            .postgres()
+            .expect("a PgTx")
+            .batch_execute(sql)
+            .map_err(|e| e.to_string()),
+    }
+}
 
 /// Nothing left to run, now or after a backoff, and nothing running. (Read
 /// without unwrapping while a worker runs: a panic in the scope would wait
@@ -117,14 +129,7 @@ fn a_transactional_handlers_writes_and_the_jobs_ack_commit_together_or_not_at_al
                         let kind = job.payload["kind"].as_str().unwrap();
                         let row =
                             format!("INSERT INTO {table} VALUES ('{kind}', {})", job.attempts);
-                        match tx.sqlite() {
-                            Some(conn) => conn.execute_batch(&row).map_err(|e| e.to_string())?,
-                            None => tx
-                                .postgres()
-                                .unwrap()
-                                .batch_execute(&row)
-                                .map_err(|e| e.to_string())?,
-                        }
+                        app_sql(tx, &row)?;
                         tx.enqueue_tx(followups.name(), &EnqueueOpts::new(), &json!(kind))
                             .map_err(|e| e.to_string())?;
                         match (kind, job.attempts) {
@@ -223,14 +228,7 @@ fn outbox_delivery_into_the_apps_own_tables_commits_with_the_messages_ack() {
                 Worker::outbox(outbox.clone(), "tx-deliverer").run_in_tx(&stop, |message, tx| {
                     let m = message.payload.as_str().unwrap();
                     let row = format!("INSERT INTO {table} VALUES ('{m}', {})", message.attempts);
-                    match tx.sqlite() {
-                        Some(conn) => conn.execute_batch(&row).map_err(|e| e.to_string())?,
-                        None => tx
-                            .postgres()
-                            .unwrap()
-                            .batch_execute(&row)
-                            .map_err(|e| e.to_string())?,
-                    }
+                    app_sql(tx, &row)?;
                     match (m, message.attempts) {
                         ("refused_once", 1) => Err("refused once".into()),
                         _ => Ok(()),
