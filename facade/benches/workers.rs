@@ -4,9 +4,10 @@
 //! async user writes without alkstore's Rust API), with 1 and 8 concurrent
 //! handlers, on
 //! PostgreSQL (`ALKSTORE_PG_URL`) and SQLite (the two workers; the by-hand
-//! columns are PostgreSQL's).
+//! columns are PostgreSQL's), and the async worker on tokio-postgres
+//! (deadpool-postgres) too.
 //!
-//! `ALKSTORE_PG_URL=postgres://… cargo bench -p alkstore --features sqlx-postgres,sqlx-sqlite --bench workers`
+//! `ALKSTORE_PG_URL=postgres://… cargo bench -p alkstore --features sqlx-postgres,sqlx-sqlite,tokio-postgres --bench workers`
 //! (`ALK_BENCH_JOBS`: jobs per cell, default 3000). Not run by the tests.
 
 use alkstore::{AsyncEngine, AsyncStore, AsyncWorker, EnqueueOpts, Queue, Stop, Store, Worker};
@@ -213,6 +214,28 @@ fn main() {
             a / h,
             b / h,
             k / h,
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The same async worker on tokio-postgres with deadpool-postgres.
+    let mut config = deadpool_postgres::Config::new();
+    config.url = Some(url.clone());
+    let deadpool = config
+        .create_pool(
+            Some(deadpool_postgres::Runtime::Tokio1),
+            tokio_postgres::NoTls,
+        )
+        .unwrap();
+    let tokio_store = rt
+        .block_on(AsyncStore::from_deadpool(deadpool, &url))
+        .unwrap();
+    for c in [1, 8] {
+        let queue = pg.queue(&fresh("tokio")).unwrap();
+        fill(&queue, n);
+        let a = rt.block_on(async_worker(&tokio_store, queue.name(), n, c));
+        println!(
+            "{:<10} {c:>3}  {a:>14.0} {:>14} {:>15} {:>14}",
+            "tokio-pg", "-", "-", "-"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
