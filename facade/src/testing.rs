@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use alkstore::testing::TestStore;
-//! use alkstore::{EnqueueOpts, Store};
+//! use alkstore::EnqueueOpts;
 //! use serde_json::json;
 //!
 //! // The code under test enqueues…
