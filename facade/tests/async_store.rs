@@ -2,34 +2,20 @@
 //! PostgreSQL server, directly and through PgBouncer (the listener direct),
 //! and on a SQLite file: one body per behaviour, run on each.
 
+#[macro_use]
 mod async_common;
 mod common;
 
 use alkstore::{AsyncConn, AsyncEngine, AsyncStore, AsyncTransactionEnd, AsyncTxHandle};
-use async_common::{sqlite_store, stores, tokio_stores};
 use common::{fresh, ms};
 use serde_json::json;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset() {
-    for (target, store) in stores().await {
-        a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on(
-            target, store,
-        )
-        .await;
-    }
-    for (target, store) in tokio_stores().await {
-        a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on(
-            target, store,
-        )
-        .await;
-    }
-    let (store, _dir) = sqlite_store().await;
-    a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on(
-        "sqlite", store,
-    )
-    .await;
+    on_every_store!(
+        a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on
+    );
 }
 
 async fn a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_offset_on<
@@ -102,23 +88,9 @@ async fn a_stream_consumer_reads_committed_events_in_order_and_resumes_from_its_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback() {
-    for (target, store) in stores().await {
-        notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on(
-            target, store,
-        )
-        .await;
-    }
-    for (target, store) in tokio_stores().await {
-        notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on(
-            target, store,
-        )
-        .await;
-    }
-    let (store, _dir) = sqlite_store().await;
-    notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on(
-        "sqlite", store,
-    )
-    .await;
+    on_every_store!(
+        notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on
+    );
 }
 
 async fn notifications_arrive_when_their_transaction_commits_and_never_after_a_rollback_on<
@@ -164,14 +136,7 @@ async fn notifications_arrive_when_their_transaction_commits_and_never_after_a_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_excludes_other_owners_and_its_tokens_grow() {
-    for (target, store) in stores().await {
-        a_lease_excludes_other_owners_and_its_tokens_grow_on(target, store).await;
-    }
-    for (target, store) in tokio_stores().await {
-        a_lease_excludes_other_owners_and_its_tokens_grow_on(target, store).await;
-    }
-    let (store, _dir) = sqlite_store().await;
-    a_lease_excludes_other_owners_and_its_tokens_grow_on("sqlite", store).await;
+    on_every_store!(a_lease_excludes_other_owners_and_its_tokens_grow_on);
 }
 
 async fn a_lease_excludes_other_owners_and_its_tokens_grow_on<DB: AsyncEngine>(
@@ -212,14 +177,7 @@ async fn a_lease_excludes_other_owners_and_its_tokens_grow_on<DB: AsyncEngine>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nul_character_is_refused_alike_by_every_async_driver() {
-    for (target, store) in stores().await {
-        a_nul_character_is_refused_alike_by_every_async_driver_on(target, store).await;
-    }
-    for (target, store) in tokio_stores().await {
-        a_nul_character_is_refused_alike_by_every_async_driver_on(target, store).await;
-    }
-    let (store, _dir) = sqlite_store().await;
-    a_nul_character_is_refused_alike_by_every_async_driver_on("sqlite", store).await;
+    on_every_store!(a_nul_character_is_refused_alike_by_every_async_driver_on);
 }
 
 async fn a_nul_character_is_refused_alike_by_every_async_driver_on<DB: AsyncEngine>(

@@ -5,6 +5,7 @@
 //! completion, shutdown with a deadline. (A server restart under a running
 //! worker: `async_faults.rs`, alone in its binary.)
 
+#[macro_use]
 mod async_common;
 mod common;
 
@@ -22,17 +23,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics() {
-    for (target, store) in stores().await {
-        an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on(target, store)
-            .await;
-    }
-    for (target, store) in tokio_stores().await {
-        an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on(target, store)
-            .await;
-    }
-    let (store, _dir) = sqlite_store().await;
-    an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on("sqlite", store)
-        .await;
+    on_every_store!(an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on);
 }
 
 async fn an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panics_on<
@@ -125,14 +116,7 @@ async fn an_async_worker_runs_handlers_concurrently_and_retries_errors_and_panic
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message() {
-    for (target, store) in stores().await {
-        idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on(target, store).await;
-    }
-    for (target, store) in tokio_stores().await {
-        idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on(target, store).await;
-    }
-    let (store, _dir) = sqlite_store().await;
-    idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on("sqlite", store).await;
+    on_every_store!(idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on);
 }
 
 async fn idle_async_workers_wake_on_commit_of_a_job_or_an_outbox_message_on<DB: AsyncEngine>(
@@ -415,28 +399,36 @@ async fn transactional_completion_on_tokio_postgres_commits_the_writes_with_the_
             assert_eq!(job["state"], "completed", "[{target}] {kind}: {job}");
         }
         // Every connection went back to the pool outside a transaction (or
-        // was closed): a fresh one is not inside one.
-        let conn = store.pool().get().await.unwrap();
-        let status: String = conn
-            .query_one("SELECT current_setting('transaction_isolation')", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert!(!status.is_empty());
-        conn.batch_execute("BEGIN; COMMIT").await.unwrap();
+        // was closed): none of them, all checked out at once, is inside one
+        // (inside one, now() is the older transaction start).
+        drop(read);
+        let mut conns = vec![];
+        for _ in 0..store.pool().status().size {
+            conns.push(store.pool().get().await.unwrap());
+        }
+        for conn in &conns {
+            // One simple-protocol statement: outside a transaction it is
+            // its own, and starts with it.
+            let rows = conn
+                .simple_query("SELECT now() = statement_timestamp()")
+                .await
+                .unwrap();
+            let same = rows.iter().find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                _ => None,
+            });
+            assert_eq!(
+                same.as_deref(),
+                Some("t"),
+                "[{target}] a pooled connection inside a transaction"
+            );
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest() {
-    for (target, store) in stores().await {
-        shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on(target, store).await;
-    }
-    for (target, store) in tokio_stores().await {
-        shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on(target, store).await;
-    }
-    let (store, _dir) = sqlite_store().await;
-    shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on("sqlite", store).await;
+    on_every_store!(shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on);
 }
 
 async fn shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on<DB: AsyncEngine>(

@@ -68,6 +68,23 @@ pub async fn tokio_stores() -> Vec<(&'static str, AsyncStore<TokioPostgres>)> {
     out
 }
 
+/// Runs one test body, `async fn body<DB: AsyncEngine>(target: &str,
+/// store: AsyncStore<DB>)`, on every async store: sqlx's PostgreSQL and
+/// tokio-postgres (each directly and through PgBouncer), and SQLite.
+#[allow(unused_macros)]
+macro_rules! on_every_store {
+    ($body:ident) => {{
+        for (target, store) in async_common::stores().await {
+            $body(target, store).await;
+        }
+        for (target, store) in async_common::tokio_stores().await {
+            $body(target, store).await;
+        }
+        let (store, _dir) = async_common::sqlite_store().await;
+        $body("sqlite", store).await;
+    }};
+}
+
 /// A fresh queue, retrying at once (10 ms backoff).
 pub async fn queue<DB: AsyncEngine>(store: &AsyncStore<DB>, base: &str, opts: QueueOpts) -> String {
     let name = fresh(base);
