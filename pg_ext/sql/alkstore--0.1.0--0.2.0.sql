@@ -1648,20 +1648,40 @@ END $$;
 -- it taken waits at most sequence_wait_ms() for that transaction (usually
 -- another reader's one-statement read), then reads what is assigned.
 -- Nothing is assigned where nothing can be written (a read-only
--- transaction, a hot standby) or by a snapshot older than the statement
--- (REPEATABLE READ, SERIALIZABLE): those read what is assigned.
+-- transaction, a hot standby): those read what is assigned.
 CREATE OR REPLACE FUNCTION alkstore.sequence(s text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('transaction_read_only') = 'on'
+     OR NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s) THEN
+    RETURN;
+  END IF;
+  IF current_setting('transaction_isolation') = 'read committed' THEN
+    PERFORM alkstore.sequence_locked(s);
+    RETURN;
+  END IF;
+  -- REPEATABLE READ and SERIALIZABLE: the snapshot is older than this
+  -- statement. Every assignment writes the stream's row first, so if one
+  -- committed after this snapshot, that write fails with a serialization
+  -- failure before anything moves; the block is rolled back, lock
+  -- included, and the reader reads what its snapshot shows. Otherwise this
+  -- snapshot has seen every assignment, and the reader assigns (and reads
+  -- its own assignment) like any other.
+  BEGIN
+    PERFORM alkstore.sequence_locked(s);
+  EXCEPTION WHEN serialization_failure THEN
+    NULL;
+  END;
+END $$;
+
+-- The assignment itself, for alkstore.sequence.
+CREATE OR REPLACE FUNCTION alkstore.sequence_locked(s text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   last    bigint;
   n       bigint;
   timeout text;
 BEGIN
-  IF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s)
-     OR current_setting('transaction_isolation') <> 'read committed'
-     OR current_setting('transaction_read_only') = 'on' THEN
-    RETURN;
-  END IF;
   IF NOT pg_try_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s)) THEN
     timeout := current_setting('lock_timeout');
     BEGIN
@@ -1675,7 +1695,8 @@ BEGIN
       RETURN; -- the setting went back with the failed block
     END;
   END IF;
-  -- A new statement, so a new snapshot: it sees the previous holder's work.
+  -- Read committed: a new statement, so a new snapshot that sees the
+  -- previous holder's work (see alkstore.sequence for older snapshots).
   INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
   ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
   RETURNING t.last_offset INTO last;
