@@ -130,7 +130,10 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
         DB::begin(&self.pool).await
     }
 
-    /// Calls any `alk_*` function in its own transaction.
+    /// Calls any `alk_*` function in its own transaction. A function this
+    /// engine does not have, or a number of arguments it does not take, is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), and nothing
+    /// is sent.
     pub async fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
         let mut conn = DB::acquire(&self.pool).await?;
         DB::call_on(&mut conn, function, args).await

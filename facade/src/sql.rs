@@ -111,10 +111,43 @@ pub(crate) fn boolean(v: Value) -> Result<bool> {
 
 use alkstore_core::catalogue::{self, Returns as Res};
 
-/// The catalogue entry of `f`: its PostgreSQL argument types and result shape.
-fn lookup(f: &str) -> (&'static [&'static str], Res) {
-    let entry = catalogue::get(f).unwrap_or_else(|| panic!("not an alkstore function: {f}"));
-    (entry.pg_args, entry.returns)
+/// The catalogue entry of `f`, checked before anything is sent: a function
+/// that is not alkstore's, not on this engine, or given a number of
+/// arguments it does not take is `InvalidArgument` on every engine and
+/// driver (rather than a panic on one and a server error on another).
+pub(crate) fn function(
+    f: &str,
+    args: usize,
+    postgres: bool,
+) -> Result<&'static catalogue::Function> {
+    let invalid = |why: String| Err(Error::InvalidArgument(why));
+    let Some(entry) = catalogue::get(f) else {
+        return invalid(format!("{f:?} is not an alkstore function"));
+    };
+    if !(if postgres {
+        entry.on_postgres()
+    } else {
+        entry.on_sqlite()
+    }) {
+        let engine = if postgres { "PostgreSQL" } else { "SQLite" };
+        return invalid(format!("{f} is not available on {engine}"));
+    }
+    if !entry.arities().contains(&args) {
+        let (lo, hi) = (entry.required, entry.pg_args.len());
+        let takes = if lo == hi {
+            format!("{lo}")
+        } else {
+            format!("{lo} to {hi}")
+        };
+        return invalid(format!("{f} takes {takes} arguments, got {args}"));
+    }
+    Ok(entry)
+}
+
+/// The result shape of a function [`function`] has already checked.
+#[cfg(any(feature = "blocking", feature = "sqlx-sqlite"))]
+fn returns(f: &str) -> Res {
+    catalogue::get(f).map_or(Res::Json, |e| e.returns)
 }
 
 /// The key a row gets when one of its values cannot be read here (the
@@ -153,6 +186,7 @@ fn tolerant(text: &str) -> Result<Value> {
 #[cfg(feature = "blocking")]
 pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result<Value> {
     use rusqlite::types::Value as V;
+    function(f, args.len(), false)?;
     let sql = sqlite_sql(f, args.len());
     let params: Vec<V> = args
         .iter()
@@ -197,7 +231,7 @@ pub(crate) enum SqliteValue {
 /// `f`'s result as JSON: SQLite's 0/1 as booleans, JSON text parsed.
 #[cfg(any(feature = "blocking", feature = "sqlx-sqlite"))]
 pub(crate) fn sqlite_result(f: &str, v: SqliteValue) -> Result<Value> {
-    let (_, res) = lookup(f);
+    let res = returns(f);
     Ok(match (res, v) {
         (_, SqliteValue::Null) | (Res::Void, _) => Value::Null,
         (Res::Bool, SqliteValue::Int(i)) => Value::Bool(i != 0),
@@ -236,8 +270,9 @@ pub(crate) struct PgCall {
 ))]
 impl PgCall {
     pub(crate) fn new(f: &str, args: &[Arg]) -> Result<PgCall> {
+        let entry = function(f, args.len(), true)?;
         no_nul(f, args)?;
-        let (types, res) = lookup(f);
+        let (types, res) = (entry.pg_args, entry.returns);
         let marks: Vec<String> = (0..args.len())
             .map(|i| format!("${}::text::{}", i + 1, types[i]))
             .collect();

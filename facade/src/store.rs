@@ -83,7 +83,10 @@ impl Store {
 
     /// Calls any `alk_*` function in its own transaction; the result as
     /// JSON, sets as arrays (the admin listings: `alk_queues`,
-    /// `alk_streams`, `alk_locks`, `alk_list_jobs`).
+    /// `alk_streams`, `alk_locks`, `alk_list_jobs`). A function this engine
+    /// does not have, or a number of arguments it does not take, is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), and nothing
+    /// is sent.
     pub fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
         self.engine.call(function, args)
     }

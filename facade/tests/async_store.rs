@@ -7,6 +7,7 @@ mod async_common;
 mod common;
 
 use alkstore::{AsyncConn, AsyncEngine, AsyncStore, AsyncTransactionEnd, AsyncTxHandle};
+use async_common::stats;
 use common::{fresh, ms};
 use serde_json::json;
 use std::time::Duration;
@@ -220,4 +221,40 @@ async fn a_nul_character_is_refused_alike_by_every_async_driver_on<DB: AsyncEngi
         .unwrap();
     let job = store.get_job(id).await.unwrap().unwrap();
     assert_eq!(job["last_error"], "bad\u{FFFD}byte", "[{target}] {job}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_function_or_arity_is_invalid_argument_on_every_async_driver() {
+    on_every_store!(an_unknown_function_or_arity_is_invalid_argument_on_every_async_driver_on);
+}
+
+async fn an_unknown_function_or_arity_is_invalid_argument_on_every_async_driver_on<
+    DB: AsyncEngine,
+>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    use alkstore::sql::Arg;
+    let bad: [(&str, Vec<Arg>); 3] = [
+        ("alk_nope", vec![]),
+        ("pg_sleep", vec![Arg::Int(1)]),
+        ("alk_enqueue", vec![Arg::from("q")]),
+    ];
+    let mut tx = store.begin().await.unwrap();
+    for (f, args) in &bad {
+        let outside = store.call(f, args).await.unwrap_err();
+        let inside = AsyncConn::<DB>(&mut *tx).call(f, args).await.unwrap_err();
+        for err in [outside, inside] {
+            assert_eq!(err.code(), Some("ALK05"), "[{target}] {f}: {err}");
+        }
+    }
+    // Nothing was sent: the transaction is still usable.
+    let queue = fresh("async-arity");
+    let args = [queue.as_str().into(), Arg::Null, Arg::json(&json!(1))];
+    AsyncConn::<DB>(&mut *tx)
+        .call("alk_enqueue", &args)
+        .await
+        .unwrap();
+    AsyncTransactionEnd::commit(tx).await.unwrap();
+    assert_eq!(stats(&store, &queue).await["pending"], 1, "[{target}]");
 }

@@ -2,6 +2,7 @@
 //! body per behaviour on every engine.
 
 mod common;
+use alkstore::sql::Arg;
 use alkstore::{EnqueueOpts, Error, TxHandle};
 use common::*;
 use serde_json::{json, Value};
@@ -306,5 +307,51 @@ fn a_nul_character_is_refused_alike_on_every_engine_and_changes_nothing() {
         let job = store.get_job(id).unwrap().unwrap();
         assert_eq!(job["last_error"], "bad\u{FFFD}byte", "[{who}] {job}");
         assert_eq!(job["state"], "pending", "[{who}] {job}");
+    }
+}
+
+/// The untyped `call`, in and out of a transaction: a function that is not
+/// alkstore's, not on this engine, or given a wrong number of arguments is
+/// `InvalidArgument` everywhere, sent nowhere, and leaves the transaction
+/// usable (it used to be a panic on PostgreSQL and a server error on
+/// SQLite).
+#[test]
+fn an_unknown_function_or_arity_is_invalid_argument_on_every_engine() {
+    for target in targets() {
+        let who = target.name();
+        let store = target.open();
+        let other_engine = if matches!(target, Target::Sqlite(_)) {
+            "alk_channel"
+        } else {
+            "alk_notifications"
+        };
+        let bad: [(&str, Vec<Arg>); 4] = [
+            ("alk_nope", vec![]),
+            ("pg_sleep", vec![Arg::Int(1)]),
+            (other_engine, vec![Arg::from("c")]),
+            ("alk_enqueue", vec![Arg::from("q")]),
+        ];
+        let mut tx = store.begin().unwrap();
+        for (f, args) in &bad {
+            for err in [
+                store.call(f, args).unwrap_err(),
+                tx.call(f, args).unwrap_err(),
+            ] {
+                assert_eq!(err.code(), Some("ALK05"), "[{who}] {f}: {err}");
+                assert!(err.to_string().contains(f), "[{who}] {err}");
+            }
+        }
+        let queue = fresh("arity");
+        let id = tx
+            .call(
+                "alk_enqueue",
+                &[queue.as_str().into(), Arg::Null, Arg::json(&json!(1))],
+            )
+            .unwrap();
+        tx.commit().unwrap();
+        assert!(
+            store.get_job(id.as_i64().unwrap()).unwrap().is_some(),
+            "[{who}]"
+        );
     }
 }

@@ -27,6 +27,7 @@ impl AsyncTxHandle for SqliteConnection {
 }
 
 async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Result<Value> {
+    crate::sql::function(function, args.len(), false)?;
     let sql = sqlite_sql(function, args.len());
     let mut query = sqlx::query(&sql);
     for a in args {
