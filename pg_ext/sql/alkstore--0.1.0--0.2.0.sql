@@ -81,15 +81,21 @@ CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 -- retention. The old events take ids in offset order.
 ALTER TABLE alkstore.streams
   ADD COLUMN retain_ms bigint,
-  ADD COLUMN retain_events bigint;
+  ADD COLUMN retain_events bigint,
+  ADD COLUMN seq_system bigint,
+  ADD COLUMN seq_xmax xid8,
+  ADD COLUMN seq_xip xid8[];
 CREATE TABLE alkstore.published (
   id         bigint      GENERATED ALWAYS AS IDENTITY,
   stream     text        NOT NULL,
   key        text,
   payload    jsonb       NOT NULL,
-  created_at timestamptz NOT NULL
+  created_at timestamptz NOT NULL,
+  -- The publishing transaction (top level): the sequencing check finds
+  -- new events by it, past the entries of events already moved.
+  txid       xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
-CREATE INDEX published_stream ON alkstore.published (stream, id);
+CREATE INDEX published_stream ON alkstore.published (stream, txid, id);
 ALTER TABLE alkstore.events ADD COLUMN id bigint;
 UPDATE alkstore.events e SET id = n.id
   FROM (SELECT o.stream, o."offset", row_number() OVER (ORDER BY o.created_at, o.stream, o."offset") AS id
@@ -1640,7 +1646,7 @@ END $$;
 -- soon as its publisher commits.
 
 -- Moves the stream's committed published events into events with the next
--- offsets, in id order. One session at a time per stream, under a transaction-scoped
+-- offsets. One session at a time per stream, under a transaction-scoped
 -- advisory lock. Each assignment commits whole and after the one before it,
 -- so offsets stay dense (a rolled-back assignment is made again) and a
 -- reader never sees a new offset appear behind one it has read.
@@ -1649,11 +1655,29 @@ END $$;
 -- another reader's one-statement read), then reads what is assigned.
 -- Nothing is assigned where nothing can be written (a read-only
 -- transaction, a hot standby): those read what is assigned.
+--
+-- What is new since the last assignment: every published event it did not
+-- move belongs to a transaction that was in progress (seq_xip) or not yet
+-- started (>= seq_xmax) at its snapshot, so the check probes those
+-- transactions' index ranges and never walks the entries of events already
+-- moved (dead until vacuum).
 CREATE OR REPLACE FUNCTION alkstore.sequence(s text) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+  newer   xid8;   -- the last assignment's snapshot: its xmax
+  running xid8[]; -- and the transactions it saw in progress
 BEGIN
-  IF current_setting('transaction_read_only') = 'on'
-     OR NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s) THEN
+  IF current_setting('transaction_read_only') = 'on' THEN
+    RETURN;
+  END IF;
+  SELECT t.seq_xmax, t.seq_xip INTO newer, running FROM alkstore.streams t
+   WHERE t.stream = s AND t.seq_system = alkstore.system_id();
+  IF newer IS NULL THEN
+    IF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s) THEN
+      RETURN;
+    END IF;
+  ELSIF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s AND p.txid >= newer)
+        AND NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s AND p.txid = ANY (running)) THEN
     RETURN;
   END IF;
   IF current_setting('transaction_isolation') = 'read committed' THEN
@@ -1674,13 +1698,29 @@ BEGIN
   END;
 END $$;
 
--- The assignment itself, for alkstore.sequence.
+-- This cluster, as pg_control knows it: a snapshot kept in alkstore.streams
+-- means something only on the cluster whose transactions it lists (not
+-- after a pg_dump restored elsewhere, or pg_upgrade).
+CREATE OR REPLACE FUNCTION alkstore.system_id() RETURNS bigint
+LANGUAGE sql STABLE AS $$ SELECT c.system_identifier FROM pg_catalog.pg_control_system() c $$;
+
+-- The assignment itself, for alkstore.sequence. Planned to read published
+-- in index order from where each batch starts (the table's statistics are
+-- those of a small table: a bitmap scan and a sort of every row waiting
+-- would make a large backlog quadratic).
 CREATE OR REPLACE FUNCTION alkstore.sequence_locked(s text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
+  sys     bigint := alkstore.system_id();
   last    bigint;
   n       bigint;
   timeout text;
+  newer   xid8;        -- the last assignment's snapshot: its xmax
+  running xid8[];      -- and the transactions it saw in progress
+  snap    pg_snapshot; -- this assignment's first snapshot
+  at_txid xid8 := '0'; -- where the next batch starts, (txid, id) order
+  at_id   bigint := 0;
+  kept    boolean := false;
 BEGIN
   IF NOT pg_try_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s)) THEN
     timeout := current_setting('lock_timeout');
@@ -1699,21 +1739,50 @@ BEGIN
   -- previous holder's work (see alkstore.sequence for older snapshots).
   INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
   ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
-  RETURNING t.last_offset INTO last;
-  -- In id order, a bounded batch at a time; each row is deleted by its ctid
-  -- (a TID scan: no join whose plan could go bad). Only a sequencer deletes
-  -- published rows, and this one holds the lock.
+  RETURNING t.last_offset, CASE WHEN t.seq_system = sys THEN t.seq_xmax END,
+            CASE WHEN t.seq_system = sys THEN t.seq_xip END
+  INTO last, newer, running;
+  newer := coalesce(newer, '0');
+  running := coalesce(running, '{}');
+  -- A bounded batch at a time in (txid, id) order: a transaction's events
+  -- keep their order. Each batch starts after the last one moved, so no
+  -- batch walks the entries the ones before it deleted; each row is deleted
+  -- by its ctid (a TID scan: no join whose plan could go bad). Only a
+  -- sequencer deletes published rows, and this one holds the lock.
   LOOP
     WITH moved AS (
       DELETE FROM alkstore.published p
-       WHERE p.ctid = ANY (ARRAY(SELECT b.ctid FROM alkstore.published b
-                                  WHERE b.stream = s ORDER BY b.id LIMIT 500))
-      RETURNING p.id, p.key, p.payload, p.created_at
+       WHERE p.ctid = ANY (ARRAY(
+         SELECT b.ctid FROM (
+           (SELECT c.ctid, c.txid, c.id FROM alkstore.published c
+             WHERE c.stream = s AND c.txid = ANY (running) AND (c.txid, c.id) > (at_txid, at_id))
+           UNION ALL
+           (SELECT c.ctid, c.txid, c.id FROM alkstore.published c
+             WHERE c.stream = s AND c.txid >= newer AND (c.txid, c.id) > (at_txid, at_id)
+             ORDER BY c.txid, c.id LIMIT 500)) b
+         ORDER BY b.txid, b.id LIMIT 500))
+      RETURNING p.id, p.txid, p.key, p.payload, p.created_at
+    ), added AS (
+      INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id)
+      SELECT s, last + row_number() OVER (ORDER BY m.txid, m.id), m.key, m.payload, m.created_at, m.id
+        FROM moved m
+      RETURNING 1
     )
-    INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id)
-    SELECT s, last + row_number() OVER (ORDER BY m.id), m.key, m.payload, m.created_at, m.id
-      FROM moved m;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    SELECT (SELECT count(*) FROM added), l.txid, l.id, pg_current_snapshot()
+      INTO n, at_txid, at_id, snap
+      FROM (SELECT m.txid, m.id FROM moved m ORDER BY m.txid DESC, m.id DESC LIMIT 1) l;
+    n := coalesce(n, 0);
+    -- Recorded: the first batch's snapshot. Everything it saw was moved (by
+    -- it, or by a later batch: those take up after it in the same order);
+    -- what a later batch skipped, behind its start, is of a transaction
+    -- this snapshot saw in progress or not at all.
+    IF NOT kept AND n > 0 THEN
+      UPDATE alkstore.streams t
+         SET seq_system = sys, seq_xmax = pg_snapshot_xmax(snap),
+             seq_xip = ARRAY(SELECT pg_snapshot_xip(snap))
+       WHERE t.stream = s;
+      kept := true;
+    END IF;
     last := last + n;
     EXIT WHEN n < 500;
   END LOOP;
@@ -1749,9 +1818,14 @@ BEGIN
   RETURN id_;
 END $$;
 
+-- A page is read in offset order straight from the primary key, whatever
+-- the statistics say: right after a burst they are those of a much smaller
+-- stream, and a bitmap scan would read and sort every event after the
+-- offset to return the first max_events.
 CREATE OR REPLACE FUNCTION alk_read(stream text, after_offset bigint, max_events integer)
 RETURNS TABLE ("offset" bigint, key text, payload jsonb, created_at timestamptz, id bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   s text := alkstore.name('stream', stream);

@@ -115,12 +115,18 @@ CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 
 -- Streams (contract v1.1 §E): the last offset handed out and the stream's
 -- retention. Publishers never touch this row: offsets are given to
--- committed events afterwards by alkstore.sequence (stream.sql).
+-- committed events afterwards by alkstore.sequence (stream.sql), which
+-- also keeps here the snapshot of its last assignment (seq_*: the events
+-- it did not move are those of transactions in progress then or newer)
+-- and the cluster it ran on (a restore elsewhere makes it unusable).
 CREATE TABLE alkstore.streams (
   stream        text PRIMARY KEY,
   last_offset   bigint NOT NULL,
   retain_ms     bigint,
-  retain_events bigint
+  retain_events bigint,
+  seq_system    bigint,
+  seq_xmax      xid8,
+  seq_xip       xid8[]
 );
 
 -- Events with their offsets, written once by alkstore.sequence. id is last:
@@ -144,9 +150,12 @@ CREATE TABLE alkstore.published (
   stream     text        NOT NULL,
   key        text,
   payload    jsonb       NOT NULL,
-  created_at timestamptz NOT NULL
+  created_at timestamptz NOT NULL,
+  -- The publishing transaction (top level): the sequencing check finds
+  -- new events by it, past the entries of events already moved.
+  txid       xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
-CREATE INDEX published_stream ON alkstore.published (stream, id);
+CREATE INDEX published_stream ON alkstore.published (stream, txid, id);
 
 CREATE TABLE alkstore.offsets (
   stream     text        NOT NULL,

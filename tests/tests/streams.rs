@@ -461,3 +461,32 @@ fn postgres_readers_sequence_unless_read_only_or_behind() {
         assert_eq!(read(&mut *r, &s, 0, 10), all, "[{e}]");
     }
 }
+
+/// The check for new events keeps the snapshot of the stream's last
+/// assignment, which lists transaction ids. One restored from another
+/// cluster (pg_dump and restore keep `alkstore.streams`) lists that
+/// cluster's transactions and is not used: events published here are read.
+#[test]
+fn postgres_a_sequencing_snapshot_from_another_cluster_is_not_used() {
+    let _serial = serial();
+    for target in pg_targets() {
+        let e = target.name();
+        let s = fresh("restored");
+        let mut a = target.connect();
+        let first = publish(&mut *a, &s, "1");
+        assert_eq!(read(&mut *a, &s, 0, 10), [(1, first)], "[{e}]");
+        // As a restore from a busier cluster leaves it: another system, and
+        // a snapshot ahead of every transaction of this one.
+        a.exec(&format!(
+            "UPDATE alkstore.streams SET seq_system = seq_system + 1, \
+             seq_xmax = (pg_current_xact_id()::text::numeric + 1000000)::text::xid8, \
+             seq_xip = '{{}}' WHERE stream = '{s}'"
+        ));
+        let second = publish(&mut *a, &s, "2");
+        assert_eq!(
+            read(&mut *a, &s, 0, 10),
+            [(1, first), (2, second)],
+            "[{e}] an event published after the restore"
+        );
+    }
+}

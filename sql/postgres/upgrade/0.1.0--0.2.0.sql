@@ -76,15 +76,21 @@ CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 -- retention. The old events take ids in offset order.
 ALTER TABLE alkstore.streams
   ADD COLUMN retain_ms bigint,
-  ADD COLUMN retain_events bigint;
+  ADD COLUMN retain_events bigint,
+  ADD COLUMN seq_system bigint,
+  ADD COLUMN seq_xmax xid8,
+  ADD COLUMN seq_xip xid8[];
 CREATE TABLE alkstore.published (
   id         bigint      GENERATED ALWAYS AS IDENTITY,
   stream     text        NOT NULL,
   key        text,
   payload    jsonb       NOT NULL,
-  created_at timestamptz NOT NULL
+  created_at timestamptz NOT NULL,
+  -- The publishing transaction (top level): the sequencing check finds
+  -- new events by it, past the entries of events already moved.
+  txid       xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
-CREATE INDEX published_stream ON alkstore.published (stream, id);
+CREATE INDEX published_stream ON alkstore.published (stream, txid, id);
 ALTER TABLE alkstore.events ADD COLUMN id bigint;
 UPDATE alkstore.events e SET id = n.id
   FROM (SELECT o.stream, o."offset", row_number() OVER (ORDER BY o.created_at, o.stream, o."offset") AS id
