@@ -82,7 +82,7 @@ CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 ALTER TABLE alkstore.streams
   ADD COLUMN retain_ms bigint,
   ADD COLUMN retain_events bigint,
-  ADD COLUMN seq_system bigint,
+  ADD COLUMN seq_started timestamptz,
   ADD COLUMN seq_xmax xid8,
   ADD COLUMN seq_xip xid8[];
 CREATE TABLE alkstore.published (
@@ -1671,7 +1671,11 @@ BEGIN
     RETURN;
   END IF;
   SELECT t.seq_xmax, t.seq_xip INTO newer, running FROM alkstore.streams t
-   WHERE t.stream = s AND t.seq_system = alkstore.system_id();
+   -- Kept since this server started: a snapshot lists transaction ids of
+   -- one cluster, and one restored from a pg_dump taken elsewhere (or kept
+   -- before pg_upgrade) lists another's. After a restart, the first check
+   -- probes the whole stream once.
+   WHERE t.stream = s AND t.seq_started = pg_catalog.pg_postmaster_start_time();
   IF newer IS NULL THEN
     IF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s) THEN
       RETURN;
@@ -1698,12 +1702,6 @@ BEGIN
   END;
 END $$;
 
--- This cluster, as pg_control knows it: a snapshot kept in alkstore.streams
--- means something only on the cluster whose transactions it lists (not
--- after a pg_dump restored elsewhere, or pg_upgrade).
-CREATE OR REPLACE FUNCTION alkstore.system_id() RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT c.system_identifier FROM pg_catalog.pg_control_system() c $$;
-
 -- The assignment itself, for alkstore.sequence. Planned to read published
 -- in index order from where each batch starts (the table's statistics are
 -- those of a small table: a bitmap scan and a sort of every row waiting
@@ -1711,7 +1709,7 @@ LANGUAGE sql STABLE AS $$ SELECT c.system_identifier FROM pg_catalog.pg_control_
 CREATE OR REPLACE FUNCTION alkstore.sequence_locked(s text) RETURNS void
 LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
-  sys     bigint := alkstore.system_id();
+  started timestamptz := pg_catalog.pg_postmaster_start_time();
   last    bigint;
   n       bigint;
   timeout text;
@@ -1739,8 +1737,8 @@ BEGIN
   -- previous holder's work (see alkstore.sequence for older snapshots).
   INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
   ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
-  RETURNING t.last_offset, CASE WHEN t.seq_system = sys THEN t.seq_xmax END,
-            CASE WHEN t.seq_system = sys THEN t.seq_xip END
+  RETURNING t.last_offset, CASE WHEN t.seq_started = started THEN t.seq_xmax END,
+            CASE WHEN t.seq_started = started THEN t.seq_xip END
   INTO last, newer, running;
   newer := coalesce(newer, '0');
   running := coalesce(running, '{}');
@@ -1778,7 +1776,7 @@ BEGIN
     -- this snapshot saw in progress or not at all.
     IF NOT kept AND n > 0 THEN
       UPDATE alkstore.streams t
-         SET seq_system = sys, seq_xmax = pg_snapshot_xmax(snap),
+         SET seq_started = started, seq_xmax = pg_snapshot_xmax(snap),
              seq_xip = ARRAY(SELECT pg_snapshot_xip(snap))
        WHERE t.stream = s;
       kept := true;

@@ -116,15 +116,17 @@ CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 -- Streams (contract v1.1 §E): the last offset handed out and the stream's
 -- retention. Publishers never touch this row: offsets are given to
 -- committed events afterwards by alkstore.sequence (stream.sql), which
--- also keeps here the snapshot of its last assignment (seq_*: the events
--- it did not move are those of transactions in progress then or newer)
--- and the cluster it ran on (a restore elsewhere makes it unusable).
+-- also keeps here the snapshot of its last assignment (seq_xmax, seq_xip:
+-- the events it did not move are those of transactions in progress then
+-- or newer) and when the server that took it started (seq_started: a
+-- snapshot is used only by that server run, never after a restore
+-- elsewhere).
 CREATE TABLE alkstore.streams (
   stream        text PRIMARY KEY,
   last_offset   bigint NOT NULL,
   retain_ms     bigint,
   retain_events bigint,
-  seq_system    bigint,
+  seq_started   timestamptz,
   seq_xmax      xid8,
   seq_xip       xid8[]
 );

@@ -77,7 +77,7 @@ CREATE INDEX schedules_due ON alkstore.schedules (next_run_at);
 ALTER TABLE alkstore.streams
   ADD COLUMN retain_ms bigint,
   ADD COLUMN retain_events bigint,
-  ADD COLUMN seq_system bigint,
+  ADD COLUMN seq_started timestamptz,
   ADD COLUMN seq_xmax xid8,
   ADD COLUMN seq_xip xid8[];
 CREATE TABLE alkstore.published (
