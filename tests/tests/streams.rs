@@ -490,3 +490,51 @@ fn postgres_a_sequencing_snapshot_from_another_cluster_is_not_used() {
         );
     }
 }
+
+/// The check for new events looks only at transactions the last
+/// assignment did not see committed. Step by step: an event of a
+/// transaction open during an assignment (with its id taken before it, or
+/// after, or inside a savepoint) is found and read once that transaction
+/// commits, after the events that committed first.
+#[test]
+fn postgres_events_of_transactions_open_during_an_assignment_are_read_after_they_commit() {
+    for target in pg_targets() {
+        let e = target.name();
+        let s = fresh("open");
+        let (mut a, mut b, mut c) = (target.connect(), target.connect(), target.connect());
+        let first = publish(&mut *c, &s, "0");
+        assert_eq!(read(&mut *c, &s, 0, 10), [(1, first)], "[{e}]");
+        // a publishes and stays open: running at the next assignment.
+        a.begin();
+        let early = publish(&mut *a, &s, "1");
+        // b has a transaction but publishes only after the assignment.
+        b.begin();
+        assert!(b.query_i64("SELECT pg_current_xact_id()::text::bigint") > 0);
+        let mid = publish(&mut *c, &s, "2");
+        assert_eq!(read(&mut *c, &s, 0, 10), [(1, first), (2, mid)], "[{e}]");
+        b.exec("SAVEPOINT p");
+        let late = publish(&mut *b, &s, "3");
+        b.exec("RELEASE SAVEPOINT p");
+        b.commit();
+        assert_eq!(
+            read(&mut *c, &s, 0, 10),
+            [(1, first), (2, mid), (3, late)],
+            "[{e}] the event published after the assignment"
+        );
+        a.commit();
+        assert_eq!(
+            read(&mut *c, &s, 0, 10),
+            [(1, first), (2, mid), (3, late), (4, early)],
+            "[{e}] the event of the transaction the assignment saw running"
+        );
+        // A new session without a transaction id at the assignment.
+        let mut d = target.connect();
+        d.begin();
+        assert_eq!(d.query_i64("SELECT 1::bigint"), 1);
+        let next = publish(&mut *c, &s, "4");
+        assert_eq!(read(&mut *c, &s, 4, 10), [(5, next)], "[{e}]");
+        let last = publish(&mut *d, &s, "5");
+        d.commit();
+        assert_eq!(read(&mut *c, &s, 4, 10), [(5, next), (6, last)], "[{e}]");
+    }
+}
