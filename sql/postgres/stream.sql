@@ -132,11 +132,13 @@ BEGIN
     -- Recorded: the first batch's snapshot. Everything it saw was moved (by
     -- it, or by a later batch: those take up after it in the same order);
     -- what a later batch skipped, behind its start, is of a transaction
-    -- this snapshot saw in progress or not at all.
+    -- this snapshot saw in progress or not at all. A snapshot does not list
+    -- its own transaction, which may still publish after this: it is
+    -- recorded as in progress too.
     IF NOT kept AND n > 0 THEN
       UPDATE alkstore.streams t
          SET seq_started = started, seq_xmax = pg_snapshot_xmax(snap),
-             seq_xip = ARRAY(SELECT pg_snapshot_xip(snap))
+             seq_xip = ARRAY(SELECT pg_snapshot_xip(snap)) || pg_current_xact_id()
        WHERE t.stream = s;
       kept := true;
     END IF;

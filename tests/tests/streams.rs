@@ -538,3 +538,32 @@ fn postgres_events_of_transactions_open_during_an_assignment_are_read_after_they
         assert_eq!(read(&mut *c, &s, 4, 10), [(5, next), (6, last)], "[{e}]");
     }
 }
+
+/// One transaction publishes, reads (PostgreSQL: giving its own event an
+/// offset) and publishes again: after it commits, both events are read,
+/// in order, on every engine.
+#[test]
+fn a_transaction_that_reads_its_stream_and_publishes_again_loses_nothing() {
+    for target in targets() {
+        let e = target.name();
+        let s = fresh("again");
+        let mut a = target.connect();
+        let mut other = target.connect();
+        let zero = publish(&mut *other, &s, "0");
+        a.begin();
+        let first = publish(&mut *a, &s, "1");
+        if target.is_postgres() {
+            // Another transaction completes in between, as on a busy server
+            // (SQLite's one writer: a is it until it commits).
+            publish(&mut *other, &fresh("busy"), "0");
+        }
+        assert_eq!(read(&mut *a, &s, 0, 10), [(1, zero), (2, first)], "[{e}]");
+        let second = publish(&mut *a, &s, "2");
+        a.commit();
+        assert_eq!(
+            read(&mut *other, &s, 0, 10),
+            [(1, zero), (2, first), (3, second)],
+            "[{e}] the event published after the read"
+        );
+    }
+}
