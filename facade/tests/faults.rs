@@ -1,7 +1,9 @@
 //! Faults under load (issue 15): 4 producers and 8 workers through the
 //! facade on PostgreSQL while the server restarts and backends are killed.
 //! Every job whose enqueue returned Ok is processed at least once; workers
-//! and listeners recover on their own.
+//! and listeners recover on their own. A stream is published to and read
+//! through the same faults: every event whose publish returned Ok is read,
+//! with offsets that never skip, go back or change.
 //!
 //! The restart runs the command in `ALKSTORE_PG_RESTART` (the test command
 //! sets `pg_ctlcluster 15 main restart`); without it only backends are killed.
@@ -55,6 +57,9 @@ fn committed_jobs_survive_restarts_and_killed_backends() {
             .unwrap();
         let committed = Mutex::new(HashSet::new());
         let processed = Mutex::new(HashSet::new());
+        let stream = fresh("faults-s");
+        let published = Mutex::new(HashSet::new());
+        let read = Mutex::new(Vec::<i64>::new());
         let stop = Stop::new();
         let done_producing = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
@@ -90,6 +95,55 @@ fn committed_jobs_survive_restarts_and_killed_backends() {
                     done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 });
             }
+            {
+                let (store, stream, published) = (&producer_store, &stream, &published);
+                s.spawn(move || {
+                    let stream = store.stream(stream).unwrap();
+                    for n in 0..PER_PRODUCER {
+                        loop {
+                            match stream.publish(&json!({ "n": n }), None) {
+                                Ok(id) => {
+                                    published.lock().unwrap().insert(id);
+                                    break;
+                                }
+                                Err(_) => std::thread::sleep(ms(50)),
+                            }
+                        }
+                        std::thread::sleep(ms(2));
+                    }
+                });
+            }
+            let reader = {
+                let (store, stream, read, stop) = (&worker_store, &stream, &read, &stop);
+                s.spawn(move || {
+                    let stream = store.stream(stream).unwrap();
+                    let mut after = 0;
+                    while !stop.is_stopped() {
+                        let Ok(page) = stream.read(after, 100) else {
+                            std::thread::sleep(ms(50));
+                            continue;
+                        };
+                        for event in &page {
+                            assert_eq!(event.offset, after + 1, "an offset skipped or went back");
+                            after = event.offset;
+                        }
+                        read.lock().unwrap().extend(page.iter().map(|e| e.id));
+                        if page.is_empty() {
+                            std::thread::sleep(ms(10));
+                        }
+                    }
+                    // What was read is what is there now: no offset changed.
+                    let again: Vec<i64> = (0..)
+                        .map_while(|k| {
+                            let page = stream.read(k * 1000, 1000).unwrap();
+                            (!page.is_empty()).then_some(page)
+                        })
+                        .flatten()
+                        .map(|e| e.id)
+                        .collect();
+                    assert_eq!(again, *read.lock().unwrap(), "the events read changed");
+                })
+            };
             // Backends killed every 30 ms for 3 s, so that calls die in
             // flight (idle pooled connections are re-made at checkout), and
             // the server restarted in the middle of it.
@@ -117,17 +171,24 @@ fn committed_jobs_survive_restarts_and_killed_backends() {
                     let (c, p) = (committed.lock().unwrap(), processed.lock().unwrap());
                     c.difference(&p).count()
                 };
-                if all_produced && missing == 0 {
+                let unread = {
+                    let (p, r) = (published.lock().unwrap(), read.lock().unwrap());
+                    let r: HashSet<i64> = r.iter().copied().collect();
+                    p.len() < PER_PRODUCER as usize || p.difference(&r).count() > 0
+                };
+                if all_produced && missing == 0 && !unread {
                     break;
                 }
                 assert!(
                     Instant::now() < until,
-                    "[{}] {missing} committed jobs never processed",
+                    "[{}] {missing} committed jobs never processed, or events \
+                     published never read ({unread})",
                     target.name()
                 );
                 std::thread::sleep(ms(100));
             }
             stop.stop();
+            reader.join().unwrap();
             let handled = worker.join().unwrap().expect("the worker survived");
             assert!(handled >= PRODUCERS as u64 * PER_PRODUCER as u64);
         });
