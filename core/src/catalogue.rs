@@ -111,6 +111,7 @@ const fn f(
     }
 }
 
+use crate::NameKind;
 use Engines::{Both, Postgres, Sqlite};
 use Returns::{Bool, Int, Json, Rows, Text, Void};
 use Role::{Admin, User};
@@ -333,6 +334,51 @@ pub const FUNCTIONS: &[Function] = &[
 /// Looks a function up by name.
 pub fn get(name: &str) -> Option<&'static Function> {
     FUNCTIONS.iter().find(|f| f.name == name)
+}
+
+/// The arguments of `function` that are names, by position, with their
+/// kind: both engines check them as names (contract §2), so callers that
+/// must refuse something before it reaches an engine (a NUL character,
+/// which PostgreSQL text cannot hold) refuse it as a name there too. The
+/// SQLite engine's tests check this list against what its functions do.
+pub fn name_args(function: &str) -> &'static [(usize, NameKind)] {
+    use NameKind::*;
+    match function {
+        "alk_enqueue"
+        | "alk_enqueue_batch"
+        | "alk_queue_configure"
+        | "alk_queue_opts"
+        | "alk_queue_stats"
+        | "alk_sweep"
+        | "alk_queue_pause"
+        | "alk_queue_resume"
+        | "alk_list_jobs"
+        | "alk_requeue_dead_all"
+        | "alk_purge"
+        | "alk_listen_queue"
+        | "alk_unlisten_queue" => &[(0, Queue)],
+        "alk_claim" => &[(0, Queue), (1, Worker)],
+        "alk_ack" | "alk_ack_batch" | "alk_retry" | "alk_fail" | "alk_heartbeat" => &[(1, Worker)],
+        "alk_outbox_enqueue"
+        | "alk_outbox_stats"
+        | "alk_outbox_pause"
+        | "alk_outbox_resume"
+        | "alk_listen_outbox"
+        | "alk_unlisten_outbox" => &[(0, Outbox)],
+        "alk_outbox_claim" => &[(0, Outbox), (1, Worker)],
+        "alk_publish"
+        | "alk_read"
+        | "alk_stream_configure"
+        | "alk_stream_info"
+        | "alk_listen_stream"
+        | "alk_unlisten_stream" => &[(0, Stream)],
+        "alk_save_offset" | "alk_get_offset" | "alk_reset_offset" => &[(0, Stream), (1, Consumer)],
+        "alk_schedule" => &[(0, Schedule), (1, Queue)],
+        "alk_unschedule" => &[(0, Schedule)],
+        "alk_notify" | "alk_notifications" | "alk_channel" => &[(0, Channel)],
+        "alk_lock_acquire" | "alk_lock_renew" | "alk_lock_release" => &[(0, Lock), (1, Owner)],
+        _ => &[],
+    }
 }
 
 #[cfg(test)]

@@ -70,8 +70,9 @@ impl Arg {
     }
 }
 
-/// Refuses a text argument with a NUL character (`InvalidArgument`, as
-/// SQLite's functions do) before a PostgreSQL call is sent: PostgreSQL text
+/// Refuses a text argument with a NUL character (`InvalidName` for a name,
+/// `InvalidArgument` otherwise, as SQLite's functions do) before a
+/// PostgreSQL call is sent: PostgreSQL text
 /// cannot hold one, and each driver would fail differently — sqlx's
 /// statement, which carries the arguments written in, would be cut short.
 #[cfg(any(
@@ -80,6 +81,14 @@ impl Arg {
     feature = "sqlx-postgres"
 ))]
 pub(crate) fn no_nul(f: &str, args: &[Arg]) -> Result<()> {
+    // A name is refused as a name (`InvalidName`), as the engines refuse it.
+    for &(i, kind) in catalogue::name_args(f) {
+        if let Some(Arg::Text(s)) = args.get(i) {
+            if s.contains('\0') {
+                alkstore_core::names::validate(kind, s)?;
+            }
+        }
+    }
     match args
         .iter()
         .position(|a| matches!(a, Arg::Text(s) if s.contains('\0')))

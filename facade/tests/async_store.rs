@@ -215,6 +215,14 @@ async fn a_nul_character_is_refused_alike_by_every_async_driver_on<DB: AsyncEngi
         .await
         .unwrap_err();
     assert_eq!(err.code(), Some("ALK05"), "[{target}] {err}");
+    // A NUL in a name through the untyped call: a bad name on every driver.
+    let args = [
+        "s\u{0}".into(),
+        json!(1).to_string().as_str().into(),
+        alkstore::sql::Arg::Null,
+    ];
+    let err = store.call("alk_publish", &args).await.unwrap_err();
+    assert_eq!(err.code(), Some("ALK01"), "[{target}] {err}");
     queue
         .retry(id, "w", "bad\u{0}byte", Some(Duration::ZERO))
         .await

@@ -298,6 +298,24 @@ fn a_nul_character_is_refused_alike_on_every_engine_and_changes_nothing() {
         assert_eq!(err.code(), Some("ALK05"), "[{who}] {err}");
         assert!(stream.read(0, 10).unwrap().is_empty(), "[{who}]");
         assert!(queue.claim("w", 10).unwrap().is_empty(), "[{who}]");
+        // Through the untyped call, a NUL in a name is a bad name on both.
+        for (f, args) in [
+            (
+                "alk_enqueue",
+                vec![Arg::from("q\u{0}"), Arg::Null, Arg::json(&json!(1))],
+            ),
+            (
+                "alk_claim",
+                vec![Arg::from("q"), Arg::from("w\u{0}"), Arg::Int(1)],
+            ),
+        ] {
+            let err = store.call(f, &args).unwrap_err();
+            assert_eq!(err.code(), Some("ALK01"), "[{who}] {f}: {err}");
+            assert!(
+                err.to_string().contains("must not contain a NUL"),
+                "[{who}] {err}"
+            );
+        }
         // A handler's error text with a NUL still gives its job back.
         let id = queue.enqueue(&EnqueueOpts::new(), &json!(1)).unwrap();
         assert_eq!(queue.claim("w", 1).unwrap().len(), 1);

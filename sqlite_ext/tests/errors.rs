@@ -330,3 +330,49 @@ fn sqlite_failures_keep_their_result_codes_and_bad_input_still_gets_the_contract
     holder.execute_batch("ROLLBACK").unwrap();
     enqueue(&impatient, "q", None, "1");
 }
+
+/// The catalogue's list of name arguments (`catalogue::name_args`, which
+/// the facade uses to refuse a NUL in a name as PostgreSQL cannot receive
+/// it) is what the functions check: with a NUL in each text argument of
+/// every function, the error is "… name must not contain a NUL character"
+/// exactly where the list says a name is.
+#[test]
+fn the_catalogues_name_arguments_are_the_ones_checked_as_names() {
+    use alkstore_core::catalogue::{name_args, FUNCTIONS};
+    let db = Db::new();
+    let c = db.conn();
+    c.execute_batch("SELECT alk_init()").unwrap();
+    for f in FUNCTIONS.iter().filter(|f| f.on_sqlite()) {
+        let sample: Vec<&str> = f
+            .pg_args
+            .iter()
+            .map(|t| match *t {
+                "text" => "'x'",
+                "jsonb" => "'{}'",
+                "bigint[]" => "'[1]'",
+                _ => "1",
+            })
+            .collect();
+        for (i, t) in f.pg_args.iter().enumerate() {
+            if *t != "text" {
+                continue;
+            }
+            let mut args = sample.clone();
+            args[i] = "'a' || char(0) || 'b'";
+            let q = call(f.name, &args);
+            let said = match sql(&c, &q, &[]) {
+                Ok(_) => String::new(),
+                Err(e) => e.to_string(),
+            };
+            let as_name = said.contains("name must not contain a NUL character");
+            let listed = name_args(f.name).iter().any(|&(k, _)| k == i);
+            assert_eq!(as_name, listed, "{q}: {said}");
+            if let Some(&(_, kind)) = name_args(f.name).iter().find(|&&(k, _)| k == i) {
+                assert!(
+                    said.contains(&format!("{} name", kind.label())),
+                    "{q}: {said}"
+                );
+            }
+        }
+    }
+}
