@@ -50,3 +50,55 @@ fn the_sql_api_reference_documents_every_function() {
         .collect();
     assert!(missing.is_empty(), "docs/sql-api.md lacks {missing:?}");
 }
+
+/// The catalogue's name arguments (`catalogue::name_args`, which the Rust
+/// crate uses to refuse a NUL in a name before PostgreSQL sees it) are the
+/// ones PostgreSQL's functions check as names: with an empty string in
+/// each text argument of every PostgreSQL function, the error is "… name
+/// must not be empty" exactly where the list says a name is. (SQLite's
+/// side: `alkstore-sqlite`'s error tests.)
+#[test]
+fn postgres_checks_as_names_exactly_the_catalogues_name_arguments() {
+    use alkstore_core::catalogue::name_args;
+    for target in pg_targets() {
+        let e = target.name();
+        let mut db = target.connect();
+        for f in FUNCTIONS.iter().filter(|f| f.on_postgres()) {
+            let sample: Vec<Arg> = f
+                .pg_args
+                .iter()
+                .map(|t| match *t {
+                    "text" => Arg::Text(fresh("names")),
+                    "jsonb" => j("{}"),
+                    "bigint[]" => Arg::Ids(vec![1]),
+                    _ => Arg::Int(1),
+                })
+                .collect();
+            for (i, t) in f.pg_args.iter().enumerate() {
+                if *t != "text" {
+                    continue;
+                }
+                let mut args = sample.clone();
+                args[i] = Arg::Text(String::new());
+                let said = match db.call(f.name, &args) {
+                    Ok(_) => String::new(),
+                    Err(failure) => failure.message,
+                };
+                let as_name = said.contains("name must not be empty");
+                let listed = name_args(f.name).iter().find(|&&(k, _)| k == i);
+                assert_eq!(
+                    as_name,
+                    listed.is_some(),
+                    "[{e}] {} argument {i}: {said}",
+                    f.name
+                );
+                if let Some((_, kind)) = listed {
+                    assert!(
+                        said.contains(&format!("{} name", kind.label())),
+                        "[{e}] {said}"
+                    );
+                }
+            }
+        }
+    }
+}
