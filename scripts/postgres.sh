@@ -8,6 +8,9 @@
 
 #   testdbs   (re)create the test databases: one with CREATE EXTENSION,
 #             one with the plain SQL install; prints their URLs
+#   standby   a hot standby of the cluster (pg_basebackup, streaming
+#             replication) on port 5433, made once and started if it is
+#             not running; prints its URL for the extension's test database
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
@@ -47,8 +50,26 @@ case "${1:-}" in
     echo "ALKSTORE_PG_TLS_URL='postgresql://$(id -un):alkstore-tests@127.0.0.1:5432/alkstore_test_ext'"
     echo "ALKSTORE_PG_TLS_CERT='$(psql -X -q -At -d postgres -c 'SHOW ssl_cert_file')'"
     ;;
+  standby)
+    dir=/var/lib/postgresql/alkstore-standby
+    if ! pg_isready -q -p 5433; then
+      if [ ! -f "$dir/standby.signal" ]; then
+        as_postgres rm -rf "$dir"
+        as_postgres pg_basebackup -D "$dir" -R -X stream -c fast
+        # Debian keeps the primary's settings in /etc: the standby's own.
+        as_postgres sh -c "cat > '$dir/postgresql.conf'" <<CONF
+port = 5433
+unix_socket_directories = '/var/run/postgresql'
+hba_file = '/etc/postgresql/15/main/pg_hba.conf'
+hot_standby = on
+CONF
+      fi
+      as_postgres /usr/lib/postgresql/15/bin/pg_ctl -D "$dir" -l "$dir.log" -w start >/dev/null
+    fi
+    echo "ALKSTORE_PG_STANDBY_URL='postgresql://$(id -un)@/alkstore_test_ext?host=/var/run/postgresql&port=5433'"
+    ;;
   *)
-    echo "usage: scripts/postgres.sh start|install|testdbs" >&2
+    echo "usage: scripts/postgres.sh start|install|testdbs|standby" >&2
     exit 2
     ;;
 esac

@@ -8,6 +8,9 @@
 //! - `ALKSTORE_PG_PLAIN_URL`: a database with the plain SQL install;
 //! - `ALKSTORE_PG_BOUNCER_URL`: the extension's database through PgBouncer
 //!   in transaction-pooling mode;
+//! - `ALKSTORE_PG_STANDBY_URL`: the extension's database on a hot standby
+//!   of the same cluster (`scripts/postgres.sh standby`), for the stream
+//!   test that reads there;
 //! - `ALKSTORE_REQUIRE_PG=1`: a missing `ALKSTORE_PG_URL` is then a failure,
 //!   not a skip.
 

@@ -567,3 +567,44 @@ fn a_transaction_that_reads_its_stream_and_publishes_again_loses_nothing() {
         );
     }
 }
+
+/// A hot standby (streaming replication, `scripts/postgres.sh standby`):
+/// a read there gives no offsets and never fails; once a read on the
+/// primary gave them, the standby reads the same events with the same
+/// offsets and ids (contract v1.1 §E, docs/decisions.md).
+#[test]
+fn postgres_a_hot_standby_reads_the_offsets_the_primary_gave() {
+    let (Ok(primary), Ok(standby)) = (
+        std::env::var("ALKSTORE_PG_URL"),
+        std::env::var("ALKSTORE_PG_STANDBY_URL"),
+    ) else {
+        assert!(!pg_required(), "ALKSTORE_PG_STANDBY_URL is not set");
+        return;
+    };
+    let mut p = Target::postgres(primary, "primary").connect();
+    let mut r = Target::postgres(standby, "standby").connect();
+    assert_eq!(r.query_i64("SELECT pg_is_in_recovery()::int::bigint"), 1);
+    let replayed = |p: &mut dyn Db, r: &mut dyn Db| {
+        let lsn = p.query_i64("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while r.query_i64("SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint") < lsn {
+            assert!(Instant::now() < deadline, "the standby did not catch up");
+            sleep_ms(10);
+        }
+    };
+    let s = fresh("standby");
+    let first = publish(&mut *p, &s, "1");
+    assert_eq!(read(&mut *p, &s, 0, 10), [(1, first)]);
+    let second = publish(&mut *p, &s, "2");
+    replayed(&mut *p, &mut *r);
+    assert_eq!(read(&mut *r, &s, 0, 10), [(1, first)], "what has offsets");
+    let info = r.ok("alk_stream_info", &[t(&s)]);
+    assert_eq!(info["last_offset"], 1, "{info}");
+    assert_eq!(read(&mut *p, &s, 0, 10), [(1, first), (2, second)]);
+    replayed(&mut *p, &mut *r);
+    assert_eq!(
+        read(&mut *r, &s, 0, 10),
+        [(1, first), (2, second)],
+        "the primary's offsets"
+    );
+}
