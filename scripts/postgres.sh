@@ -52,19 +52,32 @@ case "${1:-}" in
     ;;
   standby)
     dir=/var/lib/postgresql/alkstore-standby
-    if ! pg_isready -q -p 5433; then
-      if [ ! -f "$dir/standby.signal" ]; then
-        as_postgres rm -rf "$dir"
-        as_postgres pg_basebackup -D "$dir" -R -X stream -c fast
-        # Debian keeps the primary's settings in /etc: the standby's own.
-        as_postgres sh -c "cat > '$dir/postgresql.conf'" <<CONF
+    pg_ctl=/usr/lib/postgresql/15/bin/pg_ctl
+    streaming() {
+      for _ in $(seq 1 40); do
+        psql -X -q -At -p 5433 -d postgres -c \
+          "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'" 2>/dev/null | grep -qx 1 && return 0
+        sleep 0.25
+      done
+      return 1
+    }
+    if [ -f "$dir/standby.signal" ]; then
+      pg_isready -q -p 5433 || as_postgres $pg_ctl -D "$dir" -l "$dir.log" -w start >/dev/null || true
+      # One that fell too far behind (the primary recycled its WAL) is made again.
+      streaming || { as_postgres $pg_ctl -D "$dir" -m immediate stop >/dev/null 2>&1 || true; as_postgres rm -rf "$dir"; }
+    fi
+    if [ ! -f "$dir/standby.signal" ]; then
+      as_postgres rm -rf "$dir"
+      as_postgres pg_basebackup -D "$dir" -R -X stream -c fast
+      # Debian keeps the primary's settings in /etc: the standby's own.
+      as_postgres sh -c "cat > '$dir/postgresql.conf'" <<CONF
 port = 5433
 unix_socket_directories = '/var/run/postgresql'
 hba_file = '/etc/postgresql/15/main/pg_hba.conf'
 hot_standby = on
 CONF
-      fi
-      as_postgres /usr/lib/postgresql/15/bin/pg_ctl -D "$dir" -l "$dir.log" -w start >/dev/null
+      as_postgres $pg_ctl -D "$dir" -l "$dir.log" -w start >/dev/null
+      streaming || { echo "the standby does not stream: $dir.log" >&2; exit 1; }
     fi
     echo "ALKSTORE_PG_STANDBY_URL='postgresql://$(id -un)@/alkstore_test_ext?host=/var/run/postgresql&port=5433'"
     ;;
