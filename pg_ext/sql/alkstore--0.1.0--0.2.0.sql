@@ -825,25 +825,32 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   now    timestamptz := clock_timestamp();
   chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
-  any_expired boolean;
+  any_expired boolean; -- running jobs whose claim expired
+  any_past boolean;    -- pending jobs past their expires_at
+  is_paused boolean;
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
 BEGIN
-  IF EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q) THEN
+  -- Paused? Any expired claims? Any pending job past its expires_at? Each
+  -- is one index probe, all in one statement (each statement PL/pgSQL runs
+  -- costs more to start than these probes). Expired claims and expiries
+  -- are rare; the dead-lettering UPDATEs run only when a probe finds one:
+  -- an UPDATE costs tens of microseconds to start (it opens every index of
+  -- jobs) even when it changes nothing.
+  -- (The earliest expiry, in the order of jobs_expiring: a generic plan
+  -- for a plain EXISTS there chose to scan the table.)
+  SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
+         EXISTS (SELECT FROM alkstore.jobs e
+                  WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now),
+         coalesce((SELECT e.expires_at FROM alkstore.jobs e
+                    WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
+                    ORDER BY e.expires_at LIMIT 1) <= now, false)
+    INTO is_paused, any_expired, any_past;
+  IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
-  -- Expired claims are rare: one index probe says whether there are any.
-  any_expired := EXISTS (SELECT FROM alkstore.jobs e
-                          WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now);
-  -- Jobs that may not run any more go to the dead-letter state instead.
-  -- Probed first: the UPDATEs cost tens of microseconds to start (each
-  -- opens every index of jobs) even when they change nothing.
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.)
-  -- (The earliest expiry, in the order of jobs_expiring: a generic plan
-  -- for a plain EXISTS here chose to scan the table.)
-  IF any_expired OR (SELECT e.expires_at FROM alkstore.jobs e
-                      WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
-                      ORDER BY e.expires_at LIMIT 1) <= now THEN
+  IF any_expired OR any_past THEN
     WITH d AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
@@ -929,12 +936,37 @@ BEGIN
    ORDER BY c.priority DESC, c.run_at, c.id;
 END $$;
 
+-- The common call -- no options, a valid name and payload -- runs as one
+-- statement here: each nested PL/pgSQL call and statement costs CPU that a
+-- backend woken from its commit's WAL flush pays at cache-cold speed
+-- (docs/benchmarks.md). Anything else, every error included, takes the
+-- general path, so both give the same results.
 CREATE OR REPLACE FUNCTION alk_enqueue(queue text, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q text := alkstore.name('queue', queue);
+  q  text := queue;
+  p  jsonb := payload;
+  id bigint;
 BEGIN
-  RETURN alkstore.enqueue(q, alkstore.queue_opts(q), opts, payload);
+  IF (opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb) AND p IS NOT NULL
+     AND q <> '' AND octet_length(q) <= alkstore.max_name_bytes()
+     AND NOT starts_with(q, alkstore.reserved_prefix()) THEN
+    INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
+    SELECT q, 'pending', p, 0, 0,
+           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).max_attempts ELSE c.max_attempts END,
+           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).visibility_timeout_ms ELSE c.visibility_timeout_ms END,
+           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).backoff_base_ms ELSE c.backoff_base_ms END,
+           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).backoff_max_ms ELSE c.backoff_max_ms END,
+           t.now, t.now
+      FROM (SELECT clock_timestamp() AS now) t
+      LEFT JOIN alkstore.queues c ON c.queue = q
+    RETURNING j.id INTO id;
+    PERFORM alkstore.wake('q', q);
+    RETURN id;
+  END IF;
+  q := alkstore.name('queue', q);
+  RETURN alkstore.enqueue(q, alkstore.queue_opts(q), opts, p);
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_enqueue_batch(queue text, opts jsonb, payloads jsonb) RETURNS bigint[]
