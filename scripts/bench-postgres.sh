@@ -24,6 +24,16 @@ db=alkstore_bench
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# A streaming standby (the test setup makes one) wakes a WAL sender on every
+# commit: on a small machine that alone costs about a third of the commits
+# per second, on every side, and skews the ratios.
+replicas=$(psql -X -q -At -d postgres -c "SELECT count(*) FROM pg_stat_replication")
+if [ "$replicas" != 0 ] && [ "${ALK_BENCH_ALLOW_REPLICA:-0}" != 1 ]; then
+  echo "bench-postgres.sh: $replicas standby(s) stream from this cluster; stop them first" \
+       "(scripts/postgres.sh standby-stop), or set ALK_BENCH_ALLOW_REPLICA=1" >&2
+  exit 1
+fi
+
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 if [ "${ALK_BENCH_PLAIN:-0}" = 1 ]; then  # the plain SQL install: same functions, no rebuild needed
   psql -X -q -v ON_ERROR_STOP=1 -d $db -f "$(scripts/build-plain-sql.sh)"
