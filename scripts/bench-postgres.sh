@@ -12,14 +12,18 @@
 # ALK_BENCH_PEERS=1 adds pgmq, graphile-worker and PgQ (installed by
 # scripts/bench-peers.sh) doing the same operations in the same run, and the
 # ratio of the best of them to alkstore (at or below 1.00: alkstore is ahead).
-# ALK_BENCH_MAIN_ONLY=1 stops after that first table. ALK_BENCH_FILL (default
-# 60) is the thousands of pending jobs per second of a cell each system gets
-# for the claim cases; faster settings need more. pgbench's connections
+# ALK_BENCH_ROUNDS (default 2) is how many times each system runs each of
+# those cells, the order reversed each round; the median is shown (single
+# runs on a small shared machine move by 20-30%). ALK_BENCH_MAIN_ONLY=1
+# stops after that first table. ALK_BENCH_FILL (default 60) is the
+# thousands of pending jobs per second of a cell each system gets for the
+# claim cases; faster settings need more. pgbench's connections
 # take PGOPTIONS: PGOPTIONS='-c synchronous_commit=off' measures the CPU each
 # system spends, without the WAL flush every commit otherwise waits for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
+rounds=${ALK_BENCH_ROUNDS:-2}
 db=alkstore_bench
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -151,15 +155,19 @@ row() { # label alk-script raw-script clients ops-per-tx
 
 prow() { # label alk-script raw-script clients ops-per-tx [pgmq graphile pgq scripts, - for none]
   [ "$peers" = 1 ] || { row "$@"; return; }
-  # Two runs of every system, in opposite orders, so that neither the
-  # first-run penalty nor the order favours one; the mean of the two.
-  local a r m g q s i=0 sys=("$2" "$3" "${6:--}" "${7:--}" "${8:--}") first=() second=()
-  for s in "${sys[@]}"; do first+=("$([ "$s" = - ] && echo 0 || tps "$s" "$4")"); done
-  for ((i = ${#sys[@]} - 1; i >= 0; i--)); do
-    second[i]=$([ "${sys[i]}" = - ] && echo 0 || tps "${sys[i]}" "$4")
+  # $rounds runs of every system, the order reversed each round, so that
+  # neither the first-run penalty nor the order favours one; the median of
+  # each system's runs (of two: the mean).
+  local a r m g q s i k sys=("$2" "$3" "${6:--}" "${7:--}" "${8:--}") runs=()
+  for ((k = 0; k < rounds; k++)); do
+    for ((s = 0; s < ${#sys[@]}; s++)); do
+      i=$((k % 2 ? ${#sys[@]} - 1 - s : s))
+      runs[i]+="$([ "${sys[i]}" = - ] && echo 0 || tps "${sys[i]}" "$4") "
+    done
   done
-  read -r a r m g q < <(for i in 0 1 2 3 4; do echo "${first[i]} ${second[i]}"; done |
-    awk '{ printf "%s ", ($1 + $2) / 2 } END { print "" }')
+  read -r a r m g q < <(for i in 0 1 2 3 4; do echo "${runs[i]}"; done |
+    awk '{ n = split($0, v, " "); for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (v[y] < v[x]) { t = v[x]; v[x] = v[y]; v[y] = t }
+           printf "%s ", n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 } END { print "" }')
   awk -v l="$1" -v c="$4" -v a="$a" -v r="$r" -v k="$5" -v m="$m" -v g="$g" -v q="$q" 'BEGIN {
     best = m; if (g > best) best = g; if (q > best) best = q
     printf "%-34s %2d  %10.0f  %10.0f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a * k, r * k,
@@ -177,7 +185,7 @@ else
   printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "ratio"
 fi
 for c in 1 8; do
-  fill_work $((${ALK_BENCH_FILL:-60} * secs * (c == 1 ? 1 : 2))) >/dev/null
+  fill_work $((${ALK_BENCH_FILL:-60} * secs * (c == 1 ? 1 : 2) * (rounds + 1) / 2)) >/dev/null
   prow "enqueue 1/tx" enqueue_alk enqueue_raw $c 1 enqueue_pgmq enqueue_gw enqueue_pgq
   prow "enqueue 100/tx (batch)" batch_alk batch_raw $c 100 batch_pgmq batch_gw batch_pgq
   prow "claim+ack 1 (claim tx, ack tx)" claim1_alk2 claim1_raw2 $c 1 claim1_pgmq claim1_gw -
