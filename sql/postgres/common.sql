@@ -43,11 +43,23 @@ LANGUAGE sql IMMUTABLE AS $$
               ELSE left(v, alkstore.quote_chars()) || '…' END
 $$;
 
--- Checks a name of the given kind (contract §2, v1.1 §G) and returns it.
+-- Whether a name of the given kind is valid (contract §2, v1.1 §G): the
+-- one statement of the rules. A SQL expression, so callers' plans inline it
+-- (alk_enqueue's common path checks a name without a function call).
+CREATE OR REPLACE FUNCTION alkstore.name_ok(kind text, name text) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(name <> '' AND octet_length(name) <= alkstore.max_name_bytes()
+                  AND NOT (alkstore.namespaced(kind) AND starts_with(name, alkstore.reserved_prefix())), false)
+$$;
+
+-- Checks a name of the given kind and returns it; says which rule of
+-- name_ok it breaks.
 CREATE OR REPLACE FUNCTION alkstore.name(kind text, name text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-  IF name IS NULL THEN
+  IF alkstore.name_ok(kind, name) THEN
+    RETURN name;
+  ELSIF name IS NULL THEN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be NULL');
   ELSIF name = '' THEN
     PERFORM alkstore.raise('ALK01', kind || ' name must not be empty');
@@ -57,6 +69,8 @@ BEGIN
   ELSIF alkstore.namespaced(kind) AND starts_with(name, alkstore.reserved_prefix()) THEN
     PERFORM alkstore.raise('ALK02', format('%s name %s starts with the reserved prefix %s',
       kind, alkstore.quote(name), to_json(alkstore.reserved_prefix())));
+  ELSE
+    PERFORM alkstore.raise('ALK01', format('%s name %s is not valid', kind, alkstore.quote(name)));
   END IF;
   RETURN name;
 END $$;

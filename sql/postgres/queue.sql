@@ -230,8 +230,7 @@ DECLARE
   id bigint;
 BEGIN
   IF (opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb) AND p IS NOT NULL
-     AND q <> '' AND octet_length(q) <= alkstore.max_name_bytes()
-     AND NOT starts_with(q, alkstore.reserved_prefix()) THEN
+     AND alkstore.name_ok('queue', q) THEN
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
     SELECT q, 'pending', p, 0, 0,
