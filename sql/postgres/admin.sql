@@ -17,20 +17,20 @@ LANGUAGE sql STABLE AS $$
            UNION ALL
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'running' AND j.queue > r.q)
              FROM r WHERE r.q IS NOT NULL),
-  d(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'dead'
+  -- Dead and completed share jobs_finished (queue, state, id): one skip
+  -- scan for both, so a queue's completed jobs are never read to find its
+  -- dead ones.
+  f(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state IN ('dead', 'completed')
            UNION ALL
-           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'dead' AND j.queue > d.q)
-             FROM d WHERE d.q IS NOT NULL),
-  c(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'completed'
-           UNION ALL
-           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'completed' AND j.queue > c.q)
-             FROM c WHERE c.q IS NOT NULL),
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j
+                    WHERE j.state IN ('dead', 'completed') AND j.queue > f.q)
+             FROM f WHERE f.q IS NOT NULL),
   w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting'
            UNION ALL
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting' AND j.queue > w.q)
              FROM w WHERE w.q IS NOT NULL)
   SELECT q FROM (
-    SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM d UNION SELECT q FROM c UNION SELECT q FROM w
+    SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM f UNION SELECT q FROM w
     UNION SELECT o.queue FROM alkstore.queues o UNION SELECT s.queue FROM alkstore.paused s
   ) names WHERE q IS NOT NULL ORDER BY q
 $$;

@@ -34,8 +34,12 @@ CREATE TABLE alkstore.paused (
 CREATE TABLE alkstore.jobs (
   id                    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   queue                 text        NOT NULL,
-  -- 'waiting': pending (as every function reports it) behind its group's
-  -- head; only heads are in jobs_pending, so claims never read past them.
+  -- 'pending', 'running', 'dead', 'completed' or 'waiting' (pending, as
+  -- every function reports it, behind its group's head; only heads are in
+  -- jobs_pending, so claims never read past them). Written only by
+  -- alkstore's functions, and without a CHECK: PostgreSQL re-reads and
+  -- plans a CHECK on every statement that writes the table, which cost a
+  -- quarter of an INSERT's instructions (docs/decisions.md).
   state                 text        NOT NULL,
   payload               jsonb       NOT NULL,
   priority              integer     NOT NULL,
@@ -54,8 +58,7 @@ CREATE TABLE alkstore.jobs (
   group_key             text,
   completed_at          timestamptz,
   result                jsonb,
-  prune_at              timestamptz, -- completed or dead: when alk_prune may delete it
-  CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'dead', 'completed', 'waiting'))
+  prune_at              timestamptz -- completed or dead: when alk_prune may delete it
 );
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
@@ -65,16 +68,16 @@ CREATE INDEX jobs_pending ON alkstore.jobs (queue, priority DESC, run_at, id)
 -- Running jobs by claim expiry: expired claims are one index probe away.
 CREATE INDEX jobs_running ON alkstore.jobs (queue, claim_expires_at)
   WHERE state = 'running';
--- Dead jobs, for stats and inspection without reading the rest.
-CREATE INDEX jobs_dead ON alkstore.jobs (queue, id) WHERE state = 'dead';
+-- Finished (dead and completed) jobs, for stats and inspection without
+-- reading the rest. One index for both: every statement that writes jobs
+-- sets up each partial index's predicate, whatever state it writes.
+CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id) WHERE state IN ('dead', 'completed');
 -- Pending jobs with an expiry, dead-lettered at claim time or by alk_sweep.
 CREATE INDEX jobs_expiring ON alkstore.jobs (queue, expires_at)
   WHERE state = 'pending' AND expires_at IS NOT NULL;
 
 -- Jobs waiting behind their group's head, next-in-line first.
 CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id) WHERE state = 'waiting';
--- Completed jobs, for stats and inspection.
-CREATE INDEX jobs_completed ON alkstore.jobs (queue, id) WHERE state = 'completed';
 -- Finished jobs with a retention, in the order alk_prune deletes them.
 CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
 

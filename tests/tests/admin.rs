@@ -20,6 +20,12 @@ fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
             fresh("adm-none"),
         );
         let outbox = fresh("adm-outbox");
+        // Listed only through its dead job: no options, nothing else.
+        let dead_only = fresh("adm-dead");
+        db.int("alk_enqueue", &[t(&dead_only), j(r#"{"max_attempts": 1}"#), j("0")]);
+        for id in ids(&db.ok("alk_claim", &[t(&dead_only), t("w"), Arg::Int(1)])) {
+            db.yes("alk_fail", &[Arg::Int(id), t("w"), t("x")]);
+        }
         db.int("alk_enqueue", &[t(&busy), Arg::Null, j("1")]);
         db.int(
             "alk_enqueue",
@@ -64,6 +70,12 @@ fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
         assert_eq!(
             (&conf["pending"], &conf["oldest_runnable_age_s"]),
             (&json!(0), &Value::Null),
+            "[{e}]"
+        );
+        let dead = find(&all, "queue", &dead_only).unwrap_or_else(|| panic!("[{e}] {dead_only}"));
+        assert_eq!(
+            (&dead["dead"], &dead["pending"]),
+            (&json!(1), &json!(0)),
             "[{e}]"
         );
         assert_eq!(
