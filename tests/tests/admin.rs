@@ -22,7 +22,10 @@ fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
         let outbox = fresh("adm-outbox");
         // Listed only through its dead job: no options, nothing else.
         let dead_only = fresh("adm-dead");
-        db.int("alk_enqueue", &[t(&dead_only), j(r#"{"max_attempts": 1}"#), j("0")]);
+        db.int(
+            "alk_enqueue",
+            &[t(&dead_only), j(r#"{"max_attempts": 1}"#), j("0")],
+        );
         for id in ids(&db.ok("alk_claim", &[t(&dead_only), t("w"), Arg::Int(1)])) {
             db.yes("alk_fail", &[Arg::Int(id), t("w"), t("x")]);
         }
