@@ -912,82 +912,62 @@ BEGIN
     any_expired := any_expired AND EXISTS (SELECT FROM alkstore.jobs e
                                             WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now);
   END IF;
-  -- No claim expired (the common case): only pending jobs compete, and one
-  -- statement claims them. Each node a statement has costs its start-up,
-  -- even one that reads nothing: this one has no expired-claims half.
-  -- (Both claim statements set the same columns; change them together.)
-  IF NOT any_expired THEN
-    RETURN QUERY
-    WITH claimed AS (
-      UPDATE alkstore.jobs j
-         SET state = 'running', attempts = j.attempts + 1, claimed_by = worker,
-             claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
-       WHERE j.id = ANY (ARRAY(
-               SELECT c.id FROM alkstore.jobs c
-                WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
-                  AND (c.expires_at IS NULL OR c.expires_at > now)
-                ORDER BY c.priority DESC, c.run_at, c.id
-                LIMIT max_jobs
-                FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.claim_expires_at, j.priority, j.run_at
-    )
-    SELECT c.id, c.queue, c.payload, c.attempts, c.max_attempts, c.claim_expires_at
-      FROM claimed c
-     ORDER BY c.priority DESC, c.run_at, c.id;
-    RETURN;
-  END IF;
   -- Claims expired: both sides are candidates, and locking max_jobs rows
   -- on each would keep other workers off rows this claim does not take until
   -- it ends. So choose first, skipping rows others hold, in a subtransaction
-  -- that is then rolled back (releasing its locks); then lock the chosen.
-  BEGIN
+  -- that is then rolled back (releasing its locks); then lock the chosen
+  -- that are still candidates (another claim may have taken one since).
+  IF any_expired THEN
+    BEGIN
+      WITH p AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+           AND (c.expires_at IS NULL OR c.expires_at > now)
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         FOR UPDATE SKIP LOCKED
+      ), e AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
+           AND c.attempts < c.max_attempts
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         FOR UPDATE SKIP LOCKED
+      )
+      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
+        SELECT * FROM p UNION ALL SELECT * FROM e
+         ORDER BY priority DESC, run_at, id LIMIT max_jobs) u;
+      RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
+    EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+      NULL;
+    END;
     WITH p AS (
-      SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-       WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' AND c.run_at <= now
          AND (c.expires_at IS NULL OR c.expires_at > now)
-       ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
        FOR UPDATE SKIP LOCKED
     ), e AS (
-      SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-       WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
          AND c.attempts < c.max_attempts
-       ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
        FOR UPDATE SKIP LOCKED
     )
-    SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
-      SELECT * FROM p UNION ALL SELECT * FROM e
-       ORDER BY priority DESC, run_at, id LIMIT max_jobs) u;
-    RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
-  EXCEPTION WHEN SQLSTATE 'ALK00' THEN
-    NULL;
-  END;
-  -- The chosen, each still a candidate (another claim may have taken it
-  -- since the choice): pending and runnable, or an expired claim.
+    SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
+  END IF;
+  -- The claim. Without expired claims (the common case) it reads pending
+  -- jobs only, in one statement: each node a statement has costs its
+  -- start-up even when it reads nothing, so the expired-claims side is not
+  -- part of it. (ARRAY(…) runs only if chosen is NULL.)
   RETURN QUERY
-  WITH pending AS (
-    SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-     WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
-       AND (c.expires_at IS NULL OR c.expires_at > now)
-       AND c.id = ANY (chosen)
-     ORDER BY c.priority DESC, c.run_at, c.id
-     LIMIT max_jobs
-     FOR UPDATE SKIP LOCKED
-  ), expired AS (
-    SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-     WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
-       AND c.attempts < c.max_attempts
-       AND c.id = ANY (chosen)
-     ORDER BY c.priority DESC, c.run_at, c.id
-     LIMIT max_jobs
-     FOR UPDATE SKIP LOCKED
-  ), claimed AS (
+  WITH claimed AS (
     UPDATE alkstore.jobs j
        SET state = 'running', attempts = j.attempts + 1, claimed_by = worker,
            claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
-     WHERE j.id = ANY (ARRAY(
-             SELECT u.id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) u
-              ORDER BY u.priority DESC, u.run_at, u.id
-              LIMIT max_jobs))
+     WHERE j.id = ANY (CASE WHEN chosen IS NOT NULL THEN chosen ELSE ARRAY(
+             SELECT c.id FROM alkstore.jobs c
+              WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+                AND (c.expires_at IS NULL OR c.expires_at > now)
+              ORDER BY c.priority DESC, c.run_at, c.id
+              LIMIT max_jobs
+              FOR UPDATE SKIP LOCKED) END)
     RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.claim_expires_at, j.priority, j.run_at
   )
   SELECT c.id, c.queue, c.payload, c.attempts, c.max_attempts, c.claim_expires_at
