@@ -15,38 +15,54 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN octet_length(name) < 7900 THEN name ELSE 'md5:' || md5(name) END
 $$;
 
--- The advisory lock that orders an enqueue's check for waiters against a
--- new registration for the same queue or stream (see wake and wait_on).
-CREATE OR REPLACE FUNCTION alkstore.wake_key(kind "char", name text) RETURNS bigint
-LANGUAGE sql IMMUTABLE AS $$ SELECT hashtextextended('alkstore.wake:' || kind::text || ':' || name, 0) $$;
+-- The advisory locks of a queue or stream are (class, hashtext(name)):
+-- callers pass kind as a constant, so the class is folded when the
+-- statement is planned and each lock costs one hash at run time.
+-- The ordering lock: orders an enqueue's check for waiters against a new
+-- registration for the same queue or stream (see wake and wait_on).
+CREATE OR REPLACE FUNCTION alkstore.wake_class(kind "char") RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext('alkstore.wake:' || kind::text) $$;
 
--- Called by enqueue and publish: notify if anyone waits (contract v1.1
--- §A3: a session registered before this transaction commits is notified).
+-- The waiting lock: a registered session holds it in share mode, at session
+-- level, from before its registration commits until the session ends, so
+-- an enqueuer that can take it exclusively knows that no other session of
+-- this database is registered, without reading alkstore.waiters.
+CREATE OR REPLACE FUNCTION alkstore.wait_class(kind "char") RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext('alkstore.wait:' || kind::text) $$;
+
+-- wake when a session may be registered (or another enqueuer is trying
+-- the waiting lock this instant, or this session has not yet looked for
+-- registrations from before the upgrade): read the registrations.
 --  * A snapshot older than the statement (REPEATABLE READ, SERIALIZABLE)
 --    cannot see a registration made after it: such a transaction always
 --    notifies.
---  * Otherwise the check holds the key's advisory lock in share mode until
---    this transaction ends, never waiting for it: a new registration takes
---    it exclusively, so it completes only after this commit, and its first
+--  * Otherwise the check holds the ordering lock in share mode until this
+--    transaction ends, never waiting for it: a new registration takes it
+--    exclusively, so it completes only after this commit, and its first
 --    claim sees this job. If a registration holds it or waits for it now,
 --    notify.
 --  * A registration counts only while its session is connected to this
 --    database: not after the session ended, nor after a restore elsewhere.
-CREATE OR REPLACE FUNCTION alkstore.wake(kind "char", name text) RETURNS void
+CREATE OR REPLACE FUNCTION alkstore.wake_check(kind "char", name text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+  IF coalesce(current_setting('alkstore.wake', true), '') = ''
+     AND NOT EXISTS (SELECT FROM alkstore.meta m WHERE m.key = 'waiters_before_upgrade_until'
+                                                  AND to_timestamp(m.value::float8) > clock_timestamp()) THEN
+    PERFORM set_config('alkstore.wake', 'fast', false); -- see wake
+  END IF;
   IF current_setting('transaction_isolation') = 'read committed'
-     AND pg_try_advisory_xact_lock_shared(alkstore.wake_key(kind, name)) THEN
-    -- Usually nobody waits: a plain probe first (the statement with the
-    -- session check costs twice as much to start, even when it finds no row).
+     AND pg_try_advisory_xact_lock_shared(alkstore.wake_class(kind), hashtext(name)) THEN
+    -- A plain probe first (the statement with the session check costs
+    -- twice as much to start, even when it finds no row).
     PERFORM 1 FROM alkstore.waiters w
-     WHERE w.kind = wake.kind AND w.name = wake.name AND w.expires_at > clock_timestamp()
+     WHERE w.kind = wake_check.kind AND w.name = wake_check.name AND w.expires_at > clock_timestamp()
      LIMIT 1;
     IF NOT FOUND THEN
       RETURN;
     END IF;
     PERFORM 1 FROM alkstore.waiters w
-     WHERE w.kind = wake.kind AND w.name = wake.name AND w.expires_at > clock_timestamp()
+     WHERE w.kind = wake_check.kind AND w.name = wake_check.name AND w.expires_at > clock_timestamp()
        AND EXISTS (SELECT FROM pg_stat_get_activity(w.pid) a
                     WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))
      LIMIT 1;
@@ -57,6 +73,40 @@ BEGIN
   PERFORM pg_notify(CASE kind WHEN 'q' THEN 'alkstore_jobs' ELSE 'alkstore_events' END,
                     alkstore.wake_payload(name));
 END $$;
+
+-- Called by enqueue and publish: notify if anyone waits (contract v1.1
+-- §A3: a session registered before this transaction commits is notified).
+-- The common case -- nobody waits -- is one inlined expression, no
+-- statement. Once wake_check has found that no registration from before
+-- the upgrade to 0.2.0 is left, and unless this session is itself
+-- registered (its own locks never conflict with it), the session's
+-- alkstore.wake setting is 'fast'. Then: take the ordering lock (wake_class)
+-- in share mode until this transaction ends, never waiting for it, and try
+-- the waiting lock (wait_class) exclusively, letting go of it at once. Got
+-- both: a registration that committed before now holds the waiting lock,
+-- and one made after it waits for this commit (wait_on), so its first
+-- claim sees this job. Anything else is decided by wake_check. The nested
+-- CASE fixes the order: the waiting lock is tried with the ordering lock held.
+CREATE OR REPLACE FUNCTION alkstore.wake(kind "char", name text) RETURNS void
+LANGUAGE sql AS $$
+  SELECT CASE WHEN CASE WHEN current_setting('alkstore.wake', true) = 'fast'
+                             AND pg_try_advisory_xact_lock_shared(alkstore.wake_class(kind), hashtext(name))
+                        THEN pg_try_advisory_lock(alkstore.wait_class(kind), hashtext(name)) END
+              THEN CASE WHEN pg_advisory_unlock(alkstore.wait_class(kind), hashtext(name)) THEN NULL::void END
+              ELSE alkstore.wake_check(kind, name) END
+$$;
+
+-- Whether this session holds the waiting lock of (kind, name).
+CREATE OR REPLACE FUNCTION alkstore.holds_wait_lock(kind "char", name text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (
+    SELECT FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.mode = 'ShareLock' AND l.granted
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND l.classid = (alkstore.wait_class(kind)::bigint & 4294967295)::oid
+       AND l.objid = (hashtext(name)::bigint & 4294967295)::oid
+       AND l.objsubid = 2) -- the two-key form
+$$;
 
 -- Registers this session as waiting on (kind, name) for ttl and LISTENs on
 -- the channel; returns the channel. Register, then claim (or read), then
@@ -78,21 +128,35 @@ BEGIN
       alkstore.max_wait_ttl_s(), ttl_s));
   END IF;
   EXECUTE format('LISTEN %I', channel);
-  renewal := EXISTS (SELECT FROM alkstore.waiters w
-                      WHERE w.kind = wait_on.kind AND w.name = wait_on.name
-                        AND w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp());
+  -- The waiting lock (see wake), taken before the registration commits and
+  -- kept, once, until the session ends: a rolled-back registration or one
+  -- ended by wait_off leaves it held, which only makes enqueuers read the
+  -- table. Held already (and a live row): a renewal.
+  IF alkstore.holds_wait_lock(kind, name) THEN
+    renewal := EXISTS (SELECT FROM alkstore.waiters w
+                        WHERE w.kind = wait_on.kind AND w.name = wait_on.name
+                          AND w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp());
+  ELSE
+    PERFORM pg_advisory_lock_shared(alkstore.wait_class(kind), hashtext(name));
+    renewal := false;
+  END IF;
+  -- This session's own enqueues must read the table (see wake). (After a
+  -- RESET ALL they skip it: only its own enqueues no longer wake it.)
+  PERFORM set_config('alkstore.wake', 'registered', false);
   INSERT INTO alkstore.waiters AS w (kind, name, pid, expires_at)
   VALUES (kind, name, pg_backend_pid(), clock_timestamp() + ttl_ms * interval '1 millisecond')
   ON CONFLICT ON CONSTRAINT waiters_pkey DO UPDATE SET expires_at = excluded.expires_at;
   IF NOT renewal THEN
-    PERFORM pg_advisory_xact_lock(alkstore.wake_key(kind, name));
+    PERFORM pg_advisory_xact_lock(alkstore.wake_class(kind), hashtext(name));
   END IF;
   -- Registrations of sessions that stopped renewing them.
   DELETE FROM alkstore.waiters w WHERE w.expires_at < clock_timestamp() - interval '1 minute';
   RETURN channel;
 END $$;
 
--- Ends this session's registration.
+-- Ends this session's registration. The waiting lock stays (see wait_on):
+-- let go before this transaction commits, it would let enqueuers skip a
+-- registration that a rollback keeps.
 CREATE OR REPLACE FUNCTION alkstore.wait_off(kind "char", name text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN

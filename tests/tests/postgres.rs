@@ -510,6 +510,55 @@ fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
     }
 }
 
+/// Enqueuers skip the registrations table while no session holds a queue's
+/// waiting lock (docs/decisions.md, "Lost wake-ups"). The cases that lock
+/// cannot tell apart: a session registered on the queue it enqueues to is
+/// woken by its own commit, and a registration that rolled back (it keeps
+/// the lock) wakes nobody.
+#[test]
+fn a_waiter_wakes_itself_and_a_rolled_back_registration_wakes_nobody() {
+    for target in pg_targets() {
+        let q = fresh("self-wake");
+        let mut worker = client(&target);
+        // A session's first enqueue always reads the table: warm it first.
+        worker
+            .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&fresh("warm")])
+            .unwrap();
+        worker
+            .query_one("SELECT alk_listen_queue($1, 30)", &[&q])
+            .unwrap();
+        worker
+            .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut worker, Duration::from_secs(5)),
+            Some(("alkstore_jobs".into(), q.clone())),
+            "[{}] its own enqueue",
+            target.name()
+        );
+        let q = fresh("rolled-back-wait");
+        let mut listener = client(&target);
+        listener.batch_execute("LISTEN alkstore_jobs").unwrap();
+        let mut gone = client(&target);
+        let mut tx = gone.transaction().unwrap();
+        tx.query_one("SELECT alk_listen_queue($1, 30)", &[&q])
+            .unwrap();
+        tx.rollback().unwrap();
+        let mut producer = client(&target);
+        for _ in 0..2 {
+            producer
+                .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+                .unwrap();
+        }
+        assert_eq!(
+            next_notification(&mut listener, Duration::from_millis(300)),
+            None,
+            "[{}] no waiter, no NOTIFY",
+            target.name()
+        );
+    }
+}
+
 #[test]
 fn notifications_reach_plain_listen_after_commit_in_commit_order() {
     for target in pg_targets() {

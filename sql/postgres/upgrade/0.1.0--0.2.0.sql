@@ -9,6 +9,15 @@ UPDATE alkstore.meta SET value = '2' WHERE key = 'schema_version';
 -- Expired wake-up registrations are cleaned up through an index.
 CREATE INDEX waiters_expiry ON alkstore.waiters (expires_at);
 
+-- Registrations made before this step hold no waiting lock (wake.sql), so
+-- enqueuers read the table until the last of them has expired: at most
+-- 300 s from now, v1.1's cap per call (§A3), which they now get too.
+UPDATE alkstore.waiters SET expires_at = least(expires_at, clock_timestamp() + interval '300 seconds');
+INSERT INTO alkstore.meta (key, value)
+SELECT 'waiters_before_upgrade_until', extract(epoch FROM max(expires_at))::text
+  FROM alkstore.waiters HAVING count(*) > 0
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
 -- Job features (contract v1.1 §C).
 ALTER TABLE alkstore.queues
   ADD COLUMN retain_completed_ms bigint NOT NULL DEFAULT 0,
