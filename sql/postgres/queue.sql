@@ -96,14 +96,22 @@ END $$;
 -- Claims up to max_jobs in claim order (priority DESC, run_at, id) among
 -- runnable pending jobs and running jobs whose claim expired. FOR UPDATE
 -- SKIP LOCKED: concurrent claimers never block on or share a job.
-CREATE OR REPLACE FUNCTION alkstore.claim(q text, worker text, max_jobs integer)
+-- The first argument is named queue_name: PostgreSQL does not allow an
+-- argument and a result column (queue) of the same name. alk_outbox_claim
+-- is made from this function's source (outbox.sql): the queue is the only
+-- line they differ in.
+CREATE OR REPLACE FUNCTION alk_claim(queue_name text, worker text, max_jobs integer DEFAULT 1)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
 -- for these statements cost more to make than to run.
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
+  q      text := alkstore.name('queue', $1);
+  w      text := alkstore.name('worker', $2);
+  n      integer := alkstore.batch('max_jobs', $3);
   now    timestamptz := clock_timestamp();
   chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
   any_expired boolean; -- running jobs whose claim expired
@@ -169,18 +177,18 @@ BEGIN
         SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
          WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
            AND (c.expires_at IS NULL OR c.expires_at > now)
-         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
       ), e AS (
         SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
          WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
            AND c.attempts < c.max_attempts
-         ORDER BY c.priority DESC, c.run_at, c.id LIMIT max_jobs
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
       )
       SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
         SELECT * FROM p UNION ALL SELECT * FROM e
-         ORDER BY priority DESC, run_at, id LIMIT max_jobs) u;
+         ORDER BY priority DESC, run_at, id LIMIT n) u;
       RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
     EXCEPTION WHEN SQLSTATE 'ALK00' THEN
       NULL;
@@ -205,14 +213,14 @@ BEGIN
   RETURN QUERY
   WITH claimed AS (
     UPDATE alkstore.jobs j
-       SET state = 'running', attempts = j.attempts + 1, claimed_by = worker,
+       SET state = 'running', attempts = j.attempts + 1, claimed_by = w,
            claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
      WHERE j.id = ANY (CASE WHEN chosen IS NOT NULL THEN chosen ELSE ARRAY(
              SELECT c.id FROM alkstore.jobs c
               WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
                 AND (c.expires_at IS NULL OR c.expires_at > now)
               ORDER BY c.priority DESC, c.run_at, c.id
-              LIMIT max_jobs
+              LIMIT n
               FOR UPDATE SKIP LOCKED) END)
     RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.claim_expires_at, j.priority, j.run_at
   )
@@ -259,17 +267,6 @@ DECLARE
   q text := alkstore.name('queue', queue);
 BEGIN
   RETURN alkstore.enqueue_batch(q, alkstore.queue_opts(q), opts, payloads);
-END $$;
-
--- The first argument is named queue_name: PostgreSQL does not allow an
--- argument and a result column (queue) of the same name.
-CREATE OR REPLACE FUNCTION alk_claim(queue_name text, worker text, max_jobs integer DEFAULT 1)
-RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
-               claim_expires_at timestamptz)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-  RETURN QUERY SELECT * FROM alkstore.claim(alkstore.name('queue', $1), alkstore.name('worker', $2),
-                                            alkstore.batch('max_jobs', $3));
 END $$;
 
 -- Without a retention the job is deleted (one statement, as in v1); with

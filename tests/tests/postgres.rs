@@ -325,7 +325,7 @@ fn an_application_role_can_use_every_function_but_not_the_tables() {
             "UPDATE alkstore.jobs SET state = 'dead'",
             "DELETE FROM alkstore.events",
             "SELECT alkstore.raise('ALK01', 'x')",
-            "SELECT alkstore.claim('x', 'w', 1)",
+            "SELECT alkstore.enqueue_batch('x', NULL, NULL, '[1]')",
         ] {
             let e = c.batch_execute(sql).unwrap_err();
             assert_eq!(

@@ -18,6 +18,9 @@ SELECT 'waiters_before_upgrade_until', extract(epoch FROM max(expires_at))::text
   FROM alkstore.waiters HAVING count(*) > 0
 ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
+-- alk_claim and alk_outbox_claim are the claim itself now (queue.sql).
+DROP FUNCTION alkstore.claim(text, text, integer);
+
 -- Job features (contract v1.1 §C).
 ALTER TABLE alkstore.queues
   ADD COLUMN retain_completed_ms bigint NOT NULL DEFAULT 0,
