@@ -243,13 +243,15 @@ DECLARE
 BEGIN
   IF (opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb) AND p IS NOT NULL
      AND alkstore.name_ok('queue', q) THEN
+    -- Stamped with the queue's options, or the defaults where it has no
+    -- row (its columns are NOT NULL).
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
     SELECT q, 'pending', p, 0, 0,
-           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).max_attempts ELSE c.max_attempts END,
-           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).visibility_timeout_ms ELSE c.visibility_timeout_ms END,
-           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).backoff_base_ms ELSE c.backoff_base_ms END,
-           CASE WHEN c.queue IS NULL THEN (alkstore.default_queue_opts()).backoff_max_ms ELSE c.backoff_max_ms END,
+           coalesce(c.max_attempts, (alkstore.default_queue_opts()).max_attempts),
+           coalesce(c.visibility_timeout_ms, (alkstore.default_queue_opts()).visibility_timeout_ms),
+           coalesce(c.backoff_base_ms, (alkstore.default_queue_opts()).backoff_base_ms),
+           coalesce(c.backoff_max_ms, (alkstore.default_queue_opts()).backoff_max_ms),
            t.now, t.now
       FROM (SELECT clock_timestamp() AS now) t
       LEFT JOIN alkstore.queues c ON c.queue = q
