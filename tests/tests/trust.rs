@@ -635,6 +635,69 @@ fn a_registration_made_before_the_enqueuer_commits_is_never_missed() {
     }
 }
 
+/// Contract v1.1 §A3 under load: eight producers commit jobs one at a time
+/// on one queue (contending for its wake-up locks), while a worker, each
+/// round on a new session, registers, claims everything and waits for a
+/// notification, with no fallback poll. Every job committed after a
+/// registration must wake the worker (or be found by its claim): a wait
+/// that times out while jobs are still to come or unclaimed is a lost
+/// wake-up.
+#[test]
+fn racing_producers_never_leave_a_registered_worker_asleep() {
+    const PRODUCERS: usize = 8;
+    const JOBS: i64 = 60; // per producer
+    for target in pg_targets() {
+        let url = target.pg_url().to_string();
+        let q = fresh("race-wake");
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|_| {
+                let (url, q) = (url.clone(), q.clone());
+                std::thread::spawn(move || {
+                    let mut c = pg(&url);
+                    for _ in 0..JOBS {
+                        c.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+                            .unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(3));
+                    }
+                })
+            })
+            .collect();
+        let total = PRODUCERS as i64 * JOBS;
+        let (mut claimed, mut rounds) = (0i64, 0);
+        while claimed < total {
+            rounds += 1;
+            let mut w = pg(&url);
+            w.query_one("SELECT alk_listen_queue($1)", &[&q]).unwrap();
+            loop {
+                let n: i64 = w
+                    .query_one(
+                        "SELECT count(alk_ack(c.id, 'w')) FROM alk_claim($1, 'w', 32) c",
+                        &[&q],
+                    )
+                    .unwrap()
+                    .get(0);
+                claimed += n;
+                if n == 0 {
+                    break;
+                }
+            }
+            if claimed == total {
+                break;
+            }
+            assert!(
+                next_notification(&mut w, 5000).is_some(),
+                "[{}] round {rounds}: no wake-up with {} of {total} jobs claimed",
+                target.name(),
+                claimed
+            );
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert_eq!(claimed, total, "[{}]", target.name());
+    }
+}
+
 /// Issue 15 item 15 (contract v1.1 §G): durations round half away from zero
 /// on the decimal (4.0005 s is 4001 ms) and the notification limit is
 /// measured on compact JSON, the same on both engines.
