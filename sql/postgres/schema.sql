@@ -63,21 +63,26 @@ CREATE TABLE alkstore.jobs (
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
 -- acked jobs are deleted, so claim cost does not grow with history.
+-- Indexes whose keys end in the id never hold two equal keys, so
+-- deduplication has nothing to merge: off, it no longer runs each time a
+-- leaf fills (4% of a batch enqueue; docs/benchmarks.md).
 CREATE INDEX jobs_pending ON alkstore.jobs (queue, priority DESC, run_at, id)
-  WHERE state = 'pending';
+  WITH (deduplicate_items = off) WHERE state = 'pending';
 -- Running jobs by claim expiry: expired claims are one index probe away.
 CREATE INDEX jobs_running ON alkstore.jobs (queue, claim_expires_at)
   WHERE state = 'running';
 -- Finished (dead and completed) jobs, for stats and inspection without
 -- reading the rest. One index for both: every statement that writes jobs
 -- sets up each partial index's predicate, whatever state it writes.
-CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id) WHERE state IN ('dead', 'completed');
+CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id)
+  WITH (deduplicate_items = off) WHERE state IN ('dead', 'completed');
 -- Pending jobs with an expiry, dead-lettered at claim time or by alk_sweep.
 CREATE INDEX jobs_expiring ON alkstore.jobs (queue, expires_at)
   WHERE state = 'pending' AND expires_at IS NOT NULL;
 
 -- Jobs waiting behind their group's head, next-in-line first.
-CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id) WHERE state = 'waiting';
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
+  WITH (deduplicate_items = off) WHERE state = 'waiting';
 -- Finished jobs with a retention, in the order alk_prune deletes them.
 CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
 

@@ -47,10 +47,14 @@ ALTER TABLE alkstore.jobs
   -- The state is written only by alkstore's functions: a CHECK costs every
   -- writing statement a quarter of an INSERT (schema.sql).
   DROP CONSTRAINT jobs_state_check;
-CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id) WHERE state = 'waiting';
+-- Keys that end in the id are never equal: no deduplication (schema.sql).
+ALTER INDEX alkstore.jobs_pending SET (deduplicate_items = off);
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
+  WITH (deduplicate_items = off) WHERE state = 'waiting';
 -- Dead and completed jobs share one index (schema.sql).
 DROP INDEX alkstore.jobs_dead;
-CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id) WHERE state IN ('dead', 'completed');
+CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id)
+  WITH (deduplicate_items = off) WHERE state IN ('dead', 'completed');
 CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
 
 CREATE TABLE alkstore.groups (
