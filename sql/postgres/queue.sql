@@ -255,8 +255,7 @@ BEGIN
            t.now, t.now
       FROM (SELECT clock_timestamp() AS now) t
       LEFT JOIN alkstore.queues c ON c.queue = q
-    RETURNING j.id INTO id;
-    PERFORM alkstore.wake('q', q);
+    RETURNING alkstore.wake('q', q, j.id) INTO id;
     RETURN id;
   END IF;
   q := alkstore.name('queue', q);

@@ -172,8 +172,7 @@ DECLARE
 BEGIN
   INSERT INTO alkstore.published (stream, key, payload, created_at)
   VALUES (s, key, p, clock_timestamp())
-  RETURNING id INTO id_;
-  PERFORM alkstore.wake('s', s);
+  RETURNING alkstore.wake('s', s, id) INTO id_;
   RETURN id_;
 END $$;
 
