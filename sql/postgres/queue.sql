@@ -114,37 +114,41 @@ DECLARE
   n      integer := alkstore.batch('max_jobs', $3);
   now    timestamptz := clock_timestamp();
   chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
+  any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
   any_expired boolean; -- running jobs whose claim expired
-  any_past boolean;    -- pending jobs past their expires_at
   is_paused boolean;
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
 BEGIN
-  -- Paused? Any expired claims? Any pending job past its expires_at? Each
-  -- is one index probe, all in one statement (each statement PL/pgSQL runs
-  -- costs more to start than these probes). Expired claims and expiries
-  -- are rare; the dead-lettering UPDATEs run only when a probe finds one:
-  -- an UPDATE costs tens of microseconds to start (it opens every index of
-  -- jobs) even when it changes nothing.
-  -- (The earliest expiry, in the order of jobs_expiring: a generic plan
-  -- for a plain EXISTS there chose to scan the table.)
+  -- Paused? Any deadline passed (an expired claim, or a pending job past
+  -- its expires_at)? Each is one index probe, both in one statement (each
+  -- statement PL/pgSQL runs costs more to start than these probes).
+  -- Passed deadlines are rare; the dead-lettering UPDATEs run only when the
+  -- probe finds one: an UPDATE costs tens of microseconds to start (it
+  -- opens every index of jobs) even when it changes nothing.
+  -- (The earliest passed deadline, in the order of jobs_deadline: a generic
+  -- plan for a plain EXISTS chose to scan the table. Bounded by now: the
+  -- entries of jobs claimed and acked since the last VACUUM lie beyond it.)
   SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
-         EXISTS (SELECT FROM alkstore.jobs e
-                  WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now),
-         coalesce((SELECT e.expires_at FROM alkstore.jobs e
-                    WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
-                    ORDER BY e.expires_at LIMIT 1) <= now, false)
-    INTO is_paused, any_expired, any_past;
+         (SELECT CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END
+            FROM alkstore.jobs e
+           WHERE e.queue = q
+             AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+           ORDER BY 1 LIMIT 1) IS NOT NULL
+    INTO is_paused, any_due;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
-  -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.)
-  IF any_expired OR any_past THEN
+  -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.
+  -- The deadline, written as in jobs_deadline, lets these read that index.)
+  any_expired := false;
+  IF any_due THEN
     WITH d AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
-                WHERE e.queue = q AND e.state = 'pending' AND e.expires_at <= now
+                WHERE e.queue = q AND e.state = 'pending'
+                  AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.group_key
     ), f AS (
@@ -152,7 +156,8 @@ BEGIN
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
-                WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now
+                WHERE e.queue = q AND e.state = 'running'
+                  AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.group_key
@@ -162,9 +167,12 @@ BEGIN
     IF gs IS NOT NULL THEN
       PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
     END IF;
-    -- Final claims just went dead: look again.
-    any_expired := any_expired AND EXISTS (SELECT FROM alkstore.jobs e
-                                            WHERE e.queue = q AND e.state = 'running' AND e.claim_expires_at <= now);
+    -- Final claims just went dead: any expired claims left to re-claim?
+    -- (A count: a generic plan for EXISTS chose to scan the table.)
+    SELECT count(*) > 0 INTO any_expired FROM alkstore.jobs e
+     WHERE e.queue = q AND e.state = 'running'
+       AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+       AND e.attempts < e.max_attempts;
   END IF;
   -- Claims expired: both sides are candidates, and locking max_jobs rows
   -- on each would keep other workers off rows this claim does not take until
@@ -181,7 +189,8 @@ BEGIN
          FOR UPDATE SKIP LOCKED
       ), e AS (
         SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-         WHERE c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
+         WHERE c.queue = q AND c.state = 'running'
+           AND CASE c.state WHEN 'running' THEN c.claim_expires_at WHEN 'pending' THEN c.expires_at END <= now
            AND c.attempts < c.max_attempts
          ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
@@ -557,7 +566,8 @@ BEGIN
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at > now)
                + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
-    'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
+    'running', (SELECT count(*) FROM alkstore.jobs j
+                 WHERE j.queue = q AND j.state = 'running' AND CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL), -- jobs_deadline
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
     'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
     'paused', EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),

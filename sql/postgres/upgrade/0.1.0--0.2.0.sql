@@ -56,6 +56,11 @@ DROP INDEX alkstore.jobs_dead;
 CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id)
   WITH (deduplicate_items = off) WHERE state IN ('dead', 'completed');
 CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
+-- Claim expiries and job expiries share one index (schema.sql).
+DROP INDEX alkstore.jobs_running, alkstore.jobs_expiring;
+CREATE INDEX jobs_deadline ON alkstore.jobs
+  (queue, (CASE state WHEN 'running' THEN claim_expires_at WHEN 'pending' THEN expires_at END))
+  WHERE CASE state WHEN 'running' THEN claim_expires_at WHEN 'pending' THEN expires_at END IS NOT NULL;
 
 CREATE TABLE alkstore.groups (
   queue     text    NOT NULL,
