@@ -64,8 +64,8 @@ CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
 -- Claim expiries and job expiries share one index (schema.sql).
 DROP INDEX alkstore.jobs_running, alkstore.jobs_expiring;
 CREATE INDEX jobs_deadline ON alkstore.jobs
-  (queue, (CASE state WHEN 'running' THEN claim_expires_at WHEN 'pending' THEN expires_at END))
-  WHERE CASE state WHEN 'running' THEN claim_expires_at WHEN 'pending' THEN expires_at END IS NOT NULL;
+  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
+  WHERE state = 'running' OR (state = 'pending' AND expires_at IS NOT NULL);
 
 CREATE TABLE alkstore.groups (
   queue     text    NOT NULL,
@@ -977,10 +977,10 @@ BEGIN
   -- plan for a plain EXISTS chose to scan the table. Bounded by now: the
   -- entries of jobs claimed and acked since the last VACUUM lie beyond it.)
   SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
-         (SELECT CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END
+         (SELECT CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END
             FROM alkstore.jobs e
-           WHERE e.queue = q
-             AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+           WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
+             AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
            ORDER BY 1 LIMIT 1) IS NOT NULL
     INTO is_paused, any_due;
   IF is_paused THEN
@@ -994,8 +994,8 @@ BEGIN
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
-                WHERE e.queue = q AND e.state = 'pending'
-                  AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+                WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
+                  AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.group_key
     ), f AS (
@@ -1004,7 +1004,7 @@ BEGIN
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'running'
-                  AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+                  AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.group_key
@@ -1018,7 +1018,7 @@ BEGIN
     -- (A count: a generic plan for EXISTS chose to scan the table.)
     SELECT count(*) > 0 INTO any_expired FROM alkstore.jobs e
      WHERE e.queue = q AND e.state = 'running'
-       AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
        AND e.attempts < e.max_attempts;
   END IF;
   -- Claims expired: both sides are candidates, and locking max_jobs rows
@@ -1037,7 +1037,7 @@ BEGIN
       ), e AS (
         SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
          WHERE c.queue = q AND c.state = 'running'
-           AND CASE c.state WHEN 'running' THEN c.claim_expires_at WHEN 'pending' THEN c.expires_at END <= now
+           AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
            AND c.attempts < c.max_attempts
          ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
@@ -1049,14 +1049,14 @@ BEGIN
     EXCEPTION WHEN SQLSTATE 'ALK00' THEN
       NULL;
     END;
-    WITH p AS (
+    WITH p AS ( -- (by id: COLLATE "C", schema.sql)
       SELECT c.id FROM alkstore.jobs c
-       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' AND c.run_at <= now
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' COLLATE "C" AND c.run_at <= now
          AND (c.expires_at IS NULL OR c.expires_at > now)
        FOR UPDATE SKIP LOCKED
     ), e AS (
       SELECT c.id FROM alkstore.jobs c
-       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
          AND c.attempts < c.max_attempts
        FOR UPDATE SKIP LOCKED
     )
@@ -1163,6 +1163,8 @@ END $$;
 
 -- Without a retention the job is deleted (one statement, as in v1); with
 -- one it is kept as 'completed' with its result (contract v1.1 §C3).
+-- (COLLATE "C" on the state, here and in every statement by id: the
+-- primary key, not a partial index; schema.sql.)
 CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text, result jsonb DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1175,7 +1177,7 @@ DECLARE
   g   text;
 BEGIN
   DELETE FROM alkstore.jobs j
-   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+   WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
   RETURNING j.queue, j.group_key INTO q, g;
   IF NOT FOUND THEN
@@ -1184,7 +1186,7 @@ BEGIN
        SET state = 'completed', completed_at = now, result = alk_ack.result, claim_expires_at = NULL,
            prune_at = now + coalesce((SELECT c.retain_completed_ms FROM alkstore.queues c WHERE c.queue = j.queue), 0)
                             * interval '1 millisecond'
-     WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+     WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
     RETURNING j.queue, j.group_key INTO q, g;
     IF NOT FOUND THEN
       RETURN false;
@@ -1210,7 +1212,7 @@ BEGIN
   END IF;
   WITH d AS (
     DELETE FROM alkstore.jobs j
-     WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w
+     WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
     RETURNING j.queue, j.group_key
   ), k AS (
@@ -1218,7 +1220,7 @@ BEGIN
        SET state = 'completed', completed_at = now, claim_expires_at = NULL,
            prune_at = now + c.retain_completed_ms * interval '1 millisecond'
       FROM alkstore.queues c
-     WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w
+     WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND c.queue = j.queue AND c.retain_completed_ms > 0
     RETURNING j.queue, j.group_key
   )
@@ -1252,7 +1254,7 @@ BEGIN
                                j.backoff_max_ms)::bigint) * interval '1 millisecond' END,
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
-   WHERE j.id = job_id AND j.state = 'running' AND j.claimed_by = worker
+   WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING j.state, j.queue, j.group_key INTO result, q, g;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
@@ -1271,7 +1273,7 @@ BEGIN
   UPDATE alkstore.jobs j
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
-   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+   WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key INTO q, g;
   IF NOT FOUND THEN
     RETURN false;
@@ -1293,7 +1295,7 @@ BEGIN
   UPDATE alkstore.jobs j
      SET claim_expires_at = clock_timestamp()
            + coalesce(extend_ms, j.visibility_timeout_ms) * interval '1 millisecond'
-   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w;
+   WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w;
   RETURN FOUND;
 END $$;
 
@@ -1350,7 +1352,7 @@ DECLARE
   q text;
   g text;
 BEGIN
-  SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' FOR UPDATE;
+  SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -1413,8 +1415,7 @@ BEGIN
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at > now)
                + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
-    'running', (SELECT count(*) FROM alkstore.jobs j
-                 WHERE j.queue = q AND j.state = 'running' AND CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL), -- jobs_deadline
+    'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
     'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
     'paused', EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
@@ -2362,10 +2363,11 @@ LANGUAGE sql STABLE AS $$
   -- Running jobs are in jobs_deadline, with pending ones that expire: its
   -- skip scan finds every queue with a running job (and some that p finds).
   r(q) AS (SELECT min(j.queue) FROM alkstore.jobs j
-            WHERE CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL
+            WHERE j.state = 'running' OR (j.state = 'pending' AND j.expires_at IS NOT NULL)
            UNION ALL
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j
-                    WHERE CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL AND j.queue > r.q)
+                    WHERE (j.state = 'running' OR (j.state = 'pending' AND j.expires_at IS NOT NULL))
+                      AND j.queue > r.q)
              FROM r WHERE r.q IS NOT NULL),
   -- Dead and completed share jobs_finished (queue, state, id): one skip
   -- scan for both, so a queue's completed jobs are never read to find its
@@ -2431,9 +2433,7 @@ BEGIN
                   WHERE j.queue = q AND j.state = 'completed' AND j.id > a ORDER BY j.id LIMIT m;
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state = 'running' AND j.id > a
-                    AND CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL -- jobs_deadline
-                  ORDER BY j.id LIMIT m;
+                  WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
   ELSIF st = 'pending' THEN -- waiting group members are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state IN ('pending', 'waiting') AND j.id > a ORDER BY j.id LIMIT m;

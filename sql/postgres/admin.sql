@@ -16,10 +16,11 @@ LANGUAGE sql STABLE AS $$
   -- Running jobs are in jobs_deadline, with pending ones that expire: its
   -- skip scan finds every queue with a running job (and some that p finds).
   r(q) AS (SELECT min(j.queue) FROM alkstore.jobs j
-            WHERE CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL
+            WHERE j.state = 'running' OR (j.state = 'pending' AND j.expires_at IS NOT NULL)
            UNION ALL
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j
-                    WHERE CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL AND j.queue > r.q)
+                    WHERE (j.state = 'running' OR (j.state = 'pending' AND j.expires_at IS NOT NULL))
+                      AND j.queue > r.q)
              FROM r WHERE r.q IS NOT NULL),
   -- Dead and completed share jobs_finished (queue, state, id): one skip
   -- scan for both, so a queue's completed jobs are never read to find its
@@ -85,9 +86,7 @@ BEGIN
                   WHERE j.queue = q AND j.state = 'completed' AND j.id > a ORDER BY j.id LIMIT m;
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state = 'running' AND j.id > a
-                    AND CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL -- jobs_deadline
-                  ORDER BY j.id LIMIT m;
+                  WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
   ELSIF st = 'pending' THEN -- waiting group members are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state IN ('pending', 'waiting') AND j.id > a ORDER BY j.id LIMIT m;

@@ -130,10 +130,10 @@ BEGIN
   -- plan for a plain EXISTS chose to scan the table. Bounded by now: the
   -- entries of jobs claimed and acked since the last VACUUM lie beyond it.)
   SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
-         (SELECT CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END
+         (SELECT CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END
             FROM alkstore.jobs e
-           WHERE e.queue = q
-             AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+           WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
+             AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
            ORDER BY 1 LIMIT 1) IS NOT NULL
     INTO is_paused, any_due;
   IF is_paused THEN
@@ -147,8 +147,8 @@ BEGIN
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
-                WHERE e.queue = q AND e.state = 'pending'
-                  AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+                WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
+                  AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.group_key
     ), f AS (
@@ -157,7 +157,7 @@ BEGIN
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'running'
-                  AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+                  AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.group_key
@@ -171,7 +171,7 @@ BEGIN
     -- (A count: a generic plan for EXISTS chose to scan the table.)
     SELECT count(*) > 0 INTO any_expired FROM alkstore.jobs e
      WHERE e.queue = q AND e.state = 'running'
-       AND CASE e.state WHEN 'running' THEN e.claim_expires_at WHEN 'pending' THEN e.expires_at END <= now
+       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
        AND e.attempts < e.max_attempts;
   END IF;
   -- Claims expired: both sides are candidates, and locking max_jobs rows
@@ -190,7 +190,7 @@ BEGIN
       ), e AS (
         SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
          WHERE c.queue = q AND c.state = 'running'
-           AND CASE c.state WHEN 'running' THEN c.claim_expires_at WHEN 'pending' THEN c.expires_at END <= now
+           AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
            AND c.attempts < c.max_attempts
          ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
@@ -202,14 +202,14 @@ BEGIN
     EXCEPTION WHEN SQLSTATE 'ALK00' THEN
       NULL;
     END;
-    WITH p AS (
+    WITH p AS ( -- (by id: COLLATE "C", schema.sql)
       SELECT c.id FROM alkstore.jobs c
-       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' AND c.run_at <= now
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' COLLATE "C" AND c.run_at <= now
          AND (c.expires_at IS NULL OR c.expires_at > now)
        FOR UPDATE SKIP LOCKED
     ), e AS (
       SELECT c.id FROM alkstore.jobs c
-       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' AND c.claim_expires_at <= now
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
          AND c.attempts < c.max_attempts
        FOR UPDATE SKIP LOCKED
     )
@@ -316,6 +316,8 @@ END $$;
 
 -- Without a retention the job is deleted (one statement, as in v1); with
 -- one it is kept as 'completed' with its result (contract v1.1 §C3).
+-- (COLLATE "C" on the state, here and in every statement by id: the
+-- primary key, not a partial index; schema.sql.)
 CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text, result jsonb DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -328,7 +330,7 @@ DECLARE
   g   text;
 BEGIN
   DELETE FROM alkstore.jobs j
-   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+   WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
   RETURNING j.queue, j.group_key INTO q, g;
   IF NOT FOUND THEN
@@ -337,7 +339,7 @@ BEGIN
        SET state = 'completed', completed_at = now, result = alk_ack.result, claim_expires_at = NULL,
            prune_at = now + coalesce((SELECT c.retain_completed_ms FROM alkstore.queues c WHERE c.queue = j.queue), 0)
                             * interval '1 millisecond'
-     WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+     WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
     RETURNING j.queue, j.group_key INTO q, g;
     IF NOT FOUND THEN
       RETURN false;
@@ -363,7 +365,7 @@ BEGIN
   END IF;
   WITH d AS (
     DELETE FROM alkstore.jobs j
-     WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w
+     WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
     RETURNING j.queue, j.group_key
   ), k AS (
@@ -371,7 +373,7 @@ BEGIN
        SET state = 'completed', completed_at = now, claim_expires_at = NULL,
            prune_at = now + c.retain_completed_ms * interval '1 millisecond'
       FROM alkstore.queues c
-     WHERE j.id = ANY (job_ids) AND j.state = 'running' AND j.claimed_by = w
+     WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND c.queue = j.queue AND c.retain_completed_ms > 0
     RETURNING j.queue, j.group_key
   )
@@ -405,7 +407,7 @@ BEGIN
                                j.backoff_max_ms)::bigint) * interval '1 millisecond' END,
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
-   WHERE j.id = job_id AND j.state = 'running' AND j.claimed_by = worker
+   WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING j.state, j.queue, j.group_key INTO result, q, g;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
@@ -424,7 +426,7 @@ BEGIN
   UPDATE alkstore.jobs j
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
-   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w
+   WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key INTO q, g;
   IF NOT FOUND THEN
     RETURN false;
@@ -446,7 +448,7 @@ BEGIN
   UPDATE alkstore.jobs j
      SET claim_expires_at = clock_timestamp()
            + coalesce(extend_ms, j.visibility_timeout_ms) * interval '1 millisecond'
-   WHERE j.id = jid AND j.state = 'running' AND j.claimed_by = w;
+   WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w;
   RETURN FOUND;
 END $$;
 
@@ -503,7 +505,7 @@ DECLARE
   q text;
   g text;
 BEGIN
-  SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' FOR UPDATE;
+  SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -566,8 +568,7 @@ BEGIN
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at > now)
                + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
-    'running', (SELECT count(*) FROM alkstore.jobs j
-                 WHERE j.queue = q AND j.state = 'running' AND CASE j.state WHEN 'running' THEN j.claim_expires_at WHEN 'pending' THEN j.expires_at END IS NOT NULL), -- jobs_deadline
+    'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
     'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
     'paused', EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),

@@ -419,6 +419,68 @@ fn empty_worker_names_fail_under_generic_plans_too() {
     }
 }
 
+/// A plan made while the statistics showed no running jobs must still find
+/// a job by its id through the primary key, not by reading a whole partial
+/// index (every entry of jobs claimed since the last VACUUM) and filtering
+/// by id. Counted by PostgreSQL's own per-transaction index statistics.
+#[test]
+fn statements_by_id_probe_the_primary_key_with_stale_statistics() {
+    for target in pg_targets() {
+        let mut c = client(&target);
+        let q = fresh("byid");
+        fill(&mut c, "alk_enqueue_batch", &q, 3000);
+        c.batch_execute("ANALYZE alkstore.jobs").unwrap(); // none of them running yet
+        let mut ids: Vec<i64> = Vec::new();
+        for _ in 0..3 {
+            let rows = c
+                .query("SELECT id FROM alk_claim($1, 'w', 1000)", &[&q])
+                .unwrap();
+            ids.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+        }
+        assert_eq!(ids.len(), 3000);
+        // A new session: plans made now, from those statistics.
+        let mut w = client(&target);
+        let mut tx = w.transaction().unwrap();
+        let calls = [
+            "SELECT alk_heartbeat($1, 'w')",
+            "SELECT alk_ack($1, 'w')",
+            "SELECT alk_ack_batch(ARRAY[$1::bigint], 'w') = 1",
+            "SELECT alk_retry($1, 'w', 'e') IS NOT NULL",
+            "SELECT alk_fail($1, 'w', 'e')",
+        ];
+        // Each statement more often than the plan cache needs to switch to
+        // a generic plan.
+        let mut next = ids.iter();
+        for sql in calls {
+            for _ in 0..8 {
+                let id = *next.next().unwrap();
+                let done: bool = tx.query_one(sql, &[&id]).unwrap().get(0);
+                assert!(done, "[{}] {sql} with job {id}", target.name());
+            }
+        }
+        let scans: Vec<(String, i64)> = tx
+            .query(
+                "SELECT c.relname::text, pg_stat_get_xact_numscans(c.oid)
+                   FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                  WHERE i.indrelid = 'alkstore.jobs'::regclass AND pg_stat_get_xact_numscans(c.oid) > 0",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        tx.commit().unwrap();
+        assert!(
+            scans.iter().all(|(index, _)| index == "jobs_pkey")
+                && scans
+                    .iter()
+                    .any(|(index, n)| index == "jobs_pkey" && *n >= 40),
+            "[{}] index scans of alkstore.jobs by the calls by id: {scans:?}",
+            target.name()
+        );
+    }
+}
+
 fn next_notification(c: &mut Client, wait: Duration) -> Option<(String, String)> {
     let mut n = c.notifications();
     let mut it = n.timeout_iter(wait);

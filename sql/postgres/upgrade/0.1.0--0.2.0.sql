@@ -59,8 +59,8 @@ CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
 -- Claim expiries and job expiries share one index (schema.sql).
 DROP INDEX alkstore.jobs_running, alkstore.jobs_expiring;
 CREATE INDEX jobs_deadline ON alkstore.jobs
-  (queue, (CASE state WHEN 'running' THEN claim_expires_at WHEN 'pending' THEN expires_at END))
-  WHERE CASE state WHEN 'running' THEN claim_expires_at WHEN 'pending' THEN expires_at END IS NOT NULL;
+  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
+  WHERE state = 'running' OR (state = 'pending' AND expires_at IS NOT NULL);
 
 CREATE TABLE alkstore.groups (
   queue     text    NOT NULL,
