@@ -71,10 +71,10 @@ CREATE INDEX jobs_pending ON alkstore.jobs (queue, priority DESC, run_at, id)
 -- Deadlines: a running job's claim expiry and a pending job's expiry, the
 -- two times at which a claim must act on a job (re-claim or dead-letter
 -- it). One index for both: a claim finds either in one probe, and every
--- statement that writes jobs sets up one partial index fewer (a claim +
--- ack 8% fewer instructions than two indexes; docs/benchmarks.md). Queries
--- repeat the expression as it is written here, so the planner matches it:
---   CASE state WHEN 'running' THEN claim_expires_at WHEN 'pending' THEN expires_at END
+-- statement that writes jobs sets up one partial index fewer
+-- (docs/benchmarks.md). Queries repeat the key as it is written here, so
+-- the planner matches it, and imply the predicate (state = 'running' does):
+--   CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END
 -- (written out rather than as a function: a SQL function's body would be
 -- parsed under the search_path of whichever session plans it).
 CREATE INDEX jobs_deadline ON alkstore.jobs
