@@ -376,9 +376,14 @@ BEGIN
   RETURN n;
 END $$;
 
+CREATE OR REPLACE FUNCTION alkstore.batch_ok(n integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(n BETWEEN 1 AND alkstore.max_batch(), false)
+$$;
+
 CREATE OR REPLACE FUNCTION alkstore.batch(what text, n integer) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN n BETWEEN 1 AND alkstore.max_batch() THEN n ELSE alkstore.batch_error(what, n) END
+  SELECT CASE WHEN alkstore.batch_ok(n) THEN n ELSE alkstore.batch_error(what, n) END
 $$;
 
 -- A stream offset argument: at least 0.
@@ -945,8 +950,8 @@ END $$;
 -- SKIP LOCKED: concurrent claimers never block on or share a job.
 -- The first argument is named queue_name: PostgreSQL does not allow an
 -- argument and a result column (queue) of the same name. alk_outbox_claim
--- is made from this function's source (outbox.sql): the queue is the only
--- line they differ in.
+-- is made from this function's source (outbox.sql): they differ only in
+-- how the queue is named.
 CREATE OR REPLACE FUNCTION alk_claim(queue_name text, worker text, max_jobs integer DEFAULT 1)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
@@ -956,9 +961,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
-  q      text := alkstore.name('queue', $1);
-  w      text := alkstore.name('worker', $2);
-  n      integer := alkstore.batch('max_jobs', $3);
+  q      ALIAS FOR $1;
+  w      ALIAS FOR $2;
+  n      ALIAS FOR $3;
   now    timestamptz := clock_timestamp();
   chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
@@ -967,6 +972,12 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
 BEGIN
+  -- The arguments, checked in one expression: PL/pgSQL sets up each of its
+  -- expressions again in every transaction, at about 1,000 instructions a
+  -- function in it. The checks one by one say what is wrong.
+  IF (alkstore.name_ok('queue', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
+    PERFORM alkstore.name('queue', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
+  END IF;
   -- Paused? Any deadline passed (an expired claim, or a pending job past
   -- its expires_at)? Each is one index probe, both in one statement (each
   -- statement PL/pgSQL runs costs more to start than these probes).
@@ -1168,14 +1179,18 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text, result jsonb DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  -- Checked here, not inside the statement: a generic plan need not
-  -- evaluate a WHERE term once the job is not found.
-  jid bigint := alkstore.job_id(job_id);
-  w   text := alkstore.name('worker', worker);
+  jid ALIAS FOR $1;
+  w   ALIAS FOR $2;
   now timestamptz;
   q   text;
   g   text;
 BEGIN
+  -- Checked here, not inside the statement: a generic plan need not
+  -- evaluate a WHERE term once the job is not found. (One expression, the
+  -- checks one by one only to say what is wrong: alk_claim.)
+  IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(jid), alkstore.name('worker', w);
+  END IF;
   DELETE FROM alkstore.jobs j
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
@@ -1201,14 +1216,17 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  w   text := alkstore.name('worker', worker);
+  w   ALIAS FOR $2;
   now timestamptz := clock_timestamp();
   n   integer;
   qs  text[];
   gs  text[];
 BEGIN
-  IF job_ids IS NULL OR array_position(job_ids, NULL) IS NOT NULL THEN
-    PERFORM alkstore.raise('ALK05', 'job_ids must be an array of job ids without NULLs');
+  -- (AND stops at the first false: array_position refuses arrays of arrays.)
+  IF (alkstore.name_ok('worker', w) AND job_ids IS NOT NULL AND coalesce(array_ndims(job_ids), 1) = 1
+      AND array_position(job_ids, NULL) IS NULL) IS NOT TRUE THEN
+    PERFORM alkstore.name('worker', w);
+    PERFORM alkstore.raise('ALK05', 'job_ids must be a one-dimensional array of job ids without NULLs');
   END IF;
   WITH d AS (
     DELETE FROM alkstore.jobs j
@@ -1244,7 +1262,9 @@ DECLARE
   q        text;
   g        text;
 BEGIN
-  PERFORM alkstore.job_id(job_id), alkstore.name('worker', worker);
+  IF (job_id IS NOT NULL AND alkstore.name_ok('worker', worker)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(job_id), alkstore.name('worker', worker); -- (one expression: alk_claim)
+  END IF;
   -- A retried head stays its group's head (contract v1.1 §C2).
   UPDATE alkstore.jobs j
      SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
@@ -1265,11 +1285,14 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_fail(job_id bigint, worker text, error text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  jid bigint := alkstore.job_id(job_id);
-  w   text := alkstore.name('worker', worker);
+  jid ALIAS FOR $1;
+  w   ALIAS FOR $2;
   q   text;
   g   text;
 BEGIN
+  IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
+  END IF;
   UPDATE alkstore.jobs j
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
@@ -1288,10 +1311,16 @@ CREATE OR REPLACE FUNCTION alk_heartbeat(job_id bigint, worker text, extend_s do
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  jid       bigint := alkstore.job_id(job_id);
-  w         text := alkstore.name('worker', worker);
-  extend_ms bigint := alkstore.arg_ms('extend_s', extend_s, true);
+  jid       ALIAS FOR $1;
+  w         ALIAS FOR $2;
+  extend_ms bigint;
 BEGIN
+  IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
+  END IF;
+  IF extend_s IS NOT NULL THEN
+    extend_ms := alkstore.arg_ms('extend_s', extend_s, true);
+  END IF;
   UPDATE alkstore.jobs j
      SET claim_expires_at = clock_timestamp()
            + coalesce(extend_ms, j.visibility_timeout_ms) * interval '1 millisecond'
@@ -1479,26 +1508,33 @@ BEGIN
 END $$;
 
 -- alk_outbox_claim is alk_claim (queue.sql) on the outbox's backing queue:
--- made here from alk_claim's source with the line that names the queue
--- replaced, rather than both calling one claim function -- that call and
+-- made here from alk_claim's source with what names the queue replaced --
+-- the queue is the outbox's backing queue, and the name checked is an
+-- outbox's -- rather than both calling one claim function: that call and
 -- the copy of its rows cost about 32,000 instructions, 6% of a claim.
 DO $make$
 DECLARE
-  src  text;
-  line constant text := $q$alkstore.name('queue', $1)$q$;
+  src   text;
+  -- In alk_claim, each exactly as often as said; here, what replaces it.
+  parts constant text[] := ARRAY[$q$q      ALIAS FOR $1;$q$, $q$'queue', $1$q$];
+  times constant integer[] := ARRAY[1, 2];
+  subst constant text[] := ARRAY[$q$q      text := alkstore.outbox_prefix() || $1;$q$, $q$'outbox', $1$q$];
 BEGIN
   SELECT p.prosrc INTO STRICT src FROM pg_catalog.pg_proc p
    WHERE p.oid = format('%I.alk_claim(text, text, integer)', current_schema())::regprocedure;
-  IF array_length(string_to_array(src, line), 1) IS DISTINCT FROM 2 THEN
-    RAISE 'alk_claim must name its queue once, as %', line;
-  END IF;
+  FOR i IN 1 .. cardinality(parts) LOOP
+    IF array_length(string_to_array(src, parts[i]), 1) - 1 IS DISTINCT FROM times[i] THEN
+      RAISE 'alk_claim must name its queue with % exactly % times', parts[i], times[i];
+    END IF;
+    src := replace(src, parts[i], subst[i]);
+  END LOOP;
   EXECUTE format($f$
     CREATE OR REPLACE FUNCTION alk_outbox_claim(outbox text, worker text, max_jobs integer DEFAULT 1)
     RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                    claim_expires_at timestamptz)
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     SET plan_cache_mode = force_generic_plan AS %L$f$,
-    replace(src, line, 'alkstore.outbox_queue($1)'));
+    src);
 END $make$;
 
 CREATE OR REPLACE FUNCTION alk_outbox_stats(outbox text) RETURNS jsonb

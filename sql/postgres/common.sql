@@ -168,9 +168,14 @@ BEGIN
   RETURN n;
 END $$;
 
+CREATE OR REPLACE FUNCTION alkstore.batch_ok(n integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(n BETWEEN 1 AND alkstore.max_batch(), false)
+$$;
+
 CREATE OR REPLACE FUNCTION alkstore.batch(what text, n integer) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN n BETWEEN 1 AND alkstore.max_batch() THEN n ELSE alkstore.batch_error(what, n) END
+  SELECT CASE WHEN alkstore.batch_ok(n) THEN n ELSE alkstore.batch_error(what, n) END
 $$;
 
 -- A stream offset argument: at least 0.

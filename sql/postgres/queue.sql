@@ -98,8 +98,8 @@ END $$;
 -- SKIP LOCKED: concurrent claimers never block on or share a job.
 -- The first argument is named queue_name: PostgreSQL does not allow an
 -- argument and a result column (queue) of the same name. alk_outbox_claim
--- is made from this function's source (outbox.sql): the queue is the only
--- line they differ in.
+-- is made from this function's source (outbox.sql): they differ only in
+-- how the queue is named.
 CREATE OR REPLACE FUNCTION alk_claim(queue_name text, worker text, max_jobs integer DEFAULT 1)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
@@ -109,9 +109,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
-  q      text := alkstore.name('queue', $1);
-  w      text := alkstore.name('worker', $2);
-  n      integer := alkstore.batch('max_jobs', $3);
+  q      ALIAS FOR $1;
+  w      ALIAS FOR $2;
+  n      ALIAS FOR $3;
   now    timestamptz := clock_timestamp();
   chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
@@ -120,6 +120,12 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
 BEGIN
+  -- The arguments, checked in one expression: PL/pgSQL sets up each of its
+  -- expressions again in every transaction, at about 1,000 instructions a
+  -- function in it. The checks one by one say what is wrong.
+  IF (alkstore.name_ok('queue', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
+    PERFORM alkstore.name('queue', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
+  END IF;
   -- Paused? Any deadline passed (an expired claim, or a pending job past
   -- its expires_at)? Each is one index probe, both in one statement (each
   -- statement PL/pgSQL runs costs more to start than these probes).
@@ -321,14 +327,18 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text, result jsonb DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  -- Checked here, not inside the statement: a generic plan need not
-  -- evaluate a WHERE term once the job is not found.
-  jid bigint := alkstore.job_id(job_id);
-  w   text := alkstore.name('worker', worker);
+  jid ALIAS FOR $1;
+  w   ALIAS FOR $2;
   now timestamptz;
   q   text;
   g   text;
 BEGIN
+  -- Checked here, not inside the statement: a generic plan need not
+  -- evaluate a WHERE term once the job is not found. (One expression, the
+  -- checks one by one only to say what is wrong: alk_claim.)
+  IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(jid), alkstore.name('worker', w);
+  END IF;
   DELETE FROM alkstore.jobs j
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
@@ -354,14 +364,17 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  w   text := alkstore.name('worker', worker);
+  w   ALIAS FOR $2;
   now timestamptz := clock_timestamp();
   n   integer;
   qs  text[];
   gs  text[];
 BEGIN
-  IF job_ids IS NULL OR array_position(job_ids, NULL) IS NOT NULL THEN
-    PERFORM alkstore.raise('ALK05', 'job_ids must be an array of job ids without NULLs');
+  -- (AND stops at the first false: array_position refuses arrays of arrays.)
+  IF (alkstore.name_ok('worker', w) AND job_ids IS NOT NULL AND coalesce(array_ndims(job_ids), 1) = 1
+      AND array_position(job_ids, NULL) IS NULL) IS NOT TRUE THEN
+    PERFORM alkstore.name('worker', w);
+    PERFORM alkstore.raise('ALK05', 'job_ids must be a one-dimensional array of job ids without NULLs');
   END IF;
   WITH d AS (
     DELETE FROM alkstore.jobs j
@@ -397,7 +410,9 @@ DECLARE
   q        text;
   g        text;
 BEGIN
-  PERFORM alkstore.job_id(job_id), alkstore.name('worker', worker);
+  IF (job_id IS NOT NULL AND alkstore.name_ok('worker', worker)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(job_id), alkstore.name('worker', worker); -- (one expression: alk_claim)
+  END IF;
   -- A retried head stays its group's head (contract v1.1 §C2).
   UPDATE alkstore.jobs j
      SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
@@ -418,11 +433,14 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_fail(job_id bigint, worker text, error text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  jid bigint := alkstore.job_id(job_id);
-  w   text := alkstore.name('worker', worker);
+  jid ALIAS FOR $1;
+  w   ALIAS FOR $2;
   q   text;
   g   text;
 BEGIN
+  IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
+  END IF;
   UPDATE alkstore.jobs j
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
@@ -441,10 +459,16 @@ CREATE OR REPLACE FUNCTION alk_heartbeat(job_id bigint, worker text, extend_s do
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  jid       bigint := alkstore.job_id(job_id);
-  w         text := alkstore.name('worker', worker);
-  extend_ms bigint := alkstore.arg_ms('extend_s', extend_s, true);
+  jid       ALIAS FOR $1;
+  w         ALIAS FOR $2;
+  extend_ms bigint;
 BEGIN
+  IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
+    PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
+  END IF;
+  IF extend_s IS NOT NULL THEN
+    extend_ms := alkstore.arg_ms('extend_s', extend_s, true);
+  END IF;
   UPDATE alkstore.jobs j
      SET claim_expires_at = clock_timestamp()
            + coalesce(extend_ms, j.visibility_timeout_ms) * interval '1 millisecond'

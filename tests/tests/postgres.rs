@@ -419,6 +419,61 @@ fn empty_worker_names_fail_under_generic_plans_too() {
     }
 }
 
+/// `alk_ack_batch` takes a one-dimensional array of ids without NULLs; any
+/// other array is refused with ALK05 (the worker's name is checked first)
+/// and acks nothing, not even the valid ids in it.
+#[test]
+fn ack_batch_refuses_arrays_that_are_not_a_list_of_ids() {
+    for target in pg_targets() {
+        let mut c = client(&target);
+        let q = fresh("ack-batch-args");
+        c.query_one("SELECT alk_enqueue_batch($1, NULL, '[1, 2, 3, 4]')", &[&q])
+            .unwrap();
+        let ids: Vec<i64> = c
+            .query("SELECT id FROM alk_claim($1, 'w', 4)", &[&q])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(ids.len(), 4);
+        let (a, b, d, e) = (ids[0], ids[1], ids[2], ids[3]);
+        for (sql, want) in [
+            ("SELECT alk_ack_batch(NULL, 'w')".to_string(), "ALK05"),
+            (
+                format!("SELECT alk_ack_batch(ARRAY[{a}, NULL], 'w')"),
+                "ALK05",
+            ),
+            (
+                format!("SELECT alk_ack_batch(ARRAY[[{a}, {b}], [{d}, {e}]], 'w')"),
+                "ALK05",
+            ),
+            (
+                format!("SELECT alk_ack_batch(ARRAY[[{a}, NULL]], '')"),
+                "ALK01",
+            ),
+            ("SELECT alk_ack_batch(NULL, NULL)".to_string(), "ALK01"),
+        ] {
+            let err = c.query_one(&sql, &[]).unwrap_err();
+            assert_eq!(
+                err.code().map(|c| c.code()),
+                Some(want),
+                "[{}] {sql}: {err}",
+                target.name()
+            );
+        }
+        let running: i64 = c
+            .query_one("SELECT (alk_queue_stats($1)->>'running')::bigint", &[&q])
+            .unwrap()
+            .get(0);
+        assert_eq!(running, 4, "[{}] a refused call acked jobs", target.name());
+        let acked: i32 = c
+            .query_one("SELECT alk_ack_batch($1, 'w')", &[&ids])
+            .unwrap()
+            .get(0);
+        assert_eq!(acked, 4, "[{}]", target.name());
+    }
+}
+
 /// A plan made while the statistics showed no running jobs must still find
 /// a job by its id through the primary key, not by reading a whole partial
 /// index (every entry of jobs claimed since the last VACUUM) and filtering
