@@ -147,7 +147,6 @@ BEGIN
   END IF;
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.
   -- The deadline, written as in jobs_deadline, lets these read that index.)
-  any_expired := false;
   IF any_due THEN
     WITH d AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
@@ -179,47 +178,47 @@ BEGIN
      WHERE e.queue = q AND e.state = 'running'
        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
        AND e.attempts < e.max_attempts;
-  END IF;
-  -- Claims expired: both sides are candidates, and locking max_jobs rows
-  -- on each would keep other workers off rows this claim does not take until
-  -- it ends. So choose first, skipping rows others hold, in a subtransaction
-  -- that is then rolled back (releasing its locks); then lock the chosen
-  -- that are still candidates (another claim may have taken one since).
-  IF any_expired THEN
-    BEGIN
-      WITH p AS (
-        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-         WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+    -- Claims expired: both sides are candidates, and locking max_jobs rows
+    -- on each would keep other workers off rows this claim does not take until
+    -- it ends. So choose first, skipping rows others hold, in a subtransaction
+    -- that is then rolled back (releasing its locks); then lock the chosen
+    -- that are still candidates (another claim may have taken one since).
+    IF any_expired THEN
+      BEGIN
+        WITH p AS (
+          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+           WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+             AND (c.expires_at IS NULL OR c.expires_at > now)
+           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
+           FOR UPDATE SKIP LOCKED
+        ), e AS (
+          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+           WHERE c.queue = q AND c.state = 'running'
+             AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
+             AND c.attempts < c.max_attempts
+           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
+           FOR UPDATE SKIP LOCKED
+        )
+        SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
+          SELECT * FROM p UNION ALL SELECT * FROM e
+           ORDER BY priority DESC, run_at, id LIMIT n) u;
+        RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
+      EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+        NULL;
+      END;
+      WITH p AS ( -- (by id: COLLATE "C", schema.sql)
+        SELECT c.id FROM alkstore.jobs c
+         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' COLLATE "C" AND c.run_at <= now
            AND (c.expires_at IS NULL OR c.expires_at > now)
-         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
       ), e AS (
-        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-         WHERE c.queue = q AND c.state = 'running'
-           AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
+        SELECT c.id FROM alkstore.jobs c
+         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
            AND c.attempts < c.max_attempts
-         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
       )
-      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
-        SELECT * FROM p UNION ALL SELECT * FROM e
-         ORDER BY priority DESC, run_at, id LIMIT n) u;
-      RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
-    EXCEPTION WHEN SQLSTATE 'ALK00' THEN
-      NULL;
-    END;
-    WITH p AS ( -- (by id: COLLATE "C", schema.sql)
-      SELECT c.id FROM alkstore.jobs c
-       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' COLLATE "C" AND c.run_at <= now
-         AND (c.expires_at IS NULL OR c.expires_at > now)
-       FOR UPDATE SKIP LOCKED
-    ), e AS (
-      SELECT c.id FROM alkstore.jobs c
-       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
-         AND c.attempts < c.max_attempts
-       FOR UPDATE SKIP LOCKED
-    )
-    SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
+      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
+    END IF;
   END IF;
   -- The claim. Without expired claims (the common case) it reads pending
   -- jobs only, in one statement: each node a statement has costs its

@@ -166,10 +166,13 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  s   text := alkstore.name('stream', stream);
-  p   jsonb := alkstore.payload('payload', payload);
+  s   ALIAS FOR $1;
+  p   ALIAS FOR $2;
   id_ bigint;
 BEGIN
+  IF (alkstore.name_ok('stream', s) AND p IS NOT NULL) IS NOT TRUE THEN
+    PERFORM alkstore.name('stream', s), alkstore.payload('payload', p); -- (one expression: alk_claim)
+  END IF;
   INSERT INTO alkstore.published (stream, key, payload, created_at)
   VALUES (s, key, p, clock_timestamp())
   RETURNING alkstore.wake('s', s, id) INTO id_;
@@ -186,10 +189,13 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
-  s text := alkstore.name('stream', stream);
-  n integer := alkstore.batch('max_events', max_events);
-  a bigint := alkstore.offset_arg('after_offset', after_offset);
+  s ALIAS FOR $1;
+  a ALIAS FOR $2;
+  n ALIAS FOR $3;
 BEGIN
+  IF (alkstore.name_ok('stream', s) AND alkstore.batch_ok(n) AND a >= 0) IS NOT TRUE THEN
+    PERFORM alkstore.name('stream', s), alkstore.batch('max_events', n), alkstore.offset_arg('after_offset', a);
+  END IF;
   PERFORM alkstore.sequence(s);
   RETURN QUERY
   SELECT e."offset", e.key, e.payload, e.created_at, e.id FROM alkstore.events e
