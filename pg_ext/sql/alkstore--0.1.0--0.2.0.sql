@@ -1138,11 +1138,11 @@ END $same_claim$;
 CREATE OR REPLACE FUNCTION alk_enqueue(queue text, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q  text := queue;
-  p  jsonb := payload;
+  q  ALIAS FOR $1;
+  p  ALIAS FOR $3;
   id bigint;
 BEGIN
-  IF (opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb) AND p IS NOT NULL
+  IF (opts IS NULL OR opts = ANY (ARRAY['null'::jsonb, '{}'::jsonb])) AND p IS NOT NULL
      AND alkstore.name_ok('queue', q) THEN
     -- Stamped with the queue's options, or the defaults where it has no
     -- row (its columns are NOT NULL).
