@@ -408,6 +408,13 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN id IS NOT NULL THEN id ELSE alkstore.job_id_error(id) END
 $$;
 
+-- A list of job ids (alk_ack_batch): one dimension, no NULLs. (AND stops
+-- at the first false: array_position refuses arrays of arrays.)
+CREATE OR REPLACE FUNCTION alkstore.job_ids_ok(ids bigint[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(ids IS NOT NULL AND coalesce(array_ndims(ids), 1) = 1 AND array_position(ids, NULL) IS NULL, false)
+$$;
+
 -- Queue options (contract §5): the stored row, or the defaults.
 
 CREATE OR REPLACE FUNCTION alkstore.queue_opts(q text) RETURNS alkstore.queue_opts
@@ -1221,11 +1228,12 @@ DECLARE
   qs  text[];
   gs  text[];
 BEGIN
-  -- (AND stops at the first false: array_position refuses arrays of arrays.)
-  IF (alkstore.name_ok('worker', w) AND job_ids IS NOT NULL AND coalesce(array_ndims(job_ids), 1) = 1
-      AND array_position(job_ids, NULL) IS NULL) IS NOT TRUE THEN
+  -- Arguments in order, as every function (and SQLite) checks them.
+  IF (alkstore.job_ids_ok(job_ids) AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
+    IF NOT alkstore.job_ids_ok(job_ids) THEN
+      PERFORM alkstore.raise('ALK05', 'job_ids must be a one-dimensional array of job ids without NULLs');
+    END IF;
     PERFORM alkstore.name('worker', w);
-    PERFORM alkstore.raise('ALK05', 'job_ids must be a one-dimensional array of job ids without NULLs');
   END IF;
   WITH d AS (
     DELETE FROM alkstore.jobs j
@@ -1255,14 +1263,18 @@ CREATE OR REPLACE FUNCTION alk_retry(job_id bigint, worker text, error text, del
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  delay_ms bigint := alkstore.arg_ms('delay_s', delay_s, false);
+  delay_ms bigint;
   now      timestamptz := clock_timestamp();
   result   text;
   q        text;
   g        text;
 BEGIN
+  -- Arguments in order, as every function (and SQLite) checks them.
   IF (job_id IS NOT NULL AND alkstore.name_ok('worker', worker)) IS NOT TRUE THEN
     PERFORM alkstore.job_id(job_id), alkstore.name('worker', worker); -- (one expression: alk_claim)
+  END IF;
+  IF delay_s IS NOT NULL THEN
+    delay_ms := alkstore.arg_ms('delay_s', delay_s, false);
   END IF;
   -- A retried head stays its group's head (contract v1.1 §C2).
   UPDATE alkstore.jobs j

@@ -200,6 +200,13 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN id IS NOT NULL THEN id ELSE alkstore.job_id_error(id) END
 $$;
 
+-- A list of job ids (alk_ack_batch): one dimension, no NULLs. (AND stops
+-- at the first false: array_position refuses arrays of arrays.)
+CREATE OR REPLACE FUNCTION alkstore.job_ids_ok(ids bigint[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(ids IS NOT NULL AND coalesce(array_ndims(ids), 1) = 1 AND array_position(ids, NULL) IS NULL, false)
+$$;
+
 -- Queue options (contract §5): the stored row, or the defaults.
 
 CREATE OR REPLACE FUNCTION alkstore.queue_opts(q text) RETURNS alkstore.queue_opts

@@ -793,6 +793,51 @@ fn bad_options_payloads_and_arguments_are_rejected_and_change_nothing() {
     });
 }
 
+/// With several bad arguments, every engine reports the first, in argument
+/// order, so one call fails the same way on each.
+#[test]
+fn the_first_bad_argument_is_the_one_reported() {
+    each(|db, _| {
+        let q = fresh("first-bad");
+        for (f, args, want) in [
+            ("alk_claim", vec![Arg::Null, t(""), Arg::Int(0)], "ALK01"),
+            ("alk_claim", vec![t(&q), t(""), Arg::Int(0)], "ALK01"),
+            ("alk_outbox_claim", vec![t(""), t(""), Arg::Int(0)], "ALK01"),
+            ("alk_ack", vec![Arg::Null, t("")], "ALK05"),
+            ("alk_ack_batch", vec![Arg::Null, t("")], "ALK05"),
+            ("alk_fail", vec![Arg::Null, t(""), t("e")], "ALK05"),
+            (
+                "alk_heartbeat",
+                vec![Arg::Null, t("w"), Arg::Num(0.0)],
+                "ALK05",
+            ),
+            (
+                "alk_heartbeat",
+                vec![Arg::Int(1), t(""), Arg::Num(0.0)],
+                "ALK01",
+            ),
+            (
+                "alk_retry",
+                vec![Arg::Int(1), t(""), t("e"), Arg::Num(-1.0)],
+                "ALK01",
+            ),
+            (
+                "alk_retry",
+                vec![Arg::Null, t(""), t("e"), Arg::Num(-1.0)],
+                "ALK05",
+            ),
+            (
+                "alk_read",
+                vec![Arg::Null, Arg::Int(-1), Arg::Int(0)],
+                "ALK01",
+            ),
+            ("alk_publish", vec![t(""), Arg::Null], "ALK01"),
+        ] {
+            assert_eq!(db.code(f, &args), want, "[{}] {f} {args:?}", db.engine());
+        }
+    });
+}
+
 #[test]
 fn stream_offsets_are_dense_and_saved_offsets_only_advance() {
     each(|db, _| {

@@ -420,8 +420,9 @@ fn empty_worker_names_fail_under_generic_plans_too() {
 }
 
 /// `alk_ack_batch` takes a one-dimensional array of ids without NULLs; any
-/// other array is refused with ALK05 (the worker's name is checked first)
-/// and acks nothing, not even the valid ids in it.
+/// other array is refused with ALK05 (checked before the worker's name, in
+/// argument order, as on SQLite) and acks nothing, not even the valid ids
+/// in it. A bad worker name with good ids is ALK01.
 #[test]
 fn ack_batch_refuses_arrays_that_are_not_a_list_of_ids() {
     for target in pg_targets() {
@@ -449,9 +450,10 @@ fn ack_batch_refuses_arrays_that_are_not_a_list_of_ids() {
             ),
             (
                 format!("SELECT alk_ack_batch(ARRAY[[{a}, NULL]], '')"),
-                "ALK01",
+                "ALK05",
             ),
-            ("SELECT alk_ack_batch(NULL, NULL)".to_string(), "ALK01"),
+            ("SELECT alk_ack_batch(NULL, NULL)".to_string(), "ALK05"),
+            (format!("SELECT alk_ack_batch(ARRAY[{a}], '')"), "ALK01"),
         ] {
             let err = c.query_one(&sql, &[]).unwrap_err();
             assert_eq!(
