@@ -52,8 +52,11 @@ ALTER TABLE alkstore.jobs
   -- The state is written only by alkstore's functions: a CHECK costs every
   -- writing statement a quarter of an INSERT (schema.sql).
   DROP CONSTRAINT jobs_state_check;
+-- The claim index keys the queue by its name's hash (schema.sql).
+DROP INDEX alkstore.jobs_pending;
+CREATE INDEX jobs_pending ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'pending';
 -- Keys that end in the id are never equal: no deduplication (schema.sql).
-ALTER INDEX alkstore.jobs_pending SET (deduplicate_items = off);
 CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
   WITH (deduplicate_items = off) WHERE state = 'waiting';
 -- Dead and completed jobs share one index (schema.sql).
@@ -1046,7 +1049,8 @@ BEGIN
       BEGIN
         WITH p AS (
           SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+           WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+             AND c.state = 'pending' AND c.run_at <= now
              AND (c.expires_at IS NULL OR c.expires_at > now)
            ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
            FOR UPDATE SKIP LOCKED
@@ -1079,10 +1083,12 @@ BEGIN
       SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
     END IF;
   END IF;
-  -- The claim. Without expired claims (the common case) it reads pending
-  -- jobs only, in one statement: each node a statement has costs its
-  -- start-up even when it reads nothing, so the expired-claims side is not
-  -- part of it. (ARRAY(…) runs only if chosen is NULL.)
+  -- The claim. Pending jobs are found by jobs_pending's key, the hash of
+  -- the queue's name, and the name rechecked (schema.sql). Without expired
+  -- claims (the common case) it reads pending jobs only, in one statement:
+  -- each node a statement has costs its start-up even when it reads
+  -- nothing, so the expired-claims side is not part of it. (ARRAY(…) runs
+  -- only if chosen is NULL.)
   -- One job needs no ordering: the same UPDATE, returned as it is, without
   -- the CTE and the sort (6% of a claim + ack). The DO block after this
   -- function stops the install if the two copies of the UPDATE differ.
@@ -1093,7 +1099,8 @@ BEGIN
            claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
      WHERE j.id = ANY (CASE WHEN chosen IS NOT NULL THEN chosen ELSE ARRAY(
              SELECT c.id FROM alkstore.jobs c
-              WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+              WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+                AND c.state = 'pending' AND c.run_at <= now
                 AND (c.expires_at IS NULL OR c.expires_at > now)
               ORDER BY c.priority DESC, c.run_at, c.id
               LIMIT n
@@ -1108,7 +1115,8 @@ BEGIN
            claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
      WHERE j.id = ANY (CASE WHEN chosen IS NOT NULL THEN chosen ELSE ARRAY(
              SELECT c.id FROM alkstore.jobs c
-              WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+              WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+                AND c.state = 'pending' AND c.run_at <= now
                 AND (c.expires_at IS NULL OR c.expires_at > now)
               ORDER BY c.priority DESC, c.run_at, c.id
               LIMIT n
@@ -1448,12 +1456,15 @@ DECLARE
   oldest timestamptz;
 BEGIN
   SELECT min(j.run_at) INTO oldest FROM alkstore.jobs j
-   WHERE j.queue = q AND j.state = 'pending' AND j.run_at <= now;
+   WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0) AND j.queue = q
+     AND j.state = 'pending' AND j.run_at <= now;
   RETURN jsonb_build_object(
     'queue', q,
-    'pending', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at <= now)
+    'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
+                   AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
-    'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at > now)
+    'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
+                     AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
                + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
     'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
@@ -2405,14 +2416,21 @@ END $$;
 
 -- Every queue that has options, jobs or a pause (outboxes by backing
 -- queue), in name order. A skip scan per state: one index probe per queue,
--- however many jobs each has.
+-- however many jobs each has (pending jobs: below).
 CREATE OR REPLACE FUNCTION alkstore.queue_names() RETURNS SETOF text
 LANGUAGE sql STABLE AS $$
   WITH RECURSIVE
-  p(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'pending'
-           UNION ALL
-           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'pending' AND j.queue > p.q)
-             FROM p WHERE p.q IS NOT NULL),
+  -- Pending jobs: jobs_pending is keyed by the name's hash (schema.sql), so
+  -- its skip scan steps over hashes, and the names come from the index's
+  -- entries of each hash (all of them: names can collide). This reads every
+  -- pending job's entry, as alk_queues' counts do anyway.
+  ph(h) AS (SELECT min(hashtextextended(j.queue, 0)) FROM alkstore.jobs j WHERE j.state = 'pending'
+            UNION ALL
+            SELECT (SELECT min(hashtextextended(j.queue, 0)) FROM alkstore.jobs j
+                     WHERE j.state = 'pending' AND hashtextextended(j.queue, 0) > ph.h)
+              FROM ph WHERE ph.h IS NOT NULL),
+  p(q) AS (SELECT DISTINCT j.queue FROM ph, alkstore.jobs j
+            WHERE hashtextextended(j.queue, 0) = ph.h AND j.state = 'pending'),
   -- Running jobs are in jobs_deadline, with pending ones that expire: its
   -- skip scan finds every queue with a running job (and some that p finds).
   r(q) AS (SELECT min(j.queue) FROM alkstore.jobs j

@@ -5,14 +5,21 @@
 
 -- Every queue that has options, jobs or a pause (outboxes by backing
 -- queue), in name order. A skip scan per state: one index probe per queue,
--- however many jobs each has.
+-- however many jobs each has (pending jobs: below).
 CREATE OR REPLACE FUNCTION alkstore.queue_names() RETURNS SETOF text
 LANGUAGE sql STABLE AS $$
   WITH RECURSIVE
-  p(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'pending'
-           UNION ALL
-           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'pending' AND j.queue > p.q)
-             FROM p WHERE p.q IS NOT NULL),
+  -- Pending jobs: jobs_pending is keyed by the name's hash (schema.sql), so
+  -- its skip scan steps over hashes, and the names come from the index's
+  -- entries of each hash (all of them: names can collide). This reads every
+  -- pending job's entry, as alk_queues' counts do anyway.
+  ph(h) AS (SELECT min(hashtextextended(j.queue, 0)) FROM alkstore.jobs j WHERE j.state = 'pending'
+            UNION ALL
+            SELECT (SELECT min(hashtextextended(j.queue, 0)) FROM alkstore.jobs j
+                     WHERE j.state = 'pending' AND hashtextextended(j.queue, 0) > ph.h)
+              FROM ph WHERE ph.h IS NOT NULL),
+  p(q) AS (SELECT DISTINCT j.queue FROM ph, alkstore.jobs j
+            WHERE hashtextextended(j.queue, 0) = ph.h AND j.state = 'pending'),
   -- Running jobs are in jobs_deadline, with pending ones that expire: its
   -- skip scan finds every queue with a running job (and some that p finds).
   r(q) AS (SELECT min(j.queue) FROM alkstore.jobs j

@@ -187,7 +187,8 @@ BEGIN
       BEGIN
         WITH p AS (
           SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+           WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+             AND c.state = 'pending' AND c.run_at <= now
              AND (c.expires_at IS NULL OR c.expires_at > now)
            ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
            FOR UPDATE SKIP LOCKED
@@ -220,10 +221,12 @@ BEGIN
       SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
     END IF;
   END IF;
-  -- The claim. Without expired claims (the common case) it reads pending
-  -- jobs only, in one statement: each node a statement has costs its
-  -- start-up even when it reads nothing, so the expired-claims side is not
-  -- part of it. (ARRAY(…) runs only if chosen is NULL.)
+  -- The claim. Pending jobs are found by jobs_pending's key, the hash of
+  -- the queue's name, and the name rechecked (schema.sql). Without expired
+  -- claims (the common case) it reads pending jobs only, in one statement:
+  -- each node a statement has costs its start-up even when it reads
+  -- nothing, so the expired-claims side is not part of it. (ARRAY(…) runs
+  -- only if chosen is NULL.)
   -- One job needs no ordering: the same UPDATE, returned as it is, without
   -- the CTE and the sort (6% of a claim + ack). The DO block after this
   -- function stops the install if the two copies of the UPDATE differ.
@@ -234,7 +237,8 @@ BEGIN
            claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
      WHERE j.id = ANY (CASE WHEN chosen IS NOT NULL THEN chosen ELSE ARRAY(
              SELECT c.id FROM alkstore.jobs c
-              WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+              WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+                AND c.state = 'pending' AND c.run_at <= now
                 AND (c.expires_at IS NULL OR c.expires_at > now)
               ORDER BY c.priority DESC, c.run_at, c.id
               LIMIT n
@@ -249,7 +253,8 @@ BEGIN
            claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
      WHERE j.id = ANY (CASE WHEN chosen IS NOT NULL THEN chosen ELSE ARRAY(
              SELECT c.id FROM alkstore.jobs c
-              WHERE c.queue = q AND c.state = 'pending' AND c.run_at <= now
+              WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+                AND c.state = 'pending' AND c.run_at <= now
                 AND (c.expires_at IS NULL OR c.expires_at > now)
               ORDER BY c.priority DESC, c.run_at, c.id
               LIMIT n
@@ -589,12 +594,15 @@ DECLARE
   oldest timestamptz;
 BEGIN
   SELECT min(j.run_at) INTO oldest FROM alkstore.jobs j
-   WHERE j.queue = q AND j.state = 'pending' AND j.run_at <= now;
+   WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0) AND j.queue = q
+     AND j.state = 'pending' AND j.run_at <= now;
   RETURN jsonb_build_object(
     'queue', q,
-    'pending', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at <= now)
+    'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
+                   AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
-    'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'pending' AND j.run_at > now)
+    'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
+                     AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
                + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
     'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),

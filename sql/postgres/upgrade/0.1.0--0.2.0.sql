@@ -47,8 +47,11 @@ ALTER TABLE alkstore.jobs
   -- The state is written only by alkstore's functions: a CHECK costs every
   -- writing statement a quarter of an INSERT (schema.sql).
   DROP CONSTRAINT jobs_state_check;
+-- The claim index keys the queue by its name's hash (schema.sql).
+DROP INDEX alkstore.jobs_pending;
+CREATE INDEX jobs_pending ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'pending';
 -- Keys that end in the id are never equal: no deduplication (schema.sql).
-ALTER INDEX alkstore.jobs_pending SET (deduplicate_items = off);
 CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
   WITH (deduplicate_items = off) WHERE state = 'waiting';
 -- Dead and completed jobs share one index (schema.sql).
