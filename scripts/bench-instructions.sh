@@ -74,7 +74,8 @@ count() { # sql -> instructions of a single-user backend running it
 payload='{"user": 42, "email": "user42@example.com", "plan": "pro"}'
 raw_cols="queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at"
 raw_vals="0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()" # after queue, state, payload
-pick="SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id"
+# raw_jobs has jobs' indexes: the claim index is keyed by the name's hash (schema.sql).
+pick="SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id"
 gw_claim() { # batch-size -> graphile-worker's claim (as scripts/bench-postgres.sh sends it)
   source <(sed -n '/^gw_claim() {/,/^}/p' scripts/bench-postgres.sh)
   gw_claim "$1" tsk

@@ -70,12 +70,13 @@ script enqueue_raw   "INSERT INTO raw_jobs ($raw_cols) VALUES ('enq', 'pending',
 script batch_alk     "SELECT alk_enqueue_batch('batch', NULL, '$batch');"
 script batch_raw     "INSERT INTO raw_jobs ($raw_cols) SELECT 'batch', 'pending', p, 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp() FROM jsonb_array_elements('$batch') AS p;"
 script claim1_alk    "SELECT alk_ack(c.id, 'w') FROM alk_claim('work', 'w', 1) c;"
-script claim1_raw    "DELETE FROM raw_jobs WHERE id = (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);"
+# raw_jobs has jobs' indexes: the claim index is keyed by the name's hash (schema.sql).
+script claim1_raw    "DELETE FROM raw_jobs WHERE id = (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);"
 # Like for like: a claim that survives a crash is a write, and so is the ack.
-script claim1_raw2   "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id = (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT 1;
+script claim1_raw2   "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id = (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT 1;
 DELETE FROM raw_jobs WHERE id = (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'running' AND claimed_by = 'w' LIMIT 1);"
 script claim32_alk   "SELECT alk_ack_batch(array_agg(c.id), 'w') FROM alk_claim('work', 'w', 32) c;"
-script claim32_raw   "DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED);"
+script claim32_raw   "DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED);"
 script publish_alk   "SELECT alk_publish('events', '$payload');"
 script publish_raw   "INSERT INTO raw_events (stream, \"offset\", payload, created_at) VALUES ('events', nextval('raw_offsets'), '$payload', clock_timestamp());"
 script publishN_alk  "SELECT alk_publish('events-' || :client_id, '$payload');"
@@ -90,7 +91,7 @@ script claim1_alk2   "SELECT coalesce(max(id), 0) AS id FROM alk_claim('work', '
 SELECT alk_ack(:id, 'w');"
 script claim32_alk2  "SELECT array_agg(id) AS ids FROM alk_claim('work', 'w', 32) \gset
 SELECT alk_ack_batch(:ids::bigint[], 'w');"
-script claim32_raw2  "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id IN (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT array_agg(id) AS ids FROM c \gset
+script claim32_raw2  "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id IN (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT array_agg(id) AS ids FROM c \gset
 DELETE FROM raw_jobs WHERE id = ANY(:ids::bigint[]);"
 if [ "$peers" = 1 ]; then
   # Each peer's own calls: pgmq's functions; PgQ's insert_event; for

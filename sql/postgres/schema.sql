@@ -72,6 +72,12 @@ CREATE TABLE alkstore.jobs (
 -- (docs/decisions.md). No deduplication: with INCLUDE there is none.
 CREATE INDEX jobs_pending ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
   INCLUDE (queue) WHERE state = 'pending';
+-- Statistics on that key, and that the name decides it: the planner
+-- ignores a partial index's own statistics, and without these it would
+-- take a queue for 0.5% of the table, whatever its size, and may then
+-- plan a claim as a sort of all its jobs.
+CREATE STATISTICS alkstore.jobs_queue_key (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs;
 -- Deadlines: a running job's claim expiry and a pending job's expiry, the
 -- two times at which a claim must act on a job (re-claim or dead-letter
 -- it). One index for both: a claim finds either in one probe, and every

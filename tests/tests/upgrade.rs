@@ -406,6 +406,9 @@ fn describe_pg(c: &mut postgres::Client) -> Vec<String> {
               FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
              WHERE c.relnamespace = 'alkstore'::regnamespace
             UNION ALL
+            SELECT 'statistics ' || pg_get_statisticsobjdef(s.oid)
+              FROM pg_statistic_ext s WHERE s.stxnamespace = 'alkstore'::regnamespace
+            UNION ALL
             SELECT format('constraint %s %s', conname, pg_get_constraintdef(oid))
               FROM pg_constraint WHERE connamespace = 'alkstore'::regnamespace
             UNION ALL
