@@ -20,10 +20,18 @@
 # claim cases; faster settings need more. pgbench's connections
 # take PGOPTIONS: PGOPTIONS='-c synchronous_commit=off' measures the CPU each
 # system spends, without the WAL flush every commit otherwise waits for.
+# ALK_BENCH_CPU=1 (with ALK_BENCH_PEERS=1) also prints the server's CPU time
+# per operation in those cells: every process of the cluster (the backends,
+# also after they exit, and the WAL writer, autovacuum...), read from /proc
+# before and after each run, so the cluster must run on this machine.
+# Ops/s count waiting too (WAL flushes, other processes on the same cores);
+# this counts what each system costs the server's CPUs (it moves between
+# runs too: docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
 rounds=${ALK_BENCH_ROUNDS:-2}
+cpu=${ALK_BENCH_CPU:-0}
 db=alkstore_bench
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -142,10 +150,34 @@ DELETE FROM graphile_worker._private_jobs AS jobs WHERE id = :id::bigint;"
 DELETE FROM graphile_worker._private_jobs AS jobs USING unnest(:ids::bigint[]) n(n) WHERE id = n;"
 }
 
-tps() { # script clients -> transactions per second
-  { pgbench -n -M prepared -T "$secs" -c "$2" -j "$2" -f "$work/$1.sql" $db 2>"$work/err" || cat "$work/err" >&2; } |
-    sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+tps() { # script clients -> transactions per second (and, with ALK_BENCH_CPU=1, $work/cpu: server CPU µs per transaction)
+  [ "$cpu" = 1 ] || {
+    { pgbench -n -M prepared -T "$secs" -c "$2" -j "$2" -f "$work/$1.sql" $db 2>"$work/err" || cat "$work/err" >&2; } |
+      sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+    return
+  }
+  local c0 c1
+  c0=$(cpu_ticks)
+  pgbench -n -M prepared -T "$secs" -c "$2" -j "$2" -f "$work/$1.sql" $db >"$work/out" 2>"$work/err" || cat "$work/err" >&2
+  sleep 0.3 # the backends' exit: their time moves to the postmaster's children's
+  c1=$(cpu_ticks)
+  awk -v d=$((c1 - c0)) -v hz="$hz" '/^number of transactions actually processed/ { print (d / hz * 1e6) / ($NF > 0 ? $NF : 1) }' \
+    "$work/out" > "$work/cpu"
+  sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/out"
 }
+
+if [ "$cpu" = 1 ]; then
+  # The postmaster: the checkpointer's parent. Ticks of every process of the
+  # cluster so far: the postmaster's own and its exited children's (fields
+  # 14-17 of /proc/PID/stat), and each live child's.
+  pm=$(ps -o ppid= -p "$(psql -X -q -At -d $db -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")" | tr -d ' ')
+  hz=$(getconf CLK_TCK)
+  cpu_ticks() {
+    cat "/proc/$pm/stat" $(ps --ppid "$pm" -o pid= | sed 's|.*|/proc/&/stat|') 2>/dev/null |
+      awk '{ sub(/^.*\) /, ""); t += $12 + $13 + $14 + $15 } END { print t }'
+  }
+  : > "$work/cpu_table"
+fi
 
 row() { # label alk-script raw-script clients ops-per-tx
   local a r
@@ -154,21 +186,34 @@ row() { # label alk-script raw-script clients ops-per-tx
     'BEGIN { printf "%-34s %2d  %12.0f  %12.0f   %5.2fx\n", l, c, a * k, r * k, (r > 0 && a > 0) ? r / a : 0 }'
 }
 
+medians() { # lines of numbers -> the median of each line, on one line (of two: the mean)
+  awk '{ n = split($0, v, " "); for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (v[y] < v[x]) { t = v[x]; v[x] = v[y]; v[y] = t }
+         printf "%s ", n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 } END { print "" }'
+}
+
 prow() { # label alk-script raw-script clients ops-per-tx [pgmq graphile pgq scripts, - for none]
   [ "$peers" = 1 ] || { row "$@"; return; }
   # $rounds runs of every system, the order reversed each round, so that
   # neither the first-run penalty nor the order favours one; the median of
   # each system's runs (of two: the mean).
-  local a r m g q s i k sys=("$2" "$3" "${6:--}" "${7:--}" "${8:--}") runs=()
+  local a r m g q ca cr cm cg cq s i k sys=("$2" "$3" "${6:--}" "${7:--}" "${8:--}") runs=() cpus=()
   for ((k = 0; k < rounds; k++)); do
     for ((s = 0; s < ${#sys[@]}; s++)); do
       i=$((k % 2 ? ${#sys[@]} - 1 - s : s))
+      echo 0 > "$work/cpu"
       runs[i]+="$([ "${sys[i]}" = - ] && echo 0 || tps "${sys[i]}" "$4") "
+      cpus[i]+="$(cat "$work/cpu") "
     done
   done
-  read -r a r m g q < <(for i in 0 1 2 3 4; do echo "${runs[i]}"; done |
-    awk '{ n = split($0, v, " "); for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (v[y] < v[x]) { t = v[x]; v[x] = v[y]; v[y] = t }
-           printf "%s ", n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 } END { print "" }')
+  read -r a r m g q < <(for i in 0 1 2 3 4; do echo "${runs[i]}"; done | medians)
+  if [ "$cpu" = 1 ]; then
+    read -r ca cr cm cg cq < <(for i in 0 1 2 3 4; do echo "${cpus[i]}"; done | medians)
+    awk -v l="$1" -v c="$4" -v k="$5" -v a="$ca" -v r="$cr" -v m="$cm" -v g="$cg" -v q="$cq" 'BEGIN {
+      best = 0; if (m > 0) best = m; if (g > 0 && (best == 0 || g < best)) best = g; if (q > 0 && (best == 0 || q < best)) best = q
+      printf "%-34s %2d  %10.1f  %10.1f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a / k, r / k,
+        (m > 0) ? sprintf("%.1f", m / k) : "-", (g > 0) ? sprintf("%.1f", g / k) : "-", (q > 0) ? sprintf("%.1f", q / k) : "-",
+        (r > 0) ? a / r : 0, (best > 0) ? a / best : 0 }' >> "$work/cpu_table"
+  fi
   awk -v l="$1" -v c="$4" -v a="$a" -v r="$r" -v k="$5" -v m="$m" -v g="$g" -v q="$q" 'BEGIN {
     best = m; if (g > best) best = g; if (q > best) best = q
     printf "%-34s %2d  %10.0f  %10.0f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a * k, r * k,
@@ -197,6 +242,12 @@ for c in 1 8; do
   row "read page of 1000 (events/s)" read_alk read_raw $c 1000
 done
 row "publish 1/tx, a stream per client" publishN_alk publish_raw 8 1
+if [ "$cpu" = 1 ] && [ "$peers" = 1 ]; then
+  echo
+  echo "server CPU per operation (µs, all of the cluster's processes; the median of each system's runs above):"
+  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (CPU µs/op)" "c" "alkstore" "raw" "pgmq" "graphile" "pgq" "alk/raw" "alk/peer"
+  cat "$work/cpu_table"
+fi
 [ "${ALK_BENCH_MAIN_ONLY:-0}" = 1 ] && { psql -X -q -d postgres -c "DROP DATABASE $db"; exit 0; }
 
 # Job features (contract v1.1 §C) against the same operation without them.
