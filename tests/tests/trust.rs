@@ -433,7 +433,13 @@ fn names_are_at_most_1024_bytes_and_errors_quote_a_prefix() {
         let huge = "n".repeat(1_000_000);
         let id = db.int("alk_enqueue", &[t(&longest), Arg::Null, j("1")]);
         assert!(db.yes("alk_cancel", &[Arg::Int(id)]));
-        for name in [&over, &huge] {
+        // (About 1 MB: not through PgBouncer, Target::takes_huge_values.)
+        let names: &[&String] = if target.takes_huge_values() {
+            &[&over, &huge]
+        } else {
+            &[&over]
+        };
+        for name in names {
             for (f, args) in [
                 ("alk_enqueue", vec![t(name), Arg::Null, j("1")]),
                 ("alk_claim", vec![t("q"), t(name)]),
@@ -771,7 +777,8 @@ fn errors_about_huge_values_stay_short() {
         ),
         ("SELECT alk_enqueue($1, NULL, '1')", huge.clone()),
     ];
-    for target in targets() {
+    // Every value here is about 1 MB: not through PgBouncer (Target::takes_huge_values).
+    for target in targets().into_iter().filter(|t| t.takes_huge_values()) {
         for (sql, arg) in &calls {
             let message = if target.is_postgres() {
                 let mut c = pg(target.pg_url());
