@@ -375,7 +375,8 @@ async fn transactional_completion_on_tokio_postgres_commits_the_writes_with_the_
         assert_eq!(handled, 6, "[{target}] 4 jobs, 2 of them twice");
         let read = store.pool().get().await.unwrap();
         let rows: Vec<(String, i64)> = read
-            .query(
+            // Unnamed (PgBouncer: common::Target::query_i64).
+            .query_typed(
                 &format!("SELECT job, attempt FROM {table} ORDER BY job, attempt"),
                 &[],
             )

@@ -202,11 +202,14 @@ fn business_rows_go_through_the_engine_transaction() {
                 let mut tx = store.transaction().unwrap();
                 let n: i64 = tx
                     .client()
-                    .query_one(
+                    // Unnamed (PgBouncer: common::Target::query_i64).
+                    .query_typed(
                         "SELECT count(*) FROM pg_tables WHERE tablename = $1",
-                        &[&table],
+                        &[(&table, postgres::types::Type::TEXT)],
                     )
                     .unwrap()
+                    .first()
+                    .expect("one row")
                     .get(0);
                 assert_eq!(n, 0);
                 tx.client()

@@ -149,8 +149,13 @@ impl Target {
                 .transaction()
                 .unwrap()
                 .client()
-                .query_one(sql, &[])
+                // Unnamed: through PgBouncer's transaction pooling a named
+                // statement can stay on a server connection another client
+                // gets next (42P05; docs/decisions.md, "PgBouncer").
+                .query_typed(sql, &[])
                 .unwrap()
+                .first()
+                .expect("one row")
                 .get(0),
         }
     }
