@@ -212,7 +212,7 @@ pub use alkstore_testkit::BOUNCER_URL;
 pub fn pg_targets() -> Vec<Target> {
     targets()
         .into_iter()
-        .filter(|t| matches!(&t.kind, Kind::Postgres { label, .. } if *label != alkstore_testkit::BOUNCER))
+        .filter(|t| t.is_postgres() && !t.is_bouncer())
         .collect()
 }
 
