@@ -117,13 +117,7 @@ SELECT pgmq.delete('work', :id::bigint);"
   script claim32_pgmq  "SELECT array_agg(msg_id) AS ids FROM pgmq.read('work', 60, 32) \gset
 SELECT count(*) FROM pgmq.delete('work', :ids::bigint[]);"
 fi
-gw_claim() { # batch-size task-id -> graphile-worker's claim of that many jobs
-  local pick="j"
-  [ "$1" = 1 ] || pick="j_raw"
-  printf '%s' "WITH $pick AS (SELECT jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.id FROM graphile_worker._private_jobs AS jobs WHERE jobs.is_available = true AND run_at <= now() AND task_id = ANY(ARRAY[$2]::int[]) AND (jobs.job_queue_id IS NULL OR jobs.job_queue_id IN (SELECT id FROM graphile_worker._private_job_queues AS job_queues WHERE job_queues.is_available = true FOR UPDATE SKIP LOCKED)) ORDER BY priority ASC, run_at ASC LIMIT $1 FOR UPDATE SKIP LOCKED)"
-  [ "$1" = 1 ] || printf '%s' ", j AS (SELECT DISTINCT ON (job_queue_id, CASE WHEN job_queue_id IS NULL THEN id END) job_queue_id, priority, run_at, id FROM j_raw ORDER BY job_queue_id, CASE WHEN job_queue_id IS NULL THEN id END, priority ASC, run_at ASC)"
-  printf '%s' ", q AS (UPDATE graphile_worker._private_job_queues AS job_queues SET locked_by = 'w', locked_at = now() FROM j WHERE job_queues.id = j.job_queue_id), c AS (UPDATE graphile_worker._private_jobs AS jobs SET attempts = jobs.attempts + 1, locked_by = 'w', locked_at = now() FROM j WHERE jobs.id = j.id RETURNING jobs.*)"
-}
+. scripts/lib/bench-graphile.sh # gw_claim
 
 fill_work() { # enough pending jobs on every side for the claim cases
   psql -X -q -d $db <<SQL
@@ -157,6 +151,7 @@ tps() { # script clients -> transactions per second (and, with ALK_BENCH_CPU=1, 
     return
   }
   local c0 c1
+  sleep 0.3 # the exit of the backends before (a fill, say) counted before the cell, not in it
   c0=$(cpu_ticks)
   pgbench -n -M prepared -T "$secs" -c "$2" -j "$2" -f "$work/$1.sql" $db >"$work/out" 2>"$work/err" || cat "$work/err" >&2
   sleep 0.3 # the backends' exit: their time moves to the postmaster's children's
