@@ -24,6 +24,9 @@ CREATE TABLE alkstore.queues (
   retain_completed_ms   bigint  NOT NULL DEFAULT 0,  -- 0: acked jobs are deleted
   retain_dead_ms        bigint                       -- NULL: dead jobs are kept
 );
+-- The queues that keep acked jobs, usually none: alk_ack_batch asks whether
+-- there is any before it looks up each job's queue (queue.sql).
+CREATE INDEX queues_retaining ON alkstore.queues (queue) WHERE retain_completed_ms > 0;
 
 -- Paused queues (outboxes by backing queue): claims on them return nothing.
 CREATE TABLE alkstore.paused (

@@ -881,3 +881,69 @@ fn an_ack_batch_of_mixed_jobs_acks_exactly_the_held_ones() {
         );
     });
 }
+
+/// Whether any queue keeps acked jobs decides how `alk_ack_batch` acks
+/// (PostgreSQL asks once per batch, on `queues_retaining`, and looks up
+/// each job's queue only when one does): with none, every acked job is
+/// deleted; with one, its jobs are kept and the others' still deleted;
+/// once it keeps them no more, they are deleted again. A database of its
+/// own per install, since every other test's retaining queue would answer
+/// for this one.
+#[test]
+fn ack_batch_deletes_or_keeps_whether_or_not_any_queue_keeps_acked_jobs() {
+    let mut isolated: Vec<Target> = targets().into_iter().filter(|t| !t.is_postgres()).collect();
+    for (i, install) in Install::ALL.into_iter().enumerate() {
+        if let Some(url) = pg_database(&format!("alkstore_test_retaining_{i}")) {
+            install.install(&url);
+            isolated.push(Target::postgres(url, "isolated"));
+        }
+    }
+    for target in isolated {
+        let mut conn = target.connect();
+        let db = &mut *conn;
+        let e = db.engine();
+        let (plain, kept) = (fresh("ret-plain"), fresh("ret-kept"));
+        let ack_batch = |db: &mut dyn Db, ids: &[i64]| {
+            db.int("alk_ack_batch", &[Arg::Ids(ids.to_vec()), t("w")])
+        };
+
+        // No queue keeps acked jobs.
+        let a = vec![
+            enqueue(db, &plain, "null", "1"),
+            enqueue(db, &plain, "null", "2"),
+        ];
+        assert_eq!(claim(db, &plain, "w", 5), a, "[{e}]");
+        assert_eq!(ack_batch(db, &a), 2, "[{e}]");
+        assert_eq!(
+            (job(db, a[0]), job(db, a[1])),
+            (Value::Null, Value::Null),
+            "[{e}] deleted"
+        );
+
+        // One queue does.
+        db.ok(
+            "alk_queue_configure",
+            &[t(&kept), j(r#"{"retain_completed_s": 3600}"#)],
+        );
+        let (p, k) = (
+            enqueue(db, &plain, "null", "3"),
+            enqueue(db, &kept, "null", "4"),
+        );
+        assert_eq!(claim(db, &plain, "w", 5), [p], "[{e}]");
+        assert_eq!(claim(db, &kept, "w", 5), [k], "[{e}]");
+        assert_eq!(ack_batch(db, &[k, p]), 2, "[{e}]");
+        assert_eq!(job(db, p), Value::Null, "[{e}] deleted");
+        assert_eq!(job(db, k)["state"], "completed", "[{e}] kept");
+
+        // It keeps them no more.
+        db.ok(
+            "alk_queue_configure",
+            &[t(&kept), j(r#"{"retain_completed_s": 0}"#)],
+        );
+        let k2 = enqueue(db, &kept, "null", "5");
+        assert_eq!(claim(db, &kept, "w", 5), [k2], "[{e}]");
+        assert_eq!(ack_batch(db, &[k2]), 1, "[{e}]");
+        assert_eq!(job(db, k2), Value::Null, "[{e}] deleted");
+        assert_eq!(job(db, k)["state"], "completed", "[{e}] the kept one stays");
+    }
+}

@@ -25,6 +25,7 @@ DROP FUNCTION alkstore.claim(text, text, integer);
 ALTER TABLE alkstore.queues
   ADD COLUMN retain_completed_ms bigint NOT NULL DEFAULT 0,
   ADD COLUMN retain_dead_ms bigint;
+CREATE INDEX queues_retaining ON alkstore.queues (queue) WHERE retain_completed_ms > 0;
 ALTER TYPE alkstore.queue_opts
   ADD ATTRIBUTE retain_completed_ms bigint,
   ADD ATTRIBUTE retain_dead_ms bigint;
