@@ -216,6 +216,20 @@ pub fn pg_targets() -> Vec<Target> {
         .collect()
 }
 
+/// Targets no other test writes to: the SQLite file of `targets()` (a new
+/// one each call) and, on PostgreSQL, a database of its own per install,
+/// `{prefix}_0` and `{prefix}_1`, made afresh.
+pub fn isolated_targets(prefix: &str) -> Vec<Target> {
+    let mut out: Vec<Target> = targets().into_iter().filter(|t| !t.is_postgres()).collect();
+    for (i, install) in Install::ALL.into_iter().enumerate() {
+        if let Some(url) = pg_database(&format!("{prefix}_{i}")) {
+            install.install(&url);
+            out.push(Target::postgres(url, "isolated"));
+        }
+    }
+    out
+}
+
 /// (Re)creates the PostgreSQL database `name` on the server of
 /// `ALKSTORE_PG_URL` (whose role must be allowed to) and returns its URL;
 /// None when PostgreSQL is not configured.

@@ -891,14 +891,7 @@ fn an_ack_batch_of_mixed_jobs_acks_exactly_the_held_ones() {
 /// for this one.
 #[test]
 fn ack_batch_deletes_or_keeps_whether_or_not_any_queue_keeps_acked_jobs() {
-    let mut isolated: Vec<Target> = targets().into_iter().filter(|t| !t.is_postgres()).collect();
-    for (i, install) in Install::ALL.into_iter().enumerate() {
-        if let Some(url) = pg_database(&format!("alkstore_test_retaining_{i}")) {
-            install.install(&url);
-            isolated.push(Target::postgres(url, "isolated"));
-        }
-    }
-    for target in isolated {
+    for target in isolated_targets("alkstore_test_retaining") {
         let mut conn = target.connect();
         let db = &mut *conn;
         let e = db.engine();

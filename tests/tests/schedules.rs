@@ -358,14 +358,7 @@ fn occurrences_missed_while_nobody_ticked_are_not_replayed() {
     // Nobody else may tick: every other test's tick would enqueue an
     // occurrence here too. SQLite targets are a file of their own; on
     // PostgreSQL, a database of its own per install.
-    let mut isolated: Vec<Target> = targets().into_iter().filter(|t| !t.is_postgres()).collect();
-    for (i, install) in Install::ALL.into_iter().enumerate() {
-        if let Some(url) = pg_database(&format!("alkstore_test_schedules_{i}")) {
-            install.install(&url);
-            isolated.push(Target::postgres(url, "isolated"));
-        }
-    }
-    for target in isolated {
+    for target in isolated_targets("alkstore_test_schedules") {
         let mut db = target.connect();
         let e = db.engine();
         let (name, q) = (fresh("missed"), fresh("missed-q"));
