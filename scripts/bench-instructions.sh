@@ -76,10 +76,7 @@ raw_cols="queue, state, payload, priority, attempts, max_attempts, visibility_ti
 raw_vals="0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()" # after queue, state, payload
 # raw_jobs has jobs' indexes: the claim index is keyed by the name's hash (schema.sql).
 pick="SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id"
-gw_claim() { # batch-size -> graphile-worker's claim (as scripts/bench-postgres.sh sends it)
-  source <(sed -n '/^gw_claim() {/,/^}/p' scripts/bench-postgres.sh)
-  gw_claim "$1" tsk
-}
+. scripts/lib/bench-graphile.sh # gw_claim: graphile-worker's claim, as bench-postgres.sh sends it
 
 # Every loop starts from empty tables; the claim cases then get the
 # pending jobs their loop needs.
@@ -122,7 +119,7 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     DELETE FROM raw_jobs WHERE id = x; COMMIT;" ;;
     claim1:pgmq)  echo "SELECT msg_id INTO x FROM pgmq.read('work', 60, 1); COMMIT;
     PERFORM pgmq.delete('work', x); COMMIT;" ;;
-    claim1:gw)    echo "$(gw_claim 1) SELECT max(id) INTO x FROM c; COMMIT;
+    claim1:gw)    echo "$(gw_claim 1 tsk) SELECT max(id) INTO x FROM c; COMMIT;
     DELETE FROM graphile_worker._private_jobs AS jobs WHERE id = x; COMMIT;" ;;
     claim32:alk)  echo "SELECT array_agg(c.id) INTO xs FROM alk_claim('work', 'w', 32) c; COMMIT;
     PERFORM alk_ack_batch(xs, 'w'); COMMIT;" ;;
@@ -130,7 +127,7 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     DELETE FROM raw_jobs WHERE id = ANY (xs); COMMIT;" ;;
     claim32:pgmq) echo "SELECT array_agg(msg_id) INTO xs FROM pgmq.read('work', 60, 32); COMMIT;
     PERFORM pgmq.delete('work', xs); COMMIT;" ;;
-    claim32:gw)   echo "$(gw_claim 32) SELECT array_agg(id) INTO xs FROM c; COMMIT;
+    claim32:gw)   echo "$(gw_claim 32 tsk) SELECT array_agg(id) INTO xs FROM c; COMMIT;
     DELETE FROM graphile_worker._private_jobs AS jobs USING unnest(xs) u(jid) WHERE id = u.jid; COMMIT;" ;;
   esac
 }

@@ -1,8 +1,9 @@
 # Sourced by the benchmarks that run graphile-worker beside alkstore
-# (bench-postgres.sh, bench-function-form.sh): one copy of the claim its
-# worker sends (graphile-worker 0.18.0, dist/sql/getJobs.js with its
-# default named-queue strategy). The statement ends in a CTE c of the
-# claimed jobs; the caller adds the SELECT from c.
+# (bench-postgres.sh, bench-function-form.sh, bench-instructions.sh): one
+# copy of the claim its worker sends (graphile-worker 0.18.0,
+# dist/sql/getJobs.js with its default named-queue strategy). The
+# statement ends in a CTE c of the claimed jobs; the caller adds the SELECT
+# from c.
 
 gw_claim() { # batch-size task-id -> graphile-worker's claim of that many jobs
   local pick="j"
