@@ -384,7 +384,7 @@ BEGIN
   -- Whether any queue keeps acked jobs is asked once (an uncorrelated
   -- EXISTS runs once per statement, on queues_retaining): when none does,
   -- the delete looks up no job's queue, and the update does not even read
-  -- the jobs again (7% of a claim of 32 + ack in instructions).
+  -- the jobs again (8% of a claim of 32 + ack in instructions).
   WITH d AS (
     DELETE FROM alkstore.jobs j
      WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
