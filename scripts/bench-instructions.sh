@@ -6,7 +6,11 @@
 #
 #   scripts/bench-instructions.sh
 #
-# ALK_BENCH_PEERS=1 adds the peers; ALK_BENCH_OPS picks operations (default
+# ALK_BENCH_PEERS=1 adds the peers; ALK_BENCH_FLOOR=1 adds the floor of an
+# enqueue under the contract (scripts/lib/bench-floor.sql): the INSERT into
+# a job table with nothing but the stamped columns, a primary key and a
+# claim index, sent, in a function, and in a function with alk_enqueue's
+# name check, stamping and wake-up; ALK_BENCH_OPS picks operations (default
 # "enqueue batch claim1 claim32"). About 2 minutes, 9 with the peers.
 #
 # Why: on a small shared machine, pgbench figures move by 20-30% between
@@ -32,6 +36,7 @@ if ! command -v valgrind >/dev/null; then
 fi
 bin=$(pg_config --bindir)
 peers=${ALK_BENCH_PEERS:-0}
+floor=${ALK_BENCH_FLOOR:-0}
 plain=$(scripts/build-plain-sql.sh)
 
 # PostgreSQL does not run as root: the cluster belongs to postgres then.
@@ -49,6 +54,7 @@ psql -X -q -v ON_ERROR_STOP=1 -f "$plain" 2>&1 | { grep -v NOTICE || true; }
 psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE TABLE raw_jobs (LIKE alkstore.jobs INCLUDING ALL);
 SQL
+[ "$floor" = 1 ] && psql -X -q -v ON_ERROR_STOP=1 -f scripts/lib/bench-floor.sql
 if [ "$peers" = 1 ]; then
   scripts/bench-peers.sh postgres bench
   psql -X -q -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
@@ -84,6 +90,7 @@ reset() { # system
   case $1 in
     alk)  echo "TRUNCATE alkstore.jobs;" ;;
     raw)  echo "TRUNCATE raw_jobs;" ;;
+    floor*) echo "TRUNCATE floor_jobs;" ;;
     pgmq) echo "TRUNCATE pgmq.q_enq, pgmq.q_batch, pgmq.q_work;" ;;
     gw)   echo "TRUNCATE graphile_worker._private_jobs;" ;;
     pgq)  echo "SELECT 1;" ;; # its event tables rotate; nothing here reads them
@@ -105,6 +112,11 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
   case $1:$2 in
     enqueue:alk)  echo "PERFORM alk_enqueue('enq', NULL, p); COMMIT;" ;;
     enqueue:raw)  echo "INSERT INTO raw_jobs ($raw_cols) VALUES ('enq', 'pending', p, $raw_vals); COMMIT;" ;;
+    enqueue:floor)  echo "INSERT INTO floor_jobs ($raw_cols) VALUES ('enq', 'pending', p, $raw_vals); COMMIT;" ;;
+    enqueue:floorf) echo "PERFORM floor_enqueue('enq', p); COMMIT;" ;;
+    enqueue:floors) echo "PERFORM floor_enqueue_stamped('enq', p); COMMIT;" ;;
+    batch:floor)    echo "INSERT INTO floor_jobs ($raw_cols) SELECT 'batch', 'pending', e, $raw_vals FROM jsonb_array_elements(b) e; COMMIT;" ;;
+    batch:floorf)   echo "PERFORM floor_enqueue_batch('batch', b); COMMIT;" ;;
     enqueue:pgmq) echo "PERFORM pgmq.send('enq', p); COMMIT;" ;;
     enqueue:gw)   echo "PERFORM graphile_worker.add_job('enq', p::json); COMMIT;" ;;
     enqueue:pgq)  echo "PERFORM pgq.insert_event('enq', 'job', p::text); COMMIT;" ;;
@@ -175,8 +187,11 @@ CALL bench_loop($n2);")
 
 systems=(alk raw)
 [ "$peers" = 1 ] && systems+=(pgmq gw pgq)
-printf '%-32s %10s %10s' "operation (instructions/op)" alkstore raw
-[ "$peers" = 1 ] && printf ' %10s %10s %10s' pgmq graphile pgq
+[ "$floor" = 1 ] && systems+=(floor floorf floors)
+declare -A head=([alk]=alkstore [raw]=raw [pgmq]=pgmq [gw]=graphile [pgq]=pgq
+                 [floor]=floor [floorf]="floor fn" [floors]="fn+stamp")
+printf '%-32s' "operation (instructions/op)"
+for s in "${systems[@]}"; do printf ' %10s' "${head[$s]}"; done
 printf '   %7s' alk/raw
 [ "$peers" = 1 ] && printf '  %8s' alk/peer
 echo
@@ -188,9 +203,8 @@ for op in ${ALK_BENCH_OPS:-enqueue batch claim1 claim32}; do
     claim32) label="claim 32 + ack (2 tx)" ;;
   esac
   declare -A v=()
-  for s in "${systems[@]}"; do v[$s]=$(per_op $op "$s"); done
-  printf '%-32s %10s %10s' "$label" "${v[alk]}" "${v[raw]}"
-  [ "$peers" = 1 ] && printf ' %10s %10s %10s' "${v[pgmq]}" "${v[gw]}" "${v[pgq]}"
+  printf '%-32s' "$label"
+  for s in "${systems[@]}"; do v[$s]=$(per_op $op "$s"); printf ' %10s' "${v[$s]}"; done
   printf '   %6.2fx' "$(echo "${v[alk]} / ${v[raw]}" | bc -l)"
   if [ "$peers" = 1 ]; then
     best=$(for s in pgmq gw pgq; do [ "${v[$s]}" = - ] || echo "${v[$s]}"; done | sort -n | head -1)
