@@ -20,6 +20,9 @@
 # claim cases; faster settings need more. pgbench's connections
 # take PGOPTIONS: PGOPTIONS='-c synchronous_commit=off' measures the CPU each
 # system spends, without the WAL flush every commit otherwise waits for.
+# ALK_BENCH_FLOOR=1 (with ALK_BENCH_PEERS=1) adds a table of enqueues into
+# the thinnest job table the contract leaves (scripts/lib/bench-floor.sql)
+# beside alkstore's and the best peer's.
 # ALK_BENCH_CPU=1 (with ALK_BENCH_PEERS=1) also prints the server's CPU time
 # per operation in those cells: every process of the cluster (the backends,
 # also after they exit, and the WAL writer, autovacuum...), read from /proc
@@ -66,6 +69,8 @@ SELECT pgmq.create(q) FROM unnest(ARRAY['enq', 'batch', 'work']) q;
 SELECT pgq.create_queue(q) FROM unnest(ARRAY['enq', 'batch']) q;
 SQL
 fi
+floor=${ALK_BENCH_FLOOR:-0}
+[ "$floor" = 1 ] && psql -X -q -v ON_ERROR_STOP=1 -d $db -f scripts/lib/bench-floor.sql
 
 payload='{"user": 42, "email": "user42@example.com", "plan": "pro"}'
 batch="[$(for i in $(seq 1 100); do printf '%s{"user": %d, "email": "user%d@example.com"}' "$([ "$i" = 1 ] || echo ,)" "$i" "$i"; done)]"
@@ -116,6 +121,13 @@ if [ "$peers" = 1 ]; then
 SELECT pgmq.delete('work', :id::bigint);"
   script claim32_pgmq  "SELECT array_agg(msg_id) AS ids FROM pgmq.read('work', 60, 32) \gset
 SELECT count(*) FROM pgmq.delete('work', :ids::bigint[]);"
+fi
+if [ "$floor" = 1 ]; then
+  script enqueue_floor  "INSERT INTO floor_jobs ($raw_cols) VALUES ('enq', 'pending', '$payload', 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp());"
+  script enqueue_floorf "SELECT floor_enqueue('enq', '$payload');"
+  script enqueue_floors "SELECT floor_enqueue_stamped('enq', '$payload');"
+  script batch_floor    "INSERT INTO floor_jobs ($raw_cols) SELECT 'batch', 'pending', p, 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp() FROM jsonb_array_elements('$batch') AS p;"
+  script batch_floorf   "SELECT floor_enqueue_batch('batch', '$batch');"
 fi
 . scripts/lib/bench-graphile.sh # gw_claim
 
@@ -242,6 +254,29 @@ if [ "$cpu" = 1 ] && [ "$peers" = 1 ]; then
   echo "server CPU per operation (µs, all of the cluster's processes; the median of each system's runs above):"
   printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (CPU µs/op)" "c" "alkstore" "raw" "pgmq" "graphile" "pgq" "alk/raw" "alk/peer"
   cat "$work/cpu_table"
+fi
+if [ "$floor" = 1 ] && [ "$peers" = 1 ]; then
+  frow() { # label clients ops-per-tx script... (- for none): medians of $rounds runs, the order reversed each round
+    local label=$1 c=$2 k=$3 sys runs=() r s i
+    shift 3; sys=("$@")
+    for ((r = 0; r < rounds; r++)); do
+      for ((s = 0; s < ${#sys[@]}; s++)); do
+        i=$((r % 2 ? ${#sys[@]} - 1 - s : s))
+        runs[i]+="$([ "${sys[i]}" = - ] && echo 0 || tps "${sys[i]}" "$c") "
+      done
+    done
+    printf '%-34s %2d' "$label" "$c"
+    for i in "${!sys[@]}"; do echo "${runs[i]}"; done | medians |
+      awk -v k="$k" '{ for (i = 1; i <= NF; i++) printf "  %10s", ($i > 0 ? sprintf("%.0f", $i * k) : "-"); print "" }'
+  }
+  echo
+  echo "the floor under the contract (scripts/lib/bench-floor.sql; peer: PgQ for enqueue 1, pgmq for batches):"
+  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s
+' "operation (ops/s)" "c" "alkstore" "fn+stamp" "floor fn" "floor" "peer"
+  for c in 1 8; do
+    frow "enqueue 1/tx" $c 1 enqueue_alk enqueue_floors enqueue_floorf enqueue_floor enqueue_pgq
+    frow "enqueue 100/tx (batch)" $c 100 batch_alk - batch_floorf batch_floor batch_pgmq
+  done
 fi
 [ "${ALK_BENCH_MAIN_ONLY:-0}" = 1 ] && { psql -X -q -d postgres -c "DROP DATABASE $db"; exit 0; }
 
