@@ -114,7 +114,7 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     enqueue:raw)  echo "INSERT INTO raw_jobs ($raw_cols) VALUES ('enq', 'pending', p, $raw_vals); COMMIT;" ;;
     enqueue:floor)  echo "INSERT INTO floor_jobs ($raw_cols) VALUES ('enq', 'pending', p, $raw_vals); COMMIT;" ;;
     enqueue:floorf) echo "PERFORM floor_enqueue('enq', p); COMMIT;" ;;
-    enqueue:floors) echo "PERFORM floor_enqueue_stamped('enq', p); COMMIT;" ;;
+    enqueue:floors) echo "PERFORM floor_enqueue_stamped('enq', NULL, p); COMMIT;" ;;
     batch:floor)    echo "INSERT INTO floor_jobs ($raw_cols) SELECT 'batch', 'pending', e, $raw_vals FROM jsonb_array_elements(b) e; COMMIT;" ;;
     batch:floorf)   echo "PERFORM floor_enqueue_batch('batch', b); COMMIT;" ;;
     enqueue:pgmq) echo "PERFORM pgmq.send('enq', p); COMMIT;" ;;

@@ -125,7 +125,7 @@ fi
 if [ "$floor" = 1 ]; then
   script enqueue_floor  "INSERT INTO floor_jobs ($raw_cols) VALUES ('enq', 'pending', '$payload', 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp());"
   script enqueue_floorf "SELECT floor_enqueue('enq', '$payload');"
-  script enqueue_floors "SELECT floor_enqueue_stamped('enq', '$payload');"
+  script enqueue_floors "SELECT floor_enqueue_stamped('enq', NULL, '$payload');"
   script batch_floor    "INSERT INTO floor_jobs ($raw_cols) SELECT 'batch', 'pending', p, 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp() FROM jsonb_array_elements('$batch') AS p;"
   script batch_floorf   "SELECT floor_enqueue_batch('batch', '$batch');"
 fi
