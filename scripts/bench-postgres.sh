@@ -271,8 +271,7 @@ if [ "$floor" = 1 ] && [ "$peers" = 1 ]; then
   }
   echo
   echo "the floor under the contract (scripts/lib/bench-floor.sql; peer: PgQ for enqueue 1, pgmq for batches):"
-  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s
-' "operation (ops/s)" "c" "alkstore" "fn+stamp" "floor fn" "floor" "peer"
+  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s\n' "operation (ops/s)" "c" "alkstore" "fn+stamp" "floor fn" "floor" "peer"
   for c in 1 8; do
     frow "enqueue 1/tx" $c 1 enqueue_alk enqueue_floors enqueue_floorf enqueue_floor enqueue_pgq
     frow "enqueue 100/tx (batch)" $c 100 batch_alk - batch_floorf batch_floor batch_pgmq
