@@ -34,9 +34,10 @@ task=$(psql -X -q -At -d $db -c "SELECT id FROM graphile_worker._private_tasks W
 # deletes by the id :id (in the functions, jid). The function bodies are
 # these strings, so both forms run the same SQL.
 . scripts/lib/bench-graphile.sh
+. scripts/lib/bench-raw.sh
 gw_claim_sql=$(gw_claim 1 "$task")
 gw_ack="DELETE FROM graphile_worker._private_jobs AS jobs WHERE id ="
-raw_claim="WITH c AS (UPDATE public.raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id = (SELECT id FROM public.raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id)"
+raw_claim="WITH c AS (UPDATE public.raw_jobs $raw_claim_set WHERE id = ($(raw_pick public.raw_jobs) LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id)"
 raw_ack="DELETE FROM public.raw_jobs WHERE id ="
 
 wrap() { # name claim-sql ack-sql -> the two functions
@@ -87,8 +88,8 @@ for ((k = 0; k < rounds; k++)); do
 TRUNCATE alkstore.jobs, raw_jobs; DELETE FROM graphile_worker._private_jobs;
 SELECT count(alk_enqueue_batch('work', NULL, (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(1, 1000) i)))
   FROM generate_series(1, $n / 1000);
-INSERT INTO raw_jobs (queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
-  SELECT 'work', 'pending', jsonb_build_object('n', i), 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()
+INSERT INTO raw_jobs ($raw_cols)
+  SELECT 'work', 'pending', jsonb_build_object('n', i), $raw_vals
   FROM generate_series(1, $n) i;
 SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('work', json_build_object('n', i), NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM generate_series(1, $n) i));
 CHECKPOINT;

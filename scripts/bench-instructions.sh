@@ -78,10 +78,8 @@ count() { # sql -> instructions of a single-user backend running it
 }
 
 payload='{"user": 42, "email": "user42@example.com", "plan": "pro"}'
-raw_cols="queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at"
-raw_vals="0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()" # after queue, state, payload
-# raw_jobs has jobs' indexes: the claim index is keyed by the name's hash (schema.sql).
-pick="SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id"
+. scripts/lib/bench-raw.sh # raw_cols, raw_vals, raw_claim_set, raw_pick
+pick=$(raw_pick raw_jobs)
 . scripts/lib/bench-graphile.sh # gw_claim: graphile-worker's claim, as bench-postgres.sh sends it
 
 # Every loop starts from empty tables; the claim cases then get the
@@ -127,7 +125,7 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     batch:pgq)    echo "PERFORM count(pgq.insert_event('batch', 'job', e::text)) FROM jsonb_array_elements(b) e; COMMIT;" ;;
     claim1:alk)   echo "SELECT c.id INTO x FROM alk_claim('work', 'w', 1) c; COMMIT;
     PERFORM alk_ack(x, 'w'); COMMIT;" ;;
-    claim1:raw)   echo "UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id = ($pick LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id INTO x; COMMIT;
+    claim1:raw)   echo "UPDATE raw_jobs $raw_claim_set WHERE id = ($pick LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id INTO x; COMMIT;
     DELETE FROM raw_jobs WHERE id = x; COMMIT;" ;;
     claim1:pgmq)  echo "SELECT msg_id INTO x FROM pgmq.read('work', 60, 1); COMMIT;
     PERFORM pgmq.delete('work', x); COMMIT;" ;;
@@ -135,7 +133,7 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     DELETE FROM graphile_worker._private_jobs AS jobs WHERE id = x; COMMIT;" ;;
     claim32:alk)  echo "SELECT array_agg(c.id) INTO xs FROM alk_claim('work', 'w', 32) c; COMMIT;
     PERFORM alk_ack_batch(xs, 'w'); COMMIT;" ;;
-    claim32:raw)  echo "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id IN ($pick LIMIT 32 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT array_agg(id) INTO xs FROM c; COMMIT;
+    claim32:raw)  echo "WITH c AS (UPDATE raw_jobs $raw_claim_set WHERE id IN ($pick LIMIT 32 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT array_agg(id) INTO xs FROM c; COMMIT;
     DELETE FROM raw_jobs WHERE id = ANY (xs); COMMIT;" ;;
     claim32:pgmq) echo "SELECT array_agg(msg_id) INTO xs FROM pgmq.read('work', 60, 32); COMMIT;
     PERFORM pgmq.delete('work', xs); COMMIT;" ;;

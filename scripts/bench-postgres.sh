@@ -74,22 +74,21 @@ floor=${ALK_BENCH_FLOOR:-0}
 
 payload='{"user": 42, "email": "user42@example.com", "plan": "pro"}'
 batch="[$(for i in $(seq 1 100); do printf '%s{"user": %d, "email": "user%d@example.com"}' "$([ "$i" = 1 ] || echo ,)" "$i" "$i"; done)]"
-raw_cols="queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at"
-raw_vals="'pending', 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()"
+. scripts/lib/bench-raw.sh # raw_cols, raw_vals, raw_claim_set, raw_pick
+pick=$(raw_pick raw_jobs)
 
 script() { printf '%s\n' "$2" > "$work/$1.sql"; }
 script enqueue_alk   "SELECT alk_enqueue('enq', NULL, '$payload');"
-script enqueue_raw   "INSERT INTO raw_jobs ($raw_cols) VALUES ('enq', 'pending', '$payload', 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp());"
+script enqueue_raw   "INSERT INTO raw_jobs ($raw_cols) VALUES ('enq', 'pending', '$payload', $raw_vals);"
 script batch_alk     "SELECT alk_enqueue_batch('batch', NULL, '$batch');"
-script batch_raw     "INSERT INTO raw_jobs ($raw_cols) SELECT 'batch', 'pending', p, 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp() FROM jsonb_array_elements('$batch') AS p;"
+script batch_raw     "INSERT INTO raw_jobs ($raw_cols) SELECT 'batch', 'pending', p, $raw_vals FROM jsonb_array_elements('$batch') AS p;"
 script claim1_alk    "SELECT alk_ack(c.id, 'w') FROM alk_claim('work', 'w', 1) c;"
-# raw_jobs has jobs' indexes: the claim index is keyed by the name's hash (schema.sql).
-script claim1_raw    "DELETE FROM raw_jobs WHERE id = (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);"
+script claim1_raw    "DELETE FROM raw_jobs WHERE id = ($pick LIMIT 1 FOR UPDATE SKIP LOCKED);"
 # Like for like: a claim that survives a crash is a write, and so is the ack.
-script claim1_raw2   "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id = (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT 1;
+script claim1_raw2   "WITH c AS (UPDATE raw_jobs $raw_claim_set WHERE id = ($pick LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT 1;
 DELETE FROM raw_jobs WHERE id = (SELECT id FROM raw_jobs WHERE queue = 'work' AND state = 'running' AND claimed_by = 'w' LIMIT 1);"
 script claim32_alk   "SELECT alk_ack_batch(array_agg(c.id), 'w') FROM alk_claim('work', 'w', 32) c;"
-script claim32_raw   "DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED);"
+script claim32_raw   "DELETE FROM raw_jobs WHERE id IN ($pick LIMIT 32 FOR UPDATE SKIP LOCKED);"
 script publish_alk   "SELECT alk_publish('events', '$payload');"
 script publish_raw   "INSERT INTO raw_events (stream, \"offset\", payload, created_at) VALUES ('events', nextval('raw_offsets'), '$payload', clock_timestamp());"
 script publishN_alk  "SELECT alk_publish('events-' || :client_id, '$payload');"
@@ -104,7 +103,7 @@ script claim1_alk2   "SELECT coalesce(max(id), 0) AS id FROM alk_claim('work', '
 SELECT alk_ack(:id, 'w');"
 script claim32_alk2  "SELECT array_agg(id) AS ids FROM alk_claim('work', 'w', 32) \gset
 SELECT alk_ack_batch(:ids::bigint[], 'w');"
-script claim32_raw2  "WITH c AS (UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = 'w', claim_expires_at = clock_timestamp() + interval '60 s' WHERE id IN (SELECT id FROM raw_jobs WHERE hashtextextended(queue, 0) = hashtextextended('work', 0) AND queue = 'work' AND state = 'pending' AND run_at <= clock_timestamp() ORDER BY priority DESC, run_at, id LIMIT 32 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT array_agg(id) AS ids FROM c \gset
+script claim32_raw2  "WITH c AS (UPDATE raw_jobs $raw_claim_set WHERE id IN ($pick LIMIT 32 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT array_agg(id) AS ids FROM c \gset
 DELETE FROM raw_jobs WHERE id = ANY(:ids::bigint[]);"
 if [ "$peers" = 1 ]; then
   # Each peer's own calls: pgmq's functions; PgQ's insert_event; for
@@ -123,10 +122,10 @@ SELECT pgmq.delete('work', :id::bigint);"
 SELECT count(*) FROM pgmq.delete('work', :ids::bigint[]);"
 fi
 if [ "$floor" = 1 ]; then
-  script enqueue_floor  "INSERT INTO floor_jobs ($raw_cols) VALUES ('enq', 'pending', '$payload', 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp());"
+  script enqueue_floor  "INSERT INTO floor_jobs ($raw_cols) VALUES ('enq', 'pending', '$payload', $raw_vals);"
   script enqueue_floorf "SELECT floor_enqueue('enq', '$payload');"
   script enqueue_floors "SELECT floor_enqueue_stamped('enq', NULL, '$payload');"
-  script batch_floor    "INSERT INTO floor_jobs ($raw_cols) SELECT 'batch', 'pending', p, 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp() FROM jsonb_array_elements('$batch') AS p;"
+  script batch_floor    "INSERT INTO floor_jobs ($raw_cols) SELECT 'batch', 'pending', p, $raw_vals FROM jsonb_array_elements('$batch') AS p;"
   script batch_floorf   "SELECT floor_enqueue_batch('batch', '$batch');"
 fi
 . scripts/lib/bench-graphile.sh # gw_claim
@@ -136,7 +135,7 @@ fill_work() { # enough pending jobs on every side for the claim cases
 SELECT count(alk_enqueue_batch('work', NULL, (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(1, 1000) i)))
   FROM generate_series(1, $1);
 INSERT INTO raw_jobs ($raw_cols)
-  SELECT 'work', 'pending', jsonb_build_object('n', i), 0, 0, 5, 60000, 5000, 3600000, clock_timestamp(), clock_timestamp()
+  SELECT 'work', 'pending', jsonb_build_object('n', i), $raw_vals
   FROM generate_series(1, $1 * 1000) i;
 VACUUM ANALYZE alkstore.jobs; VACUUM ANALYZE raw_jobs;
 CHECKPOINT; -- the fill wrote a lot of WAL: checkpoint now, not during the first cells
