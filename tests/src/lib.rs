@@ -375,6 +375,28 @@ pub fn sleep_ms(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }
 
+/// The next notification on `c` within `wait`, as (channel, payload),
+/// skipping wake-ups (alkstore_jobs, alkstore_events) whose payload is not
+/// one of `names`: tests running at once share the test databases, so those
+/// channels also carry other tests' queues and streams.
+pub fn next_notification(
+    c: &mut postgres::Client,
+    names: &[&str],
+    wait: Duration,
+) -> Option<(String, String)> {
+    use postgres::fallible_iterator::FallibleIterator;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut all = c.notifications();
+        let n = all.timeout_iter(left).next().expect("notifications")?;
+        let shared = ["alkstore_jobs", "alkstore_events"].contains(&n.channel());
+        if !shared || names.contains(&n.payload()) {
+            return Some((n.channel().to_string(), n.payload().to_string()));
+        }
+    }
+}
+
 // ---- SQLite ----
 
 struct Sqlite {

@@ -5,7 +5,6 @@
 //! (`scripts/test.sh` configures it) there is nothing to run.
 
 use alkstore_tests::*;
-use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
@@ -597,14 +596,6 @@ fn claims_read_a_large_queue_in_claim_order_not_all_of_it() {
     }
 }
 
-fn next_notification(c: &mut Client, wait: Duration) -> Option<(String, String)> {
-    let mut n = c.notifications();
-    let mut it = n.timeout_iter(wait);
-    it.next()
-        .unwrap()
-        .map(|n| (n.channel().to_string(), n.payload().to_string()))
-}
-
 #[test]
 fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
     for target in pg_targets() {
@@ -622,17 +613,17 @@ fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
                 .unwrap();
         }
         assert_eq!(
-            next_notification(&mut worker, Duration::from_millis(200)),
+            next_notification(&mut worker, &[&q], Duration::from_millis(200)),
             None,
             "nothing before commit"
         );
         tx.commit().unwrap();
         assert_eq!(
-            next_notification(&mut worker, Duration::from_secs(5)),
+            next_notification(&mut worker, &[&q], Duration::from_secs(5)),
             Some(("alkstore_jobs".into(), q.clone()))
         );
         assert_eq!(
-            next_notification(&mut worker, Duration::from_millis(200)),
+            next_notification(&mut worker, &[&q], Duration::from_millis(200)),
             None,
             "one per transaction and queue"
         );
@@ -642,11 +633,12 @@ fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
             .unwrap();
         tx.rollback().unwrap();
         assert_eq!(
-            next_notification(&mut worker, Duration::from_millis(200)),
+            next_notification(&mut worker, &[&q], Duration::from_millis(200)),
             None
         );
         // Outboxes and streams have their own registrations.
         let o = fresh("wake-outbox");
+        let ob = format!("__alkstore_outbox:{o}");
         worker
             .execute("SELECT alk_listen_outbox($1)", &[&o])
             .unwrap();
@@ -654,8 +646,8 @@ fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
             .execute("SELECT alk_outbox_enqueue($1, NULL, '1')", &[&o])
             .unwrap();
         assert_eq!(
-            next_notification(&mut worker, Duration::from_secs(5)),
-            Some(("alkstore_jobs".into(), format!("__alkstore_outbox:{o}")))
+            next_notification(&mut worker, &[&ob], Duration::from_secs(5)),
+            Some(("alkstore_jobs".into(), ob.clone()))
         );
         let s = fresh("wake-stream");
         assert_eq!(
@@ -669,7 +661,7 @@ fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
             .execute("SELECT alk_publish($1, '1')", &[&s])
             .unwrap();
         assert_eq!(
-            next_notification(&mut worker, Duration::from_secs(5)),
+            next_notification(&mut worker, &[&s], Duration::from_secs(5)),
             Some(("alkstore_events".into(), s.clone()))
         );
         // Unregistered: no wake-up is sent (a plain LISTEN elsewhere hears nothing).
@@ -681,7 +673,7 @@ fn waiting_workers_are_woken_once_per_transaction_and_queue_after_commit() {
             .execute("SELECT alk_enqueue($1, NULL, '1')", &[&q])
             .unwrap();
         assert_eq!(
-            next_notification(&mut worker, Duration::from_millis(300)),
+            next_notification(&mut worker, &[&q], Duration::from_millis(300)),
             None,
             "no waiter, no NOTIFY"
         );
@@ -709,7 +701,7 @@ fn a_waiter_wakes_itself_and_a_rolled_back_registration_wakes_nobody() {
             .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
             .unwrap();
         assert_eq!(
-            next_notification(&mut worker, Duration::from_secs(5)),
+            next_notification(&mut worker, &[&q], Duration::from_secs(5)),
             Some(("alkstore_jobs".into(), q.clone())),
             "[{}] its own enqueue",
             target.name()
@@ -729,7 +721,7 @@ fn a_waiter_wakes_itself_and_a_rolled_back_registration_wakes_nobody() {
                 .unwrap();
         }
         assert_eq!(
-            next_notification(&mut listener, Duration::from_millis(300)),
+            next_notification(&mut listener, &[&q], Duration::from_millis(300)),
             None,
             "[{}] no waiter, no NOTIFY",
             target.name()
@@ -755,7 +747,7 @@ fn notifications_reach_plain_listen_after_commit_in_commit_order() {
         tx.execute("SELECT alk_notify($1, '{\"n\": 1}')", &[&ch])
             .unwrap();
         assert_eq!(
-            next_notification(&mut listener, Duration::from_millis(200)),
+            next_notification(&mut listener, &[], Duration::from_millis(200)),
             None
         );
         tx.commit().unwrap();
@@ -770,11 +762,13 @@ fn notifications_reach_plain_listen_after_commit_in_commit_order() {
             .execute("SELECT alk_notify($1, '3')", &[&ch])
             .unwrap();
         let got: Vec<String> = (0..3)
-            .filter_map(|_| next_notification(&mut listener, Duration::from_secs(5)).map(|n| n.1))
+            .filter_map(|_| {
+                next_notification(&mut listener, &[], Duration::from_secs(5)).map(|n| n.1)
+            })
             .collect();
         assert_eq!(got, ["{\"n\": 1}", "2", "3"]);
         assert_eq!(
-            next_notification(&mut listener, Duration::from_millis(200)),
+            next_notification(&mut listener, &[], Duration::from_millis(200)),
             None
         );
         // Long channel names map to a hash that fits PostgreSQL's 63 bytes.
@@ -791,7 +785,7 @@ fn notifications_reach_plain_listen_after_commit_in_commit_order() {
             .execute("SELECT alk_notify($1, '\"long\"')", &[&long])
             .unwrap();
         assert_eq!(
-            next_notification(&mut listener, Duration::from_secs(5)),
+            next_notification(&mut listener, &[], Duration::from_secs(5)),
             Some((mapped, "\"long\"".into()))
         );
     }

@@ -327,7 +327,7 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
             r.batch_execute("SELECT alk_enqueue('up-q', NULL, '2')")
                 .unwrap();
             assert_eq!(
-                next_notification(&mut listener, 300),
+                next_wake(&mut listener, "up-q", 300),
                 None,
                 "[{install:?}, -F{format}] a restored registration woke someone"
             );
@@ -516,11 +516,9 @@ fn lease_losers_get_null_at_once_and_never_block_the_holder() {
     }
 }
 
-fn next_notification(c: &mut Client, wait_ms: u64) -> Option<String> {
-    use postgres::fallible_iterator::FallibleIterator;
-    let mut n = c.notifications();
-    let mut it = n.timeout_iter(std::time::Duration::from_millis(wait_ms));
-    it.next().unwrap().map(|n| n.payload().to_string())
+/// The next wake-up about `name` on `c` within `wait_ms`: its payload.
+fn next_wake(c: &mut Client, name: &str, wait_ms: u64) -> Option<String> {
+    next_notification(c, &[name], std::time::Duration::from_millis(wait_ms)).map(|n| n.1)
 }
 
 /// Issue 15 item 4 (contract v1.1 §A3): a registration lasts at most 300 s
@@ -551,7 +549,7 @@ fn wake_up_registrations_are_capped_and_die_with_their_session() {
         c.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
             .unwrap();
         assert_eq!(
-            next_notification(&mut listener, 300),
+            next_wake(&mut listener, &q, 300),
             None,
             "[{}] the registration of an ended session still wakes",
             target.name()
@@ -563,7 +561,7 @@ fn wake_up_registrations_are_capped_and_die_with_their_session() {
         c.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
             .unwrap();
         assert_eq!(
-            next_notification(&mut listener, 2000),
+            next_wake(&mut listener, &q, 2000),
             Some(q.clone()),
             "[{}]",
             target.name()
@@ -583,7 +581,7 @@ fn wait_like_a_worker(url: &str, q: &str) -> (i64, Option<String>) {
     if claimed > 0 {
         return (claimed, None);
     }
-    (0, next_notification(&mut w, 3000))
+    (0, next_wake(&mut w, q, 3000))
 }
 
 /// Issue 15 item 3 (contract v1.1 §A3): a session that registered before
@@ -633,7 +631,7 @@ fn a_registration_made_before_the_enqueuer_commits_is_never_missed() {
             .unwrap();
         e.batch_execute("COMMIT").unwrap();
         assert_eq!(
-            next_notification(&mut w, 3000).as_deref(),
+            next_wake(&mut w, &q, 3000).as_deref(),
             Some(q.as_str()),
             "[{}] REPEATABLE READ: the registered worker was not woken",
             target.name()
@@ -691,7 +689,7 @@ fn racing_producers_never_leave_a_registered_worker_asleep() {
                 break;
             }
             assert!(
-                next_notification(&mut w, 5000).is_some(),
+                next_wake(&mut w, &q, 5000).is_some(),
                 "[{}] round {rounds}: no wake-up with {} of {total} jobs claimed",
                 target.name(),
                 claimed

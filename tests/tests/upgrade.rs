@@ -12,7 +12,6 @@
 //! the same as a fresh install's.
 
 use alkstore_tests::*;
-use postgres::fallible_iterator::FallibleIterator;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -646,14 +645,8 @@ fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
         "alk_enqueue",
         &[t("up-plain"), Arg::Null, j("{\"wake\": 1}")],
     );
-    let mut notes = old.waiter.notifications();
-    let woken = notes
-        .timeout_iter(Duration::from_secs(5))
-        .next()
-        .unwrap_or_else(|e| panic!("[{engine}] {e}"))
-        .map(|n| (n.channel().to_string(), n.payload().to_string()));
     assert_eq!(
-        woken,
+        next_notification(&mut old.waiter, &["up-plain"], Duration::from_secs(5)),
         Some(("alkstore_jobs".into(), "up-plain".into())),
         "[{engine}] a registration from before the upgrade still wakes"
     );
