@@ -26,6 +26,10 @@ if [ "${1:-}" = --out ]; then
   out=$2
 fi
 mkdir -p "$(dirname "$out")"
+# Written beside it and renamed into place: a psql reading the script now
+# (tests run at once) keeps the whole old file, never a half-written one.
+tmp="$out.tmp.$$"
+trap 'rm -f "$tmp"' EXIT
 
 {
   cat <<HEAD
@@ -113,5 +117,6 @@ END
 $alkstore_install$;
 COMMIT;
 TAIL
-} > "$out"
+} > "$tmp"
+mv -f "$tmp" "$out"
 echo "$out"
