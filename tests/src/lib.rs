@@ -475,14 +475,17 @@ impl Db for Pg {
     fn exec(&mut self, sql: &str) {
         self.client
             .batch_execute(sql)
-            .unwrap_or_else(|e| panic!("[postgres] {sql}: {e}"));
+            .unwrap_or_else(|e| panic!("[postgres] {sql}: {e:?}"));
     }
 
     fn query_i64(&mut self, sql: &str) -> i64 {
+        // Unnamed, as the facade's calls: through a transaction-pooling
+        // PgBouncer a named statement ("s4") can be prepared on one server
+        // connection and run on another, where another client's "s4" is.
         let row = self
             .client
-            .query_one(sql, &[])
-            .unwrap_or_else(|e| panic!("[postgres] {sql}: {e}"));
+            .query_typed_one(sql, &[])
+            .unwrap_or_else(|e| panic!("[postgres] {sql}: {e:?}"));
         row.get::<_, i64>(0)
     }
 

@@ -578,7 +578,12 @@ fn rollback_drops_every_kind_of_write_and_commit_keeps_them() {
         assert!(db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(1)]));
         db.ok("alk_notify", &[t("tx-channel"), j("\"hi\"")]);
         db.rollback();
-        assert_eq!(db.query_i64(&format!("SELECT count(*) FROM {table}")), 0);
+        assert_eq!(
+            db.query_i64(&format!("SELECT count(*) FROM {table}")),
+            0,
+            "[{}]",
+            target.name()
+        );
         assert_eq!(
             db.ok("alk_get_job", &[Arg::Int(job)]),
             Value::Null,
