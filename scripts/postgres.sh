@@ -3,7 +3,7 @@
 # (Debian's "15/main", as root). Subcommands:
 #   start     start the cluster and give root a superuser role
 #   install   build the release extension into the server and restart it;
-#             also the frozen 0.1.0 install script, so that the upgrade
+#             also the frozen install scripts (0.1.0, 0.2.0), so that the upgrade
 #             tests can CREATE EXTENSION alkstore VERSION '0.1.0'
 
 #   testdbs   (re)create the test databases: one with CREATE EXTENSION,
@@ -32,7 +32,9 @@ case "${1:-}" in
   install)
     bash scripts/build-update-sql.sh --check
     cargo pgrx install -p alkstore-pg --pg-config "$PG_CONFIG" --release
-    install -m 644 sql/frozen/0.1.0/alkstore--0.1.0.sql "$("$PG_CONFIG" --sharedir)/extension/"
+    for f in sql/frozen/*/alkstore--[0-9]*[0-9].sql; do
+      install -m 644 "$f" "$("$PG_CONFIG" --sharedir)/extension/"
+    done
     # Backends that loaded an older alkstore.so must not keep running.
     pg_ctlcluster 15 main restart
     for _ in $(seq 1 30); do pg_isready -q && break; sleep 1; done

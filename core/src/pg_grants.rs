@@ -7,6 +7,39 @@
 use crate::catalogue::{Role, FUNCTIONS};
 use std::fmt::Write;
 
+/// Roles that could call the alk_* functions before an upgrade that
+/// restricted them to alkstore_user (0.1.0 let PUBLIC call them all): the
+/// upgrade step recorded them in alkstore.meta; they are granted
+/// alkstore_user here, with a warning, so that the upgrade keeps working what
+/// worked. A role that may not grant says which statement an administrator
+/// runs, and changes nothing.
+const CALLERS_BEFORE: &str = r#"
+-- Roles that could call alk_* before an upgrade restricted them (recorded by
+-- the upgrade step in alkstore.meta) keep calling them: granted alkstore_user.
+DO $alkstore_callers$
+DECLARE
+  names text;
+BEGIN
+  SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname) INTO names
+    FROM alkstore.meta m, pg_catalog.jsonb_array_elements_text(m.value::jsonb) c(name), pg_catalog.pg_roles r
+   WHERE m.key = 'callers_before_upgrade' AND r.rolname = c.name
+     AND NOT pg_catalog.pg_has_role(r.oid, 'alkstore_user', 'MEMBER');
+  DELETE FROM alkstore.meta WHERE key = 'callers_before_upgrade';
+  IF names IS NOT NULL THEN
+    BEGIN
+      EXECUTE pg_catalog.format('GRANT alkstore_user TO %s', names);
+    EXCEPTION WHEN insufficient_privilege THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+        MESSAGE = pg_catalog.format('alkstore: these roles could call the alk_* functions before this upgrade and would lose them, and this role may not grant them alkstore_user: %s; nothing was changed', names),
+        HINT = pg_catalog.format('An administrator runs: GRANT alkstore_user TO %s; then run the upgrade again.', names);
+    END;
+    RAISE WARNING USING
+      MESSAGE = pg_catalog.format('alkstore: only members of alkstore_user may call the alk_* functions now; granted alkstore_user to %s, who could call them before', names),
+      HINT = 'Revoke it (REVOKE alkstore_user FROM <role>) from any of them that should not; grant alkstore_admin to those that configure queues.';
+  END IF;
+END $alkstore_callers$;
+"#;
+
 /// The text of `sql/postgres/grants.sql`.
 pub fn sql() -> String {
     let (user, admin) = (Role::User.name(), Role::Admin.name());
@@ -89,6 +122,7 @@ BEGIN
          END LOOP;\nEND $alkstore_grants$;\n",
         rows.join(",\n")
     );
+    out.push_str(CALLERS_BEFORE);
     out
 }
 

@@ -4,7 +4,7 @@
 
 -- The installed code's version (alk_version).
 CREATE OR REPLACE FUNCTION alkstore.version() RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '0.2.0'::text $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '0.3.0'::text $$;
 
 -- The schema version this code works on.
 CREATE OR REPLACE FUNCTION alkstore.schema_version() RETURNS integer
@@ -41,6 +41,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 64::integer $$;
 -- The longest duration any option or argument takes, in seconds.
 CREATE OR REPLACE FUNCTION alkstore.max_duration_s() RETURNS numeric
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3153600000::numeric $$;
+
+-- The longest cron text of a schedule spec, in bytes.
+CREATE OR REPLACE FUNCTION alkstore.max_cron_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1024::integer $$;
 
 -- The largest max_jobs / max_events.
 CREATE OR REPLACE FUNCTION alkstore.max_batch() RETURNS integer

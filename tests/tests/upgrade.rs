@@ -1,11 +1,12 @@
-//! Upgrades from the frozen 0.1.0 installs (contract v1.1 §B), on all three:
-//! SQLite (a database the 0.1.0 library wrote), the PostgreSQL extension
-//! (`CREATE EXTENSION alkstore VERSION '0.1.0'`, then `ALTER EXTENSION
-//! alkstore UPDATE`) and the plain SQL install (the frozen 0.1.0 script,
-//! then today's script over it). The data is `sql/frozen/0.1.0/fixture.sql`,
-//! written through the 0.1.0 functions.
+//! Upgrades from every frozen release, 0.1.0 and 0.2.0 (contract v1.1 §B),
+//! on all three installs: SQLite (a database that release's library wrote),
+//! the PostgreSQL extension (`CREATE EXTENSION alkstore VERSION '<v>'`, then
+//! `ALTER EXTENSION alkstore UPDATE`) and the plain SQL install (the frozen
+//! script, then today's script over it). The data is
+//! `sql/frozen/<v>/fixture.sql`, written through that release's functions;
+//! 0.2.0's holds 0.1.0's first, then what 0.2.0 added.
 //!
-//! After each upgrade: every row of 0.1.0 reads back unchanged, the functions
+//! After each upgrade: every old row reads back unchanged, the functions
 //! return the fixture's values, everything keeps working (the claim taken
 //! before the upgrade is acked after it; ids, offsets and tokens continue
 //! upward; no job is lost or handed out twice), and the upgraded schema is
@@ -17,12 +18,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-const FROZEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/frozen/0.1.0");
+const FROZEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/frozen");
 /// Claims of queue `up-q` last this long (fixture), so job 1's is live.
 const CENTURY_S: i64 = 3_153_600_000;
 
-fn frozen(file: &str) -> String {
-    std::fs::read_to_string(Path::new(FROZEN).join(file)).expect(file)
+/// A file of the frozen release `v`.
+fn frozen(v: &str, file: &str) -> String {
+    std::fs::read_to_string(Path::new(FROZEN).join(v).join(file)).expect(file)
 }
 
 fn pg(url: &str) -> postgres::Client {
@@ -167,6 +169,114 @@ fn check_fixture(db: &mut dyn Db, engine: &str) {
     assert_eq!(events[1]["key"], Value::Null, "[{engine}]");
     assert_eq!(events[2]["payload"], json!([3]), "[{engine}]");
     assert_eq!(r["offsets"], json!([1, 2]), "[{engine}]");
+}
+
+/// What 0.2.0's fixture added (contract v1.1), read through the upgraded
+/// functions.
+fn check_fixture_020(db: &mut dyn Db, engine: &str) {
+    let job = |db: &mut dyn Db, id: i64| db.ok("alk_get_job", &[Arg::Int(id)]);
+    let kept = job(db, 10);
+    assert_eq!(kept["state"], "completed", "[{engine}]");
+    assert_eq!(kept["result"], json!({"charged": 1200}), "[{engine}]");
+    assert_eq!(kept["idempotency_key"], "order-1", "[{engine}]");
+    assert_eq!(kept["payload"], json!({"order": 1}), "[{engine}]");
+    let head = job(db, 11);
+    assert_eq!(
+        (&head["state"], &head["group_key"], &head["claimed_by"]),
+        (&json!("running"), &json!("cust-7"), &json!("w-group")),
+        "[{engine}]"
+    );
+    for id in [12, 13, 14] {
+        assert_eq!(job(db, id)["state"], "pending", "[{engine}] job {id}");
+    }
+    assert_eq!(
+        db.ok("alk_queue_stats", &[t("up2-paused")])["paused"],
+        true,
+        "[{engine}]"
+    );
+    assert_eq!(
+        db.ok("alk_outbox_stats", &[t("up2-po")])["paused"],
+        true,
+        "[{engine}]"
+    );
+    assert_eq!(
+        db.ok("alk_queue_opts", &[t("up2-keep")])["retain_completed_s"],
+        CENTURY_S,
+        "[{engine}]"
+    );
+    let schedules: Vec<Value> = db
+        .ok("alk_schedules", &[])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            json!([
+                s["name"],
+                s["queue"],
+                s["spec"],
+                s["opts"],
+                s["last_run_at"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        schedules,
+        [
+            json!(["up2-hourly", "up2-pings", {"every_s": 3600}, {"priority": 5}, null]),
+            json!(["up2-nightly", "up2-reports", {"cron": "0 3 * * *"}, null, null]),
+        ],
+        "[{engine}]"
+    );
+    let info = db.ok("alk_stream_info", &[t("up2-s")]);
+    assert_eq!(
+        (info["retain_events"].clone(), info["last_offset"].clone()),
+        (json!(100), json!(1)),
+        "[{engine}]"
+    );
+}
+
+/// 0.2.0's groups, keys, pauses and results keep working after the upgrade.
+fn check_020_keeps_working(db: &mut dyn Db, engine: &str) {
+    let ids = |v: Value| -> Vec<i64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_i64().unwrap())
+            .collect()
+    };
+    let claim =
+        |db: &mut dyn Db, q: &str| ids(db.ok("alk_claim", &[t(q), t("w-020"), Arg::Int(10)]));
+    // Groups: cust-7's head is running, so only cust-8's head is claimable;
+    // acking each head hands out the next, in order.
+    assert_eq!(claim(db, "up2-g"), [13], "[{engine}]");
+    assert!(
+        db.yes("alk_ack", &[Arg::Int(11), t("w-group")]),
+        "[{engine}]"
+    );
+    assert!(db.yes("alk_ack", &[Arg::Int(13), t("w-020")]), "[{engine}]");
+    assert_eq!(claim(db, "up2-g"), [12, 14], "[{engine}]");
+    // An idempotency key still names its job.
+    assert_eq!(
+        db.int(
+            "alk_enqueue",
+            &[
+                t("up2-keep"),
+                j(r#"{"idempotency_key": "order-1"}"#),
+                j("2")
+            ]
+        ),
+        10,
+        "[{engine}]"
+    );
+    // Paused stays paused until resumed.
+    assert_eq!(claim(db, "up2-paused"), Vec::<i64>::new(), "[{engine}]");
+    assert!(db.yes("alk_queue_resume", &[t("up2-paused")]), "[{engine}]");
+    assert_eq!(claim(db, "up2-paused"), [15], "[{engine}]");
+    let outbox =
+        |db: &mut dyn Db| ids(db.ok("alk_outbox_claim", &[t("up2-po"), t("w-020"), Arg::Int(10)]));
+    assert_eq!(outbox(db), Vec::<i64>::new(), "[{engine}]");
+    assert!(db.yes("alk_outbox_resume", &[t("up2-po")]), "[{engine}]");
+    assert_eq!(outbox(db), [16], "[{engine}]");
 }
 
 /// Everything keeps working after the upgrade.
@@ -443,11 +553,22 @@ fn assert_same_schema(engine: &str, upgraded: &[String], fresh: &[String]) {
 
 // ---- SQLite ----
 
-#[test]
-fn sqlite_upgrades_a_database_written_by_0_1_0() {
+/// The schema version each frozen release wrote.
+fn schema_of(v: &str) -> i64 {
+    match v {
+        "0.1.0" => 1,
+        _ => 2,
+    }
+}
+
+fn sqlite_upgrades_a_database_written_by(v: &str) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let path = dir.path().join("from-0.1.0.db");
-    std::fs::copy(Path::new(FROZEN).join("sqlite-0.1.0.db"), &path).unwrap();
+    let path = dir.path().join(format!("from-{v}.db"));
+    std::fs::copy(
+        Path::new(FROZEN).join(v).join(format!("sqlite-{v}.db")),
+        &path,
+    )
+    .unwrap();
     let columns = columns_sqlite(&path);
     let before = rows_sqlite(&path, &columns);
     let version = |p: &Path| -> String {
@@ -460,26 +581,35 @@ fn sqlite_upgrades_a_database_written_by_0_1_0() {
             )
             .unwrap()
     };
-    assert_eq!(version(&path), "1");
+    let old_schema = schema_of(v);
+    assert_eq!(version(&path), old_schema.to_string());
 
     let target = Target::sqlite_at(path.clone(), Arc::clone(&dir));
     let mut db = target.connect();
-    // The first call migrates inside the caller's transaction: rolled back
-    // with it, and done again by the next call.
+    if old_schema < alkstore_core::SCHEMA_VERSION {
+        // The first call migrates inside the caller's transaction: rolled
+        // back with it, and done again by the next call.
+        db.begin();
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(1)])["claimed_by"], "w-live");
+        assert_eq!(
+            db.query_i64(
+                "SELECT CAST(value AS INTEGER) FROM alk_meta WHERE key = 'schema_version'"
+            ),
+            alkstore_core::SCHEMA_VERSION
+        );
+        db.rollback();
+        assert_eq!(
+            version(&path),
+            old_schema.to_string(),
+            "the migration rolled back with the caller"
+        );
+    }
+    let engine = format!("sqlite from {v}");
     db.begin();
-    assert_eq!(db.ok("alk_get_job", &[Arg::Int(1)])["claimed_by"], "w-live");
-    assert_eq!(
-        db.query_i64("SELECT CAST(value AS INTEGER) FROM alk_meta WHERE key = 'schema_version'"),
-        2
-    );
-    db.rollback();
-    assert_eq!(
-        version(&path),
-        "1",
-        "the migration rolled back with the caller"
-    );
-    db.begin();
-    check_fixture(&mut *db, "sqlite");
+    check_fixture(&mut *db, &engine);
+    if v != "0.1.0" {
+        check_fixture_020(&mut *db, &engine);
+    }
     db.commit();
     assert_eq!(version(&path), alkstore_core::SCHEMA_VERSION.to_string());
     assert_eq!(
@@ -491,20 +621,33 @@ fn sqlite_upgrades_a_database_written_by_0_1_0() {
             .into_iter()
             .filter(|r| !r.starts_with("alk_meta"))
             .collect::<Vec<_>>(),
-        "every 0.1.0 row reads back unchanged"
+        "every {v} row reads back unchanged"
     );
     let notes = db.ok("alk_notifications", &[t("up-n"), Arg::Int(0)]);
     assert_eq!(notes[0]["payload"], json!({"hello": 1}));
-    check_it_keeps_working(&mut *db, "sqlite");
+    if v != "0.1.0" {
+        check_020_keeps_working(&mut *db, &engine);
+    }
+    check_it_keeps_working(&mut *db, &engine);
 
     let fresh_path = dir.path().join("fresh.db");
     let mut fresh = Target::sqlite_at(fresh_path.clone(), Arc::clone(&dir)).connect();
     fresh.ok("alk_init", &[]);
     assert_same_schema(
-        "sqlite",
+        &engine,
         &describe_sqlite(&path),
         &describe_sqlite(&fresh_path),
     );
+}
+
+#[test]
+fn sqlite_upgrades_a_database_written_by_0_1_0() {
+    sqlite_upgrades_a_database_written_by("0.1.0");
+}
+
+#[test]
+fn sqlite_upgrades_a_database_written_by_0_2_0() {
+    sqlite_upgrades_a_database_written_by("0.2.0");
 }
 
 #[test]
@@ -535,9 +678,10 @@ fn sqlite_refuses_a_newer_schema_naming_both_versions() {
 
 // ---- PostgreSQL ----
 
-/// A 0.1.0 PostgreSQL install with the fixture, and a session that
-/// registered to wait for queue `up-plain` before the upgrade.
-struct Pg010 {
+/// A PostgreSQL install of a frozen release with its fixture, and a session
+/// that registered to wait for queue `up-plain` before the upgrade.
+struct PgOld {
+    version: &'static str,
     url: String,
     waiter: postgres::Client,
     columns: Vec<(String, Vec<String>)>,
@@ -545,23 +689,30 @@ struct Pg010 {
     readings: Value,
 }
 
-fn pg_010(name: &str, install: impl FnOnce(&mut postgres::Client)) -> Option<Pg010> {
+fn pg_old(
+    version: &'static str,
+    name: &str,
+    install: impl FnOnce(&mut postgres::Client),
+) -> Option<PgOld> {
     let Some(url) = pg_database(name) else {
         assert!(!pg_required(), "ALKSTORE_PG_URL is required");
         return None;
     };
     let mut c = pg(&url);
     install(&mut c);
-    c.batch_execute(&frozen("fixture.sql"))
-        .expect("fixture on 0.1.0");
+    c.batch_execute(&frozen(version, "fixture.sql"))
+        .expect("the fixture on its release");
     let mut waiter = pg(&url);
     waiter
         .batch_execute("SELECT alk_listen_queue('up-plain', 300)")
         .unwrap();
+    // Read first: reading a stream sequences what was published (0.2.0),
+    // which moves rows; the upgrade must not move any.
+    let readings = readings(&mut *Target::postgres(url.clone(), version).connect());
     let columns = columns_pg(&mut c);
     let rows = rows_pg(&mut c, &columns);
-    let readings = readings(&mut *Target::postgres(url.clone(), "0.1.0").connect());
-    Some(Pg010 {
+    Some(PgOld {
+        version,
         url,
         waiter,
         columns,
@@ -617,7 +768,8 @@ fn without_new_keys(mut v: Value) -> Value {
     v
 }
 
-fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
+fn check_pg_upgraded(mut old: PgOld, engine: &str, fresh_url: &str) {
+    let engine = &format!("{engine} from {}", old.version);
     let mut c = pg(&old.url);
     let rows: Vec<String> = rows_pg(&mut c, &old.columns)
         .into_iter()
@@ -630,15 +782,20 @@ fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
         .collect();
     assert_eq!(
         rows, before,
-        "[{engine}] every 0.1.0 row reads back unchanged"
+        "[{engine}] every old row reads back unchanged"
     );
     let mut db = Target::postgres(old.url.clone(), "upgraded").connect();
-    assert_eq!(
-        without_new_keys(readings(&mut *db)),
-        old.readings,
-        "[{engine}] the functions read the same"
-    );
+    let now = readings(&mut *db);
+    let now = if old.version == "0.1.0" {
+        without_new_keys(now)
+    } else {
+        now
+    };
+    assert_eq!(now, old.readings, "[{engine}] the functions read the same");
     check_fixture(&mut *db, engine);
+    if old.version != "0.1.0" {
+        check_fixture_020(&mut *db, engine);
+    }
 
     // The session that registered before the upgrade is woken by an enqueue after it.
     let wake = db.int(
@@ -651,6 +808,9 @@ fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
         "[{engine}] a registration from before the upgrade still wakes"
     );
     assert!(db.yes("alk_cancel", &[Arg::Int(wake)]));
+    if old.version != "0.1.0" {
+        check_020_keeps_working(&mut *db, engine);
+    }
     check_it_keeps_working(&mut *db, engine);
     assert_same_schema(
         engine,
@@ -659,11 +819,11 @@ fn check_pg_upgraded(mut old: Pg010, engine: &str, fresh_url: &str) {
     );
 }
 
-#[test]
-fn postgres_extension_alter_extension_update_from_0_1_0() {
-    let Some(old) = pg_010("alkstore_upgrade_ext", |c| {
-        c.batch_execute("CREATE EXTENSION alkstore VERSION '0.1.0'")
-            .expect("CREATE EXTENSION alkstore VERSION '0.1.0' (scripts/postgres.sh install puts the frozen script in place)");
+fn postgres_extension_alter_extension_update_from(v: &'static str) {
+    let db = format!("alkstore_upgrade_ext_{}", v.replace('.', "_"));
+    let Some(old) = pg_old(v, &db, |c| {
+        c.batch_execute(&format!("CREATE EXTENSION alkstore VERSION '{v}'"))
+            .expect("CREATE EXTENSION alkstore VERSION (scripts/postgres.sh install puts the frozen scripts in place)");
     }) else {
         return;
     };
@@ -677,11 +837,21 @@ fn postgres_extension_alter_extension_update_from_0_1_0() {
         .unwrap()
         .get(0);
     assert_eq!(version, alkstore_core::VERSION);
-    let fresh = pg_database("alkstore_upgrade_ext_fresh").unwrap();
+    let fresh = pg_database(&format!("{db}_fresh")).unwrap();
     pg(&fresh)
         .batch_execute("CREATE EXTENSION alkstore")
         .unwrap();
     check_pg_upgraded(old, "postgres (extension)", &fresh);
+}
+
+#[test]
+fn postgres_extension_alter_extension_update_from_0_1_0() {
+    postgres_extension_alter_extension_update_from("0.1.0");
+}
+
+#[test]
+fn postgres_extension_alter_extension_update_from_0_2_0() {
+    postgres_extension_alter_extension_update_from("0.2.0");
 }
 
 /// `xmin` of every alkstore function and row: changes when anything is rewritten.
@@ -699,11 +869,11 @@ fn fingerprint(c: &mut postgres::Client) -> Vec<String> {
     .collect()
 }
 
-#[test]
-fn postgres_plain_script_upgrades_in_place_and_is_rerunnable() {
+fn postgres_plain_script_upgrades_in_place_and_is_rerunnable(v: &'static str) {
     let script = plain_script();
-    let Some(old) = pg_010("alkstore_upgrade_plain", |c| {
-        c.batch_execute(&frozen("alkstore--0.1.0.plain.sql"))
+    let db = format!("alkstore_upgrade_plain_{}", v.replace('.', "_"));
+    let Some(old) = pg_old(v, &db, |c| {
+        c.batch_execute(&frozen(v, &format!("alkstore--{v}.plain.sql")))
             .unwrap();
     }) else {
         return;
@@ -711,7 +881,7 @@ fn postgres_plain_script_upgrades_in_place_and_is_rerunnable() {
     let url = old.url.clone();
     let (ok, stderr) = psql_file(&url, &script);
     assert!(ok, "{stderr}");
-    assert!(stderr.contains("upgrading 0.1.0 to"), "{stderr}");
+    assert!(stderr.contains(&format!("upgrading {v} to")), "{stderr}");
 
     // Again on the same version: says so and changes nothing.
     let mut c = pg(&url);
@@ -742,10 +912,20 @@ fn postgres_plain_script_upgrades_in_place_and_is_rerunnable() {
     ))
     .unwrap();
 
-    let fresh = pg_database("alkstore_upgrade_plain_fresh").unwrap();
+    let fresh = pg_database(&format!("{db}_fresh")).unwrap();
     let (ok, stderr) = psql_file(&fresh, &script);
     assert!(ok && stderr.contains("installing"), "{stderr}");
     check_pg_upgraded(old, "postgres (plain SQL install)", &fresh);
+}
+
+#[test]
+fn postgres_plain_script_upgrades_0_1_0_in_place_and_is_rerunnable() {
+    postgres_plain_script_upgrades_in_place_and_is_rerunnable("0.1.0");
+}
+
+#[test]
+fn postgres_plain_script_upgrades_0_2_0_in_place_and_is_rerunnable() {
+    postgres_plain_script_upgrades_in_place_and_is_rerunnable("0.2.0");
 }
 
 #[test]
@@ -756,9 +936,9 @@ fn postgres_plain_script_failure_leaves_the_old_install_intact() {
         return;
     };
     let mut c = pg(&url);
-    c.batch_execute(&frozen("alkstore--0.1.0.plain.sql"))
+    c.batch_execute(&frozen("0.1.0", "alkstore--0.1.0.plain.sql"))
         .unwrap();
-    c.batch_execute(&frozen("fixture.sql")).unwrap();
+    c.batch_execute(&frozen("0.1.0", "fixture.sql")).unwrap();
     // Something the upgrade cannot replace: it fails halfway through.
     c.batch_execute(
         "CREATE FUNCTION alkstore.version() RETURNS integer LANGUAGE sql AS 'SELECT 1'",
@@ -787,4 +967,62 @@ fn postgres_plain_script_failure_leaves_the_old_install_intact() {
         !ok && stderr.contains("ALTER EXTENSION alkstore UPDATE"),
         "{stderr}"
     );
+}
+
+/// Issue 34 item 5: 0.1.0 let every role call the alk_* functions; 0.2.0
+/// on let only members of alkstore_user. Upgrading from 0.1.0 grants
+/// alkstore_user to the roles that could call them, and says so, so that
+/// the application keeps working.
+#[test]
+fn upgrading_0_1_0_keeps_the_roles_that_called_alkstore_calling_it() {
+    for install in Install::ALL {
+        let name = format!("alkstore_upgrade_callers_{install:?}").to_lowercase();
+        let Some(url) = pg_database(&name) else {
+            assert!(!pg_required());
+            return;
+        };
+        let mut c = pg(&url);
+        match install {
+            Install::Extension => c
+                .batch_execute("CREATE EXTENSION alkstore VERSION '0.1.0'")
+                .unwrap(),
+            Install::Plain => c
+                .batch_execute(&frozen("0.1.0", "alkstore--0.1.0.plain.sql"))
+                .unwrap(),
+        }
+        let app = fresh("app").replace('-', "_");
+        c.batch_execute(&format!("CREATE ROLE {app} LOGIN")).unwrap();
+        let enqueue_as_app = |c: &mut postgres::Client| {
+            c.batch_execute(&format!("SET ROLE {app}")).unwrap();
+            let r = c.batch_execute("SELECT alk_enqueue('callers-q', NULL, '1')");
+            c.batch_execute("RESET ROLE").unwrap();
+            r.map_err(|e| format!("{e:?}"))
+        };
+        enqueue_as_app(&mut c).expect("0.1.0: any role calls alk_enqueue");
+        match install {
+            Install::Extension => c.batch_execute("ALTER EXTENSION alkstore UPDATE").unwrap(),
+            Install::Plain => {
+                let (ok, stderr) = psql_file(&url, &plain_script());
+                assert!(ok, "{stderr}");
+                assert!(
+                    stderr.contains("granted alkstore_user to") && stderr.contains(&app),
+                    "the upgrade says whom it granted: {stderr}"
+                );
+            }
+        }
+        enqueue_as_app(&mut c).unwrap_or_else(|e| panic!("[{install:?}] after the upgrade: {e}"));
+        let left: i64 = c
+            .query_one(
+                "SELECT count(*) FROM alkstore.meta WHERE key = 'callers_before_upgrade'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(left, 0, "[{install:?}] the record is gone");
+        // An admin-only function stays admin-only.
+        c.batch_execute(&format!("SET ROLE {app}")).unwrap();
+        let admin = c.batch_execute("SELECT alk_queue_configure('callers-q', '{}')");
+        c.batch_execute("RESET ROLE").unwrap();
+        assert!(admin.is_err(), "[{install:?}]");
+    }
 }

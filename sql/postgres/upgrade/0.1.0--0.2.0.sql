@@ -2,6 +2,23 @@
 -- functions are then re-created from the current sources (the update script
 -- and the plain SQL install append them; see scripts/lib/pg-sources.sh).
 
+-- 0.1.0 let every role call the alk_* functions (PUBLIC held EXECUTE);
+-- from 0.2.0 only members of alkstore_user may. So that the upgrade keeps
+-- working what worked, the roles that could call alk_enqueue are recorded
+-- here, while 0.1.0's privileges still stand, and granted alkstore_user by
+-- grants.sql at the end (with a warning naming them). PUBLIC stands for
+-- every role that may log in to this database.
+INSERT INTO alkstore.meta (key, value)
+SELECT 'callers_before_upgrade', jsonb_agg(DISTINCT r.rolname)::text
+  FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a, pg_roles r
+ WHERE p.proname = 'alk_enqueue' AND p.pronamespace = current_schema()::regnamespace
+   AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+   AND CASE WHEN a.grantee = 0
+            THEN r.rolcanlogin AND has_database_privilege(r.oid, current_database(), 'CONNECT')
+            ELSE r.oid = a.grantee END
+   AND NOT r.rolsuper AND r.oid <> p.proowner AND r.rolname NOT LIKE 'pg\_%'
+HAVING count(*) > 0;
+
 -- Schema 2: alk_version() and the install's version in alkstore.meta
 -- (written by version.sql at the end of every install and upgrade).
 UPDATE alkstore.meta SET value = '2' WHERE key = 'schema_version';

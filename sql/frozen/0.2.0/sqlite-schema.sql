@@ -1,0 +1,163 @@
+-- alkstore schema for SQLite, version 2 (alkstore 0.2.0): what a fresh database
+-- gets. A database of an older version is brought here by sql/sqlite/migrate/.
+-- Run idempotently on first use (or by SELECT alk_init()). Internal: only the
+-- alk_* functions are API. Times are integer epoch milliseconds; durations
+-- integer milliseconds.
+
+CREATE TABLE IF NOT EXISTS alk_meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- Per-queue options; a queue never configured has no row and uses defaults.
+CREATE TABLE IF NOT EXISTS alk_queues (
+  queue                 TEXT PRIMARY KEY,
+  visibility_timeout_ms INTEGER NOT NULL,
+  max_attempts          INTEGER NOT NULL,
+  backoff_base_ms       INTEGER NOT NULL,
+  backoff_max_ms        INTEGER NOT NULL,
+  retain_completed_ms   INTEGER NOT NULL DEFAULT 0,  -- 0: acked jobs are deleted
+  retain_dead_ms        INTEGER                      -- NULL: dead jobs are kept
+) WITHOUT ROWID;
+
+-- Paused queues (outboxes by backing queue): claims on them return nothing.
+CREATE TABLE IF NOT EXISTS alk_paused (
+  queue     TEXT PRIMARY KEY,
+  paused_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- Jobs of every queue. AUTOINCREMENT so that the id of a committed job is
+-- never reused, even after the highest one is acked (deleted).
+CREATE TABLE IF NOT EXISTS alk_jobs (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  queue                 TEXT    NOT NULL,
+  -- 'waiting': pending (as every function reports it) behind its group's
+  -- head; only heads are in alk_jobs_pending, so claims never read past
+  -- them. ORs, not IN (…): an IN list costs a temporary table per write.
+  state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'
+                                               OR state = 'completed' OR state = 'waiting'),
+  payload               TEXT    NOT NULL,
+  priority              INTEGER NOT NULL,
+  attempts              INTEGER NOT NULL,
+  max_attempts          INTEGER NOT NULL,
+  visibility_timeout_ms INTEGER NOT NULL,
+  backoff_base_ms       INTEGER NOT NULL,
+  backoff_max_ms        INTEGER NOT NULL,
+  run_at                INTEGER NOT NULL,
+  created_at            INTEGER NOT NULL,
+  claimed_by            TEXT,
+  claim_expires_at      INTEGER,
+  expires_at            INTEGER,
+  last_error            TEXT,
+  idempotency_key       TEXT,
+  group_key             TEXT,
+  completed_at          INTEGER,
+  result                TEXT,
+  prune_at              INTEGER  -- completed or dead: when alk_prune may delete it
+);
+
+-- Claim order among runnable jobs. Partial: dead jobs are not in it and
+-- acked jobs are deleted, so claim cost does not grow with history.
+CREATE INDEX IF NOT EXISTS alk_jobs_pending
+  ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+-- Running jobs by claim expiry: finding expired claims costs one seek
+-- however many jobs are running.
+CREATE INDEX IF NOT EXISTS alk_jobs_running
+  ON alk_jobs (queue, claim_expires_at) WHERE state = 'running';
+-- Dead jobs, for stats and inspection without reading the rest.
+CREATE INDEX IF NOT EXISTS alk_jobs_dead ON alk_jobs (queue, id) WHERE state = 'dead';
+-- Pending jobs with an expiry, for the claim-time and alk_sweep dead-lettering.
+CREATE INDEX IF NOT EXISTS alk_jobs_expiring
+  ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
+
+-- Jobs waiting behind their group's head, next-in-line first.
+CREATE INDEX IF NOT EXISTS alk_jobs_waiting
+  ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';
+-- Completed jobs, for stats and, per queue, for alk_prune. One index only:
+-- an ack that keeps the job writes one index entry more than one that
+-- deletes it.
+CREATE INDEX IF NOT EXISTS alk_jobs_completed ON alk_jobs (queue, prune_at) WHERE state = 'completed';
+-- Dead jobs with a retention, in the order alk_prune deletes them.
+CREATE INDEX IF NOT EXISTS alk_jobs_prune ON alk_jobs (prune_at) WHERE state = 'dead' AND prune_at IS NOT NULL;
+
+-- Ordered groups (contract v1.1 §C2): live jobs per group (see queue.rs).
+CREATE TABLE IF NOT EXISTS alk_groups (
+  queue     TEXT    NOT NULL,
+  group_key TEXT    NOT NULL,
+  jobs      INTEGER NOT NULL,
+  PRIMARY KEY (queue, group_key)
+) WITHOUT ROWID;
+
+-- Idempotency keys (contract v1.1 §C1), kept apart from the jobs: a key
+-- holds for its TTL even after its job was acked and deleted.
+CREATE TABLE IF NOT EXISTS alk_idempotency (
+  queue      TEXT    NOT NULL,
+  key        TEXT    NOT NULL,
+  job_id     INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS alk_idempotency_expiry ON alk_idempotency (expires_at);
+
+-- Schedules (contract v1.1 §F): last_run_at is the occurrence last
+-- enqueued; a tick enqueues a due one only if it is later than that.
+CREATE TABLE IF NOT EXISTS alk_schedules (
+  name        TEXT PRIMARY KEY,
+  queue       TEXT    NOT NULL,
+  spec        TEXT    NOT NULL,
+  payload     TEXT    NOT NULL,
+  opts        TEXT,
+  next_run_at INTEGER NOT NULL,
+  last_run_at INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS alk_schedules_due ON alk_schedules (next_run_at);
+
+-- Streams (contract v1.1 §E): the last offset handed out, which outlives
+-- pruned events, and the stream's retention. A publish takes the next
+-- offset under SQLite's one writer: dense, and a rollback gives it back.
+CREATE TABLE IF NOT EXISTS alk_streams (
+  stream        TEXT PRIMARY KEY,
+  last_offset   INTEGER NOT NULL,
+  retain_ms     INTEGER,
+  retain_events INTEGER
+) WITHOUT ROWID;
+
+-- Stream events. AUTOINCREMENT: an event id is never handed out twice,
+-- even after the newest events were pruned.
+CREATE TABLE IF NOT EXISTS alk_events (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  stream     TEXT    NOT NULL,
+  "offset"   INTEGER NOT NULL,
+  key        TEXT,
+  payload    TEXT    NOT NULL,
+  created_at INTEGER NOT NULL,
+  UNIQUE (stream, "offset")
+);
+
+CREATE TABLE IF NOT EXISTS alk_offsets (
+  stream     TEXT    NOT NULL,
+  consumer   TEXT    NOT NULL,
+  "offset"   INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (stream, consumer)
+) WITHOUT ROWID;
+
+-- Notifications: listeners read rows newer than the last id they saw after
+-- a wake-up; rows older than a few minutes are pruned by alk_notify.
+CREATE TABLE IF NOT EXISTS alk_notifications (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  channel    TEXT    NOT NULL,
+  payload    TEXT    NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS alk_notifications_channel ON alk_notifications (channel, id);
+
+-- Leases. A row outlives its release so the next token is always larger.
+CREATE TABLE IF NOT EXISTS alk_locks (
+  name       TEXT PRIMARY KEY,
+  owner      TEXT,
+  token      INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+INSERT OR IGNORE INTO alk_meta (key, value) VALUES ('schema_version', '2');
