@@ -188,6 +188,27 @@ fn no_role_can_define_an_overload_that_shadows_a_function() {
                  ALTER FUNCTION {own}_r.helper() RENAME TO alk_version"
             ),
             "CREATE PROCEDURE public.alk_sweep(integer) LANGUAGE sql AS 'SELECT 1'".to_string(),
+            // Issue 34 item 1: ALTER ROUTINE, aggregates, moves between schemas.
+            format!(
+                "CREATE FUNCTION public.{own}_f(integer, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'; \
+                 ALTER ROUTINE public.{own}_f(integer, text) RENAME TO alk_ack"
+            ),
+            format!(
+                "CREATE FUNCTION public.{own}_sf(integer, integer) RETURNS integer LANGUAGE sql AS 'SELECT 1'; \
+                 CREATE AGGREGATE public.alk_get_job(integer) (SFUNC = public.{own}_sf, STYPE = integer)"
+            ),
+            format!(
+                "CREATE FUNCTION public.{own}_sf2(integer, integer) RETURNS integer LANGUAGE sql AS 'SELECT 1'; \
+                 CREATE AGGREGATE public.{own}_agg(integer) (SFUNC = public.{own}_sf2, STYPE = integer); \
+                 ALTER AGGREGATE public.{own}_agg(integer) RENAME TO alk_cancel"
+            ),
+            format!(
+                "CREATE SCHEMA {own}_m; CREATE FUNCTION {own}_m.alk_probe_m(integer) RETURNS int LANGUAGE sql AS 'SELECT 1'"
+            ),
+            format!(
+                "CREATE SCHEMA {own}_p; CREATE PROCEDURE public.{own}_pr() LANGUAGE sql AS 'SELECT 1'; \
+                 ALTER ROUTINE public.{own}_pr() RENAME TO alk_sweep2; ALTER ROUTINE public.alk_sweep2() SET SCHEMA {own}_p"
+            ),
         ] {
             let code = as_role(&mut c, &role, &format!("BEGIN; {sql}; COMMIT"));
             assert_eq!(code.as_deref(), Some("42501"), "[{}] {sql}", target.name());
@@ -205,6 +226,61 @@ fn no_role_can_define_an_overload_that_shadows_a_function() {
             "BEGIN; CREATE OR REPLACE FUNCTION alk_probe_owner() RETURNS int LANGUAGE sql AS 'SELECT 1'; ROLLBACK",
         )
         .unwrap();
+    }
+}
+
+/// A routine named `alk_*` that another role made before the guard existed
+/// (or, upgrading, one the guard of 0.2.0 let through) stops the install:
+/// callers could be running it instead of alkstore's.
+#[test]
+fn an_alk_routine_planted_before_the_install_stops_it_and_names_it() {
+    for install in Install::ALL {
+        let Some(url) = pg_database(&format!("alkstore_trust_planted_{install:?}").to_lowercase())
+        else {
+            assert!(!pg_required());
+            return;
+        };
+        let mut c = pg(&url);
+        let role = new_role(&mut c, "planter", None);
+        c.batch_execute(&format!("GRANT CREATE ON SCHEMA public TO {role}"))
+            .unwrap();
+        assert_eq!(
+            as_role(
+                &mut c,
+                &role,
+                "CREATE FUNCTION public.alk_ack(integer, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'"
+            ),
+            None
+        );
+        let failure = match install {
+            Install::Extension => c
+                .batch_execute("CREATE EXTENSION alkstore")
+                .map_err(|e| format!("{e:?}"))
+                .err(),
+            Install::Plain => {
+                let (ok, stderr) = psql_file(&url, &plain_script());
+                (!ok).then_some(stderr)
+            }
+        };
+        let failure = failure.expect("the install must refuse");
+        assert!(
+            failure.contains("alk_ack(integer,text)") && failure.contains(&role),
+            "[{install:?}] {failure}"
+        );
+        let installed: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = 'alkstore'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            installed, 0,
+            "[{install:?}] a refused install left schema alkstore"
+        );
+        c.batch_execute("DROP FUNCTION public.alk_ack(integer, text)")
+            .unwrap();
+        install.install(&url);
     }
 }
 
