@@ -117,6 +117,13 @@ pub fn sql() -> String {
     );
     constant(
         &mut out,
+        "The longest cron text of a schedule spec, in bytes.",
+        "max_cron_bytes()",
+        "integer",
+        &crate::schedule::MAX_CRON_BYTES.to_string(),
+    );
+    constant(
+        &mut out,
         "The largest max_jobs / max_events.",
         "max_batch()",
         "integer",

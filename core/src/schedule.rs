@@ -5,9 +5,11 @@
 //!
 //! Cron as Vixie cron reads it: minute hour day-of-month month day-of-week,
 //! each field `*`, a number, a range `a-b`, a step `*/s` or `a-b/s`, or a
-//! comma list of those; day-of-week 0–7 with 0 and 7 both Sunday; a day
-//! field is restricted unless it starts with `*`, and when both are
-//! restricted a day matches if either does. No names, no `L`, `W`, `#`.
+//! comma list of those; day-of-week 0–7 with 0 and 7 both Sunday. A day
+//! field starting with `*` only decides how the two day fields combine
+//! (contract v1.2 §L): if either starts with `*` a day must match both, if
+//! neither does it must match either; `*/10` still allows only its own days.
+//! No names, no `L`, `W`, `#`. A cron text is at most [`MAX_CRON_BYTES`].
 //! `every_s: n` fires at whole multiples of n seconds since the Unix epoch
 //! (n to the millisecond, at least 0.001).
 
@@ -21,6 +23,10 @@ const DAY_MS: i64 = 86_400_000;
 /// How far a cron search looks before it calls a spec one that never fires
 /// (a 29 February that is also a given weekday comes round within 28 years).
 const SEARCH_DAYS: i64 = 366 * 28;
+
+/// The longest cron text, in bytes: far more than any real crontab line, and
+/// short enough that parsing it on every tick costs nothing.
+pub const MAX_CRON_BYTES: usize = 1024;
 
 /// A parsed spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,6 +129,15 @@ impl Spec {
 impl Cron {
     /// Parses 5 whitespace-separated fields.
     pub fn parse(text: &str) -> Result<Cron, ContractError> {
+        if text.len() > MAX_CRON_BYTES {
+            return err(
+                Code::InvalidOptions,
+                format!(
+                    "cron must be at most {MAX_CRON_BYTES} bytes, got {}",
+                    text.len()
+                ),
+            );
+        }
         // The separators PostgreSQL's parser uses too: the same specs split alike.
         let fields: Vec<&str> = text
             .split([' ', '\t', '\n', '\r'])
@@ -175,11 +190,10 @@ impl Cron {
             return false;
         }
         let (d, w) = (self.doms[dom as usize], self.dows[dow]);
-        match (self.dom_restricted, self.dow_restricted) {
-            (true, true) => d || w,
-            (true, false) => d,
-            (false, true) => w,
-            (false, false) => true,
+        if self.dom_restricted && self.dow_restricted {
+            d || w
+        } else {
+            d && w
         }
     }
 
@@ -333,10 +347,27 @@ mod tests {
             next("0 0 1 * 5", "2026-12-01T00:00:00Z"),
             "2026-12-04T00:00:00.000Z"
         );
-        // */2 in a day field is unrestricted: then only the other one counts.
+        // A day field starting with * makes the two combine with AND, and
+        // still allows only its own days (contract v1.2 §L).
         assert_eq!(
             next("0 0 */2 * 5", "2026-11-30T00:00:00Z"),
-            "2026-12-04T00:00:00.000Z"
+            "2026-12-11T00:00:00.000Z"
+        );
+        assert_eq!(
+            next("0 6 */10 * *", "2026-12-01T06:00:00Z"),
+            "2026-12-11T06:00:00.000Z"
+        );
+        assert_eq!(
+            next("0 6 */10 * *", "2026-12-21T06:00:00Z"),
+            "2026-12-31T06:00:00.000Z"
+        );
+        assert_eq!(
+            next("0 6 */10 * *", "2026-12-31T06:00:00Z"),
+            "2027-01-01T06:00:00.000Z"
+        );
+        assert_eq!(
+            next("0 6 * * */3", "2026-12-01T00:00:00Z"), // Sun, Wed, Sat
+            "2026-12-02T06:00:00.000Z"
         );
         assert_eq!(
             next("5-10/5,59 1 * * 1-5", "2026-11-30T01:05:00Z"),

@@ -19,7 +19,10 @@ DECLARE
   a    numeric;
   b    numeric;
   s    numeric := 1;
-  vals integer[] := '{}';
+  -- One flag per value, set in place: linear in the field's length (a list
+  -- grown by concatenation copied itself once per item).
+  flags boolean[] := array_fill(false, ARRAY[hi - lo + 1], ARRAY[lo]);
+  v    integer;
   why  text;
 BEGIN
   FOREACH item IN ARRAY string_to_array(f, ',') LOOP
@@ -51,9 +54,13 @@ BEGIN
     IF why IS NOT NULL THEN
       PERFORM alkstore.raise('ALK03', format('cron %s field %s: %s', what, alkstore.quote(f), why));
     END IF;
-    vals := vals || ARRAY(SELECT generate_series(a::integer, b::integer, least(s, 1000)::integer));
+    v := a::integer;
+    WHILE v <= b LOOP
+      flags[v] := true;
+      v := v + least(s, 1000)::integer;
+    END LOOP;
   END LOOP;
-  RETURN ARRAY(SELECT DISTINCT v FROM unnest(vals) v ORDER BY v);
+  RETURN ARRAY(SELECT i FROM generate_series(lo, hi) i WHERE flags[i]);
 END $$;
 
 -- A spec parsed: {"every_ms": n} or the cron fields' values.
@@ -87,6 +94,10 @@ BEGIN
   IF jsonb_typeof(spec -> 'cron') IS DISTINCT FROM 'string' THEN
     PERFORM alkstore.raise('ALK03', format('cron must be a string of 5 fields, got %s',
       alkstore.excerpt((spec -> 'cron')::text)));
+  END IF;
+  IF octet_length(spec ->> 'cron') > alkstore.max_cron_bytes() THEN
+    PERFORM alkstore.raise('ALK03', format('cron must be at most %s bytes, got %s',
+      alkstore.max_cron_bytes(), octet_length(spec ->> 'cron')));
   END IF;
   f := regexp_split_to_array(btrim(spec ->> 'cron', E' \t\n\r'), E'[ \t\n\r]+');
   IF btrim(spec ->> 'cron', E' \t\n\r') = '' OR cardinality(f) <> 5 THEN
@@ -122,10 +133,10 @@ BEGIN
   IF NOT p -> 'months' @> to_jsonb(extract(month FROM d)::integer) THEN
     RETURN false;
   END IF;
+  -- Vixie cron: a field starting with * only makes the two combine with
+  -- AND; its own values still count (*/10 is days 1, 11, 21 and 31).
   RETURN CASE WHEN (p ->> 'dom_restricted')::boolean AND (p ->> 'dow_restricted')::boolean THEN dom OR dow
-              WHEN (p ->> 'dom_restricted')::boolean THEN dom
-              WHEN (p ->> 'dow_restricted')::boolean THEN dow
-              ELSE true END;
+              ELSE dom AND dow END;
 END $$;
 
 -- The first fire time strictly after t (NULL: none within 28 years).
@@ -187,7 +198,8 @@ BEGIN
 END $$;
 
 -- Creates or replaces a schedule; returns its next fire time. Replacing
--- keeps the record of the occurrence last enqueued, so none fires twice.
+-- keeps the record of the occurrence last enqueued, so none fires twice, and
+-- an unchanged spec keeps its next fire time, so none is skipped.
 CREATE OR REPLACE FUNCTION alk_schedule(name text, queue text, spec jsonb, payload jsonb, opts jsonb DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -207,7 +219,10 @@ BEGIN
   VALUES (n, q, spec, body, CASE WHEN opts = 'null'::jsonb THEN NULL ELSE opts END, next)
   ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
     SET queue = excluded.queue, spec = excluded.spec, payload = excluded.payload, opts = excluded.opts,
-        next_run_at = excluded.next_run_at;
+        -- An unchanged spec keeps its due time: re-applying a schedule at
+        -- start-up must not skip the occurrence that is due.
+        next_run_at = CASE WHEN s.spec = excluded.spec THEN s.next_run_at ELSE excluded.next_run_at END
+  RETURNING s.next_run_at INTO next;
   RETURN alkstore.ts(next);
 END $$;
 

@@ -1,11 +1,14 @@
 -- Schedules (contract v1.1 §F), see sqlite_ext/src/schedule.rs.
 
 -- Replacing keeps last_run_at: the occurrence last enqueued never fires again.
+-- An unchanged spec keeps next_run_at too: re-applying a schedule at start-up
+-- must not skip the occurrence that is due. Returns the next fire time kept.
 -- name: schedule_put
 INSERT INTO alk_schedules (name, queue, spec, payload, opts, next_run_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 ON CONFLICT (name) DO UPDATE SET
   queue = excluded.queue, spec = excluded.spec, payload = excluded.payload, opts = excluded.opts,
-  next_run_at = excluded.next_run_at;
+  next_run_at = CASE WHEN spec = excluded.spec THEN next_run_at ELSE excluded.next_run_at END
+RETURNING next_run_at;
 
 -- name: schedule_delete
 DELETE FROM alk_schedules WHERE name = ?1;

@@ -43,7 +43,7 @@ pub fn schedule(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_text(4, &payload);
     st.bind_opt_text(5, opts.as_ref().map(|o| o.to_string()).as_deref());
     st.bind_i64(6, next);
-    st.run()?;
+    let next = if st.step_row()? { st.i64(0) } else { next };
     Ok(Out::Text(alkstore_core::time::format_ms(next)))
 }
 

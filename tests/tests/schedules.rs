@@ -75,7 +75,9 @@ const FIRE_TIMES: &[(&str, &str, &str, &str)] = &[
         "2026-12-04T08:00:00.000Z",
         "2026-11-29T08:00:00.000Z",
     ),
-    // Both day fields restricted: either; */2 is not a restriction.
+    // Both day fields restricted: either matches. A field starting with *
+    // makes them combine with AND, and still allows only its own days
+    // (contract v1.2 §L): */2 is odd days, */10 days 1, 11, 21 and 31.
     (
         r#"{"cron": "0 0 1 * 5"}"#,
         "2026-12-01T00:00:00.000Z",
@@ -85,8 +87,26 @@ const FIRE_TIMES: &[(&str, &str, &str, &str)] = &[
     (
         r#"{"cron": "0 0 */2 * 5"}"#,
         "2026-11-30T00:00:00.000Z",
-        "2026-12-04T00:00:00.000Z",
+        "2026-12-11T00:00:00.000Z",
         "2026-11-27T00:00:00.000Z",
+    ),
+    (
+        r#"{"cron": "0 6 */10 * *"}"#,
+        "2026-12-02T00:00:00.000Z",
+        "2026-12-11T06:00:00.000Z",
+        "2026-12-01T06:00:00.000Z",
+    ),
+    (
+        r#"{"cron": "0 6 */10 * *"}"#,
+        "2026-12-22T00:00:00.000Z",
+        "2026-12-31T06:00:00.000Z",
+        "2026-12-21T06:00:00.000Z",
+    ),
+    (
+        r#"{"cron": "0 6 * * */3"}"#,
+        "2026-12-02T06:00:00.000Z",
+        "2026-12-05T06:00:00.000Z",
+        "2026-12-02T06:00:00.000Z",
     ),
     (
         r#"{"cron": "5-10/5,59 1 * * 1-5"}"#,
@@ -198,6 +218,11 @@ fn invalid_specs_are_refused_with_the_reason_and_write_nothing() {
             (r#"{"every_s": 60, "cron": "* * * * *"}"#, "exactly one"),
             (r#"{"at": "noon"}"#, "exactly one"),
             (r#""* * * * *""#, "JSON object"),
+            // 1025 bytes: bounded, so that no spec makes every tick slow.
+            (
+                &format!(r#"{{"cron": "{}0 * * * *"}}"#, "0,".repeat(508)),
+                "at most 1024 bytes",
+            ),
         ] {
             let err = db
                 .call("alk_schedule", &[t(&name), t("q"), j(spec), j("{}")])
@@ -375,6 +400,45 @@ fn occurrences_missed_while_nobody_ticked_are_not_replayed() {
             "[{e}] only the latest due occurrence"
         );
         db.commit();
+        db.yes("alk_unschedule", &[t(&name)]);
+    }
+}
+
+/// Issue 34 item 4: an app re-applies its schedules at start-up; a deploy
+/// while an occurrence is due must not lose it.
+#[test]
+fn re_applying_an_unchanged_schedule_keeps_the_occurrence_that_is_due() {
+    for target in isolated_targets("alkstore_test_schedules_reapply") {
+        let mut db = target.connect();
+        let e = db.engine();
+        let (name, q) = (fresh("reapply"), fresh("reapply-q"));
+        let spec = r#"{"every_s": 2}"#;
+        let first = db.ok("alk_schedule", &[t(&name), t(&q), j(spec), j("1")]);
+        let due = parse_rfc3339_ms(first.as_str().unwrap()).unwrap();
+        sleep_ms((due - now_ms() + 300).max(0) as u64);
+        // Due now; re-applied unchanged: it keeps its due time.
+        let again = db.ok("alk_schedule", &[t(&name), t(&q), j(spec), j("1")]);
+        assert_eq!(again, first, "[{e}] re-applying moved the due time");
+        assert_eq!(db.int("alk_schedule_tick", &[]), 1, "[{e}] the due run");
+        assert_eq!(jobs_of(&mut *db, &q), 1, "[{e}]");
+        let row = db
+            .ok("alk_schedules", &[])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name.as_str())
+            .cloned()
+            .unwrap();
+        assert_eq!(row["last_run_at"], first, "[{e}]");
+        // A changed spec starts from now: its next time is ahead.
+        let changed = db.ok(
+            "alk_schedule",
+            &[t(&name), t(&q), j(r#"{"every_s": 3600}"#), j("1")],
+        );
+        assert!(
+            parse_rfc3339_ms(changed.as_str().unwrap()).unwrap() > now_ms(),
+            "[{e}] {changed}"
+        );
         db.yes("alk_unschedule", &[t(&name)]);
     }
 }
