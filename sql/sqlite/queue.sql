@@ -29,6 +29,10 @@ UPDATE alk_meta SET value = value WHERE 0;
 -- name: schema_version
 SELECT value FROM alk_meta WHERE key = 'schema_version';
 
+-- name: schema_objects
+SELECT type, name FROM sqlite_master
+WHERE name LIKE 'alk\_%' ESCAPE '\' AND type IN ('table', 'index', 'view', 'trigger') ORDER BY name;
+
 -- The library version that created or last migrated the schema.
 -- name: record_version
 INSERT INTO alk_meta (key, value) VALUES ('version', ?1)

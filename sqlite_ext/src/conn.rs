@@ -190,13 +190,39 @@ impl<'a> Conn<'a> {
 
     /// Creates or migrates the schema as needed; true if it changed anything.
     fn bring_schema_current(&self) -> Result<bool> {
+        // Names alk_* are alkstore's: objects of that name that are not an
+        // alkstore schema (an application's alk_events table, an alk_locks
+        // view, an alk_meta with a schema_version of its own) are refused
+        // before anything is written, naming them, instead of failing later
+        // with SQLite's own errors.
+        let objects = self.schema_objects()?;
+        if objects.is_empty() {
+            Stmt::exec_script(self.db, sql::SCHEMA)?;
+            self.record_version()?;
+            return Ok(true);
+        }
         let version = match self.read_version() {
             Ok(v) => v,
             Err(e) if e.is_missing_schema() => None,
+            Err(Error::Db(e)) if e.message.starts_with("no such column") => None,
             Err(e) => return Err(e),
         };
-        match version {
-            Some(v) if v > sql::SCHEMA_VERSION => Err(Error::Db(DbError {
+        let refuse = |what: Vec<String>| {
+            Err(Error::Db(DbError {
+                code: 1,
+                message: format!(
+                    "alkstore: this database has objects named alk_* that are not alkstore's \
+                     schema ({}); names alk_* are alkstore's: rename them or use another \
+                     database; nothing was changed",
+                    what.join(", ")
+                ),
+            }))
+        };
+        let Some(v) = version else {
+            return refuse(objects.iter().map(|(t, n)| format!("{t} {n}")).collect());
+        };
+        if v > sql::SCHEMA_VERSION {
+            return Err(Error::Db(DbError {
                 code: 1,
                 message: format!(
                     "alkstore: the database has schema version {v}, newer than this library's \
@@ -204,21 +230,30 @@ impl<'a> Conn<'a> {
                     alkstore_core::VERSION,
                     sql::SCHEMA_VERSION
                 ),
-            })),
-            Some(v) if v == sql::SCHEMA_VERSION => Ok(false),
-            Some(v) => {
-                for (_, script) in sql::MIGRATIONS.iter().filter(|(to, _)| *to > v) {
-                    Stmt::exec_script(self.db, script)?;
-                }
-                self.record_version()?;
-                Ok(true)
-            }
-            None => {
-                Stmt::exec_script(self.db, sql::SCHEMA)?;
-                self.record_version()?;
-                Ok(true)
-            }
+            }));
         }
+        if v == sql::SCHEMA_VERSION {
+            let wrong: Vec<String> = sql::schema_objects()
+                .iter()
+                .filter(|o| !objects.contains(o))
+                .map(
+                    |(kind, name)| match objects.iter().find(|(_, n)| n == name) {
+                        Some((t, _)) => format!("{t} {name}, where alkstore has a {kind}"),
+                        None => format!("{kind} {name} missing"),
+                    },
+                )
+                .collect();
+            return if wrong.is_empty() {
+                Ok(false)
+            } else {
+                refuse(wrong)
+            };
+        }
+        for (_, script) in sql::MIGRATIONS.iter().filter(|(to, _)| *to > v) {
+            Stmt::exec_script(self.db, script)?;
+        }
+        self.record_version()?;
+        Ok(true)
     }
 
     fn record_version(&self) -> Result<()> {
@@ -226,6 +261,16 @@ impl<'a> Conn<'a> {
         st.bind_text(1, alkstore_core::VERSION);
         st.run()?;
         Ok(())
+    }
+
+    /// Every table, index, view and trigger named alk_*, as (type, name).
+    fn schema_objects(&self) -> Result<Vec<(String, String)>> {
+        let mut st = self.stmt_unchecked("schema_objects")?;
+        let mut out = Vec::new();
+        while st.step_row()? {
+            out.push((st.text(0).to_string(), st.text(1).to_string()));
+        }
+        Ok(out)
     }
 
     fn read_version(&self) -> Result<Option<i64>> {

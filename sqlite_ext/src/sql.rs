@@ -14,6 +14,23 @@ pub const SCHEMA_VERSION: i64 = alkstore_core::SCHEMA_VERSION;
 /// script), in order. A database at version `v` runs every one above `v`.
 pub const MIGRATIONS: &[(i64, &str)] = &[(2, include_str!("../../sql/sqlite/migrate/0002.sql"))];
 
+/// The tables and indexes [`SCHEMA`] makes, as (type, name): a database
+/// at this schema version has every one of them.
+pub fn schema_objects() -> &'static [(String, String)] {
+    static OBJECTS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    OBJECTS.get_or_init(|| {
+        SCHEMA
+            .lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("CREATE ")?;
+                let (kind, rest) = rest.split_once(" IF NOT EXISTS ")?;
+                let name = rest.split([' ', '(']).next()?;
+                Some((kind.to_lowercase(), name.to_string()))
+            })
+            .collect()
+    })
+}
+
 const SOURCES: [&str; 9] = [
     include_str!("../../sql/sqlite/schedule.sql"),
     include_str!("../../sql/sqlite/admin.sql"),
@@ -55,6 +72,14 @@ pub fn get(name: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_schema_objects_are_read_from_the_schema() {
+        let objects = super::schema_objects();
+        assert!(objects.contains(&("table".into(), "alk_meta".into())));
+        assert!(objects.contains(&("index".into(), "alk_jobs_pending".into())));
+        assert!(objects.len() >= 20, "{objects:?}");
+    }
+
     #[test]
     fn migrations_end_at_the_schema_version() {
         let versions: Vec<i64> = super::MIGRATIONS.iter().map(|m| m.0).collect();

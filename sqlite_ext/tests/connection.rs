@@ -77,3 +77,62 @@ fn the_anchor_table_is_empty_and_read_only() {
         .execute_batch("CREATE VIRTUAL TABLE x USING alkstore_stmt_cache")
         .is_err());
 }
+
+/// Issue 34 item 11: tables, views and indexes named alk_* that are not
+/// alkstore's are refused at the first call, naming them, and nothing is
+/// written; the database is usable once they are gone.
+#[test]
+fn objects_named_alk_that_are_not_alkstores_are_refused_by_name() {
+    for (setup, named) in [
+        (
+            "CREATE TABLE alk_meta (key TEXT PRIMARY KEY, value TEXT); \
+             INSERT INTO alk_meta VALUES ('schema_version', '2');",
+            "table alk_queues missing",
+        ),
+        ("CREATE TABLE alk_events (x);", "table alk_events"),
+        ("CREATE VIEW alk_locks AS SELECT 1 AS x;", "view alk_locks"),
+        ("CREATE TABLE alk_meta (k, v);", "table alk_meta"),
+    ] {
+        let db = Db::new();
+        let conn = db.conn();
+        conn.execute_batch(setup).unwrap();
+        let before = objects(&conn);
+        for call in ["SELECT alk_init()", "SELECT alk_enqueue('q', NULL, '1')"] {
+            let (_, msg, _) = fails(&conn, call, &[]);
+            assert!(
+                msg.contains("not alkstore's schema") && msg.contains(named),
+                "{setup}: {call}: {msg}"
+            );
+        }
+        assert_eq!(objects(&conn), before, "{setup}: something was written");
+    }
+    // An alkstore database whose table was swapped for a view.
+    let db = Db::new();
+    let conn = db.conn();
+    assert_eq!(int(&conn, "SELECT alk_init()", &[]), 2);
+    conn.execute_batch("DROP TABLE alk_locks; CREATE VIEW alk_locks AS SELECT 1 AS x;")
+        .unwrap();
+    let fresh = open(&db.path);
+    let (_, msg, _) = fails(&fresh, "SELECT alk_init()", &[]);
+    assert!(
+        msg.contains("view alk_locks, where alkstore has a table"),
+        "{msg}"
+    );
+    // Gone: the next call makes the schema.
+    let db = Db::new();
+    let conn = db.conn();
+    conn.execute_batch("CREATE TABLE alk_events (x);").unwrap();
+    assert!(sql(&conn, "SELECT alk_init()", &[]).is_err());
+    conn.execute_batch("DROP TABLE alk_events;").unwrap();
+    assert_eq!(int(&conn, "SELECT alk_init()", &[]), 2);
+}
+
+fn objects(conn: &rusqlite::Connection) -> Vec<String> {
+    let mut st = conn
+        .prepare("SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master ORDER BY name")
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
