@@ -29,8 +29,8 @@ pub fn install(print_sql: bool) -> Fallible {
 /// for the extension, the plain script for a plain install, the migrations
 /// for SQLite (run by the first call).
 pub fn upgrade(url: &str, out: &Output) -> Fallible {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let mut client = alkstore::postgres::client(url)?;
+    if let alkstore::url::DbUrl::Postgres(url) = alkstore::url::DbUrl::parse(url)? {
+        let mut client = alkstore::postgres::client(&url)?;
         let ext: Option<String> = client
             .query_opt(
                 "SELECT extversion FROM pg_extension WHERE extname = 'alkstore'",

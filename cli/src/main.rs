@@ -136,6 +136,10 @@ enum Command {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:9187")]
         listen: String,
+        /// Seconds a scrape waits for the database before it answers
+        /// `alkstore_up 0` (below Prometheus's scrape_timeout).
+        #[arg(long, default_value_t = 5.0)]
+        scrape_timeout: f64,
     },
 }
 
@@ -162,8 +166,19 @@ fn run(cli: Cli) -> Fallible {
     if let Command::Upgrade = cli.command {
         return install::upgrade(&url, &out);
     }
-    if let Command::Metrics { listen } = &cli.command {
-        return metrics::serve(&url, listen);
+    if let Command::Metrics {
+        listen,
+        scrape_timeout,
+    } = &cli.command
+    {
+        if !(scrape_timeout.is_finite() && *scrape_timeout > 0.0) {
+            return Err("--scrape-timeout must be a number of seconds above 0".into());
+        }
+        return metrics::serve(
+            &url,
+            listen,
+            std::time::Duration::from_secs_f64(*scrape_timeout),
+        );
     }
     let store = alkstore::open(&url)?;
     let store = &store;

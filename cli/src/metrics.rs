@@ -8,6 +8,8 @@ use prometheus::{
     Encoder, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use serde_json::Value;
+use std::sync::mpsc;
+use std::time::Duration;
 
 /// The figures of one scrape, in a registry of its own: a queue or consumer
 /// that is gone is gone from the next scrape too.
@@ -81,8 +83,19 @@ fn collect(store: &alkstore::Store, registry: &Registry) -> alkstore::Result<()>
     Ok(())
 }
 
-pub fn serve(url: &str, listen: &str) -> Fallible {
-    let store = alkstore::open(url)?;
+/// A scrape waiting for the collector: where its answer goes.
+type Reply = mpsc::Sender<alkstore::Result<Registry>>;
+
+/// Serves `/metrics` on `listen`. Each scrape answers within `timeout`:
+/// with the figures, or with `alkstore_up 0` when the database did not
+/// answer in time (down, unreachable, a lock held). Scrapes are served
+/// concurrently; one collector thread reads the database for all of them, so
+/// a stalled database holds one connection attempt, not one per scrape. The
+/// exporter starts whether or not the database is up and reconnects after a
+/// failure.
+pub fn serve(url: &str, listen: &str, timeout: Duration) -> Fallible {
+    // A URL that can never work is refused now, not at each scrape.
+    alkstore::url::DbUrl::parse(url)?;
     let server =
         tiny_http::Server::http(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     eprintln!(
@@ -91,35 +104,91 @@ pub fn serve(url: &str, listen: &str) -> Fallible {
     );
     let errors = IntCounter::new(
         "alkstore_exporter_scrape_errors_total",
-        "Scrapes that could not read the database.",
+        "Scrapes that could not read the database in time.",
     )
     .expect("metric");
+    let (scrapes, waiting) = mpsc::channel::<Reply>();
+    let url = url.to_string();
+    std::thread::spawn(move || collector(&url, &waiting));
     for request in server.incoming_requests() {
-        if request.url() != "/metrics" {
-            let _ = request
-                .respond(tiny_http::Response::from_string("see /metrics\n").with_status_code(404));
-            continue;
-        }
-        let registry = Registry::new();
-        let up = IntGauge::new("alkstore_up", "1 if the last scrape read the database.")
-            .expect("metric");
-        registry.register(Box::new(up.clone())).expect("unique");
-        registry.register(Box::new(errors.clone())).expect("unique");
-        match collect(&store, &registry) {
-            Ok(()) => up.set(1),
-            Err(e) => {
-                errors.inc();
-                eprintln!("alkstore: scrape failed: {e}");
-            }
-        }
-        let mut body = Vec::new();
-        TextEncoder::new().encode(&registry.gather(), &mut body)?;
-        let header = tiny_http::Header::from_bytes(
-            &b"Content-Type"[..],
-            TextEncoder::new().format_type().as_bytes(),
-        )
-        .expect("header");
-        let _ = request.respond(tiny_http::Response::from_data(body).with_header(header));
+        let (scrapes, errors) = (scrapes.clone(), errors.clone());
+        std::thread::spawn(move || answer(request, &scrapes, &errors, timeout));
     }
     Ok(())
+}
+
+/// Reads the database for every scrape waiting, one read at a time; a read
+/// that finds more scrapes queued behind it answers them all.
+fn collector(url: &str, waiting: &mpsc::Receiver<Reply>) {
+    let mut store: Option<alkstore::Store> = None;
+    while let Ok(first) = waiting.recv() {
+        let mut replies = vec![first];
+        replies.extend(waiting.try_iter());
+        let result: alkstore::Result<Registry> = (|| {
+            if store.is_none() {
+                store = Some(alkstore::open(url)?);
+            }
+            let registry = Registry::new();
+            collect(store.as_ref().expect("opened"), &registry)?;
+            Ok(registry)
+        })();
+        if result.is_err() {
+            store = None; // connect again next time
+        }
+        for reply in replies {
+            let _ = reply.send(match &result {
+                Ok(r) => Ok(r.clone()),
+                Err(e) => Err(e.clone()),
+            });
+        }
+    }
+}
+
+fn answer(
+    request: tiny_http::Request,
+    scrapes: &mpsc::Sender<Reply>,
+    errors: &IntCounter,
+    timeout: Duration,
+) {
+    if request.url() != "/metrics" {
+        let _ = request
+            .respond(tiny_http::Response::from_string("see /metrics\n").with_status_code(404));
+        return;
+    }
+    let (reply, answer) = mpsc::channel();
+    let _ = scrapes.send(reply);
+    let up =
+        IntGauge::new("alkstore_up", "1 if the scrape read the database in time.").expect("metric");
+    let registry = match answer.recv_timeout(timeout) {
+        Ok(Ok(registry)) => {
+            up.set(1);
+            registry
+        }
+        failed => {
+            errors.inc();
+            match failed {
+                Ok(Err(e)) => eprintln!("alkstore: scrape failed: {e}"),
+                _ => eprintln!(
+                    "alkstore: scrape failed: no answer from the database within {timeout:?}"
+                ),
+            }
+            Registry::new()
+        }
+    };
+    registry.register(Box::new(up)).expect("unique");
+    registry.register(Box::new(errors.clone())).expect("unique");
+    let mut body = Vec::new();
+    if TextEncoder::new()
+        .encode(&registry.gather(), &mut body)
+        .is_err()
+    {
+        let _ = request.respond(tiny_http::Response::empty(500));
+        return;
+    }
+    let header = tiny_http::Header::from_bytes(
+        &b"Content-Type"[..],
+        TextEncoder::new().format_type().as_bytes(),
+    )
+    .expect("header");
+    let _ = request.respond(tiny_http::Response::from_data(body).with_header(header));
 }

@@ -353,6 +353,11 @@ fn follows_new_events(url: &str, stream: &str) {
 
 /// Starts `alkstore metrics` on a free local port; the process and its address.
 fn exporter(url: &str) -> (std::process::Child, String) {
+    exporter_with(url, &[])
+}
+
+/// [`exporter`] with more arguments to `alkstore metrics`.
+fn exporter_with(url: &str, args: &[&str]) -> (std::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -361,6 +366,7 @@ fn exporter(url: &str) -> (std::process::Child, String) {
     let addr = format!("127.0.0.1:{port}");
     let child = Command::new(env!("CARGO_BIN_EXE_alkstore"))
         .args(["--url", url, "metrics", "--listen", &addr])
+        .args(args)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -490,4 +496,82 @@ fn the_exporter_counts_failed_scrapes() {
         1.0,
         "{body}"
     );
+}
+
+/// Issue 34 item 6: a database that accepts connections and never answers
+/// (a server stalled, a network black hole). The exporter starts anyway,
+/// and every scrape, two at once included, answers `alkstore_up 0` within
+/// the scrape timeout instead of waiting for the database.
+#[test]
+fn the_exporter_answers_down_within_its_timeout_while_the_database_stalls() {
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = hole.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in hole.incoming() {
+            held.push(conn); // accepted, never answered
+        }
+    });
+    let url = format!("postgres://app:secret@127.0.0.1:{port}/app");
+    let (mut exporter, addr) = exporter_with(&url, &["--scrape-timeout", "1"]);
+    let first = scrape(&addr); // waits until the exporter listens
+    assert_eq!(sample(&first, "alkstore_up"), 0.0, "{first}");
+    let started = Instant::now();
+    let scrapes: Vec<_> = (0..2)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || scrape(&addr))
+        })
+        .collect();
+    for s in scrapes {
+        let body = s.join().unwrap();
+        assert_eq!(sample(&body, "alkstore_up"), 0.0, "{body}");
+        assert!(!body.contains("secret"), "{body}");
+    }
+    let took = started.elapsed();
+    exporter.kill().unwrap();
+    exporter.wait().unwrap();
+    assert!(
+        took < Duration::from_secs(4),
+        "two concurrent scrapes took {took:?} with a 1 s scrape timeout"
+    );
+}
+
+/// Issue 34 item 7: URLs are read case-insensitively and anything else is
+/// refused at once, without creating a file or printing a password.
+#[test]
+fn urls_that_name_no_database_are_refused_at_once_without_their_password() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "pg:app",
+        "postgresql:app",
+        "app.db",
+        "mysql://u:hunter2@h/db",
+    ] {
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+            .current_dir(dir.path())
+            .args(["--url", url, "queues"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url}: {stderr}");
+        assert!(
+            stderr.contains("ALK05") || stderr.contains("sqlite:PATH"),
+            "{url}: {stderr}"
+        );
+        assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{url}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a refused URL created a file"
+    );
+    let path = dir.path().join("x.db");
+    let ok = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+        .args(["--url", &format!("SQLite:{}", path.display()), "queues"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
 }

@@ -85,6 +85,7 @@ pub mod testing;
 #[cfg(feature = "tls")]
 mod tls;
 mod types;
+pub mod url;
 #[cfg(feature = "blocking")]
 mod wake;
 #[cfg(feature = "blocking")]
@@ -141,9 +142,9 @@ pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
 pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
 
-/// Opens a store from a URL: `sqlite:path/to/app.db` (the embedded
-/// default; a bare path means SQLite too) or `postgres://…` /
-/// `postgresql://…`.
+/// Opens a store from a URL: `sqlite:path/to/app.db` (or `sqlite://…`)
+/// or `postgres://…` / `postgresql://…`, the scheme in any case. Anything
+/// else is refused at once with `ALK05` (see [`url::DbUrl`]).
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -156,12 +157,8 @@ pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
 /// ```
 #[cfg(feature = "blocking")]
 pub fn open(url: &str) -> Result<Store> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(PgStore::connect(url)?.into());
+    match url::DbUrl::parse(url)? {
+        url::DbUrl::Postgres(url) => Ok(PgStore::connect(&url)?.into()),
+        url::DbUrl::Sqlite(path) => Ok(SqliteStore::open(&path)?.into()),
     }
-    let path = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        .unwrap_or(url);
-    Ok(SqliteStore::open(path)?.into())
 }
