@@ -2452,8 +2452,21 @@ BEGIN
     DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
     GET DIAGNOSTICS n = ROW_COUNT;
   ELSE
+    -- The queue's group rows first, in key order. An enqueue into a group
+    -- and a head finishing take their group's row before they touch the
+    -- group's other jobs: taking the rows in the same order leaves no
+    -- deadlock with them (with the rows taken after the jobs, a purge and
+    -- an ack deadlocked), and waiting here for an open enqueue means the
+    -- DELETE below, a statement of its own, sees that enqueue's job too (a
+    -- job it missed would be left waiting behind a head purged away).
+    PERFORM FROM alkstore.groups c WHERE c.queue = q ORDER BY c.group_key FOR UPDATE;
+    -- A job another transaction holds is being claimed or cancelled: that
+    -- transaction decides it (waiting for it could deadlock a claim that
+    -- dead-letters a grouped job and wants its group's row).
     WITH d AS (
-      DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('pending', 'waiting')
+      DELETE FROM alkstore.jobs j
+       WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting') FOR UPDATE SKIP LOCKED)
       RETURNING j.group_key
     )
     SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL) INTO n, gs FROM d;
@@ -2462,6 +2475,19 @@ BEGIN
         FROM (SELECT u.g, count(*)::integer AS n FROM unnest(gs) AS u(g) GROUP BY u.g) x
        WHERE c.queue = q AND c.group_key = x.g;
       DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
+      -- A group that still has jobs but lost its head gets the next one.
+      UPDATE alkstore.jobs j SET state = 'pending'
+       WHERE j.id = ANY (ARRAY(
+               SELECT (SELECT min(w.id) FROM alkstore.jobs w
+                        WHERE w.queue = q AND w.group_key = c.group_key AND w.state = 'waiting')
+                 FROM alkstore.groups c
+                WHERE c.queue = q AND c.group_key = ANY (gs)
+                  AND NOT EXISTS (SELECT FROM alkstore.jobs h
+                                   WHERE h.queue = q AND h.group_key = c.group_key
+                                     AND h.state IN ('pending', 'running'))));
+      IF FOUND THEN
+        PERFORM alkstore.wake('q', q);
+      END IF;
     END IF;
   END IF;
   RETURN n;
