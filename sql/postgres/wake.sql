@@ -136,17 +136,30 @@ BEGIN
       alkstore.max_wait_ttl_s(), ttl_s));
   END IF;
   EXECUTE format('LISTEN %I', channel);
+  -- A renewal: a live registration whose waiting lock this session holds.
+  renewal := alkstore.holds_wait_lock(kind, name)
+             AND EXISTS (SELECT FROM alkstore.waiters w
+                          WHERE w.kind = wait_on.kind AND w.name = wait_on.name
+                            AND w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp());
+  IF NOT renewal THEN
+    -- Waiting locks of registrations that ended (unlistened, expired, rolled
+    -- back) go now: a session holds no more of them than it has live
+    -- registrations (but see wait_off), and at most max_waits_per_session().
+    PERFORM alkstore.wait_locks_release();
+    IF (SELECT count(*) FROM alkstore.waiters w
+         WHERE w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp()
+           AND (w.kind, w.name) <> (wait_on.kind, wait_on.name)) >= alkstore.max_waits_per_session() THEN
+      PERFORM alkstore.raise('ALK05', format(
+        'a session may wait on at most %s queues, outboxes and streams at once; alk_unlisten_* one first',
+        alkstore.max_waits_per_session()));
+    END IF;
+  END IF;
   -- The waiting lock (see wake), taken before the registration commits and
-  -- kept, once, until the session ends: a rolled-back registration or one
-  -- ended by wait_off leaves it held, which only makes enqueuers read the
-  -- table. Held already (and a live row): a renewal.
-  IF alkstore.holds_wait_lock(kind, name) THEN
-    renewal := EXISTS (SELECT FROM alkstore.waiters w
-                        WHERE w.kind = wait_on.kind AND w.name = wait_on.name
-                          AND w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp());
-  ELSE
+  -- kept, once, until the session ends or a later registration finds it
+  -- ended (wait_locks_release). A lock held for a registration that
+  -- ended only makes enqueuers read the table.
+  IF NOT alkstore.holds_wait_lock(kind, name) THEN
     PERFORM pg_advisory_lock_shared(alkstore.wait_class(kind), hashtext(name));
-    renewal := false;
   END IF;
   -- This session's own enqueues must read the table (see wake). (After a
   -- RESET ALL they skip it: only its own enqueues no longer wake it.)
@@ -162,12 +175,45 @@ BEGIN
   RETURN channel;
 END $$;
 
--- Ends this session's registration. The waiting lock stays (see wait_on):
--- let go before this transaction commits, it would let enqueuers skip a
+-- Lets go of this session's waiting locks that no live registration of it
+-- needs: ended by wait_off in an earlier transaction, expired, or made in a
+-- transaction that rolled back. Not in a transaction that ran wait_off: a
+-- rollback would bring back the registration its lock was let go for, and
+-- enqueuers would skip it (it goes at the next registration instead).
+CREATE OR REPLACE FUNCTION alkstore.wait_locks_release() RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  l record;
+BEGIN
+  IF current_setting('alkstore.wait_off', true) = 'on' THEN
+    RETURN;
+  END IF;
+  FOR l IN
+    SELECT k.classid, k.objid FROM pg_locks k
+     WHERE k.locktype = 'advisory' AND k.pid = pg_backend_pid() AND k.mode = 'ShareLock' AND k.granted
+       AND k.objsubid = 2
+       AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND k.classid IN ((alkstore.wait_class('q')::bigint & 4294967295)::oid,
+                         (alkstore.wait_class('s')::bigint & 4294967295)::oid)
+    EXCEPT
+    SELECT (alkstore.wait_class(w.kind)::bigint & 4294967295)::oid, (hashtext(w.name)::bigint & 4294967295)::oid
+      FROM alkstore.waiters w
+     WHERE w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp()
+  LOOP
+    -- Back from the lock table's unsigned halves to the signed keys.
+    PERFORM pg_advisory_unlock_shared((l.classid::bigint - CASE WHEN l.classid::bigint >= 2147483648 THEN 4294967296 ELSE 0 END)::integer,
+                                      (l.objid::bigint - CASE WHEN l.objid::bigint >= 2147483648 THEN 4294967296 ELSE 0 END)::integer);
+  END LOOP;
+END $$;
+
+-- Ends this session's registration. The waiting lock stays until a later
+-- registration in another transaction (see wait_locks_release): let go
+-- before this transaction commits, it would let enqueuers skip a
 -- registration that a rollback keeps.
 CREATE OR REPLACE FUNCTION alkstore.wait_off(kind "char", name text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
+  PERFORM set_config('alkstore.wait_off', 'on', true);
   DELETE FROM alkstore.waiters w WHERE w.kind = wait_off.kind AND w.name = wait_off.name AND w.pid = pg_backend_pid();
   RETURN FOUND;
 END $$;

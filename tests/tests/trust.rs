@@ -645,6 +645,109 @@ fn wake_up_registrations_are_capped_and_die_with_their_session() {
     }
 }
 
+/// The advisory locks this session holds (the lock table is shared by the
+/// whole cluster).
+fn advisory_locks(c: &mut Client) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Issue 34 item 3: each registration holds an advisory lock for its
+/// session's life; one session listening on 20,000 names exhausted the
+/// cluster's lock table. A session registers at most
+/// `MAX_WAITS_PER_SESSION` names at once, and the locks of registrations
+/// that ended (unlistened, expired) go at its next registration.
+#[test]
+fn a_session_holds_a_bounded_number_of_waiting_locks_and_lets_ended_ones_go() {
+    let cap = alkstore_core::opts::MAX_WAITS_PER_SESSION;
+    for target in pg_targets() {
+        let e = target.name();
+        let base = fresh("many");
+        let mut c = pg(target.pg_url());
+        let listen = |c: &mut Client, name: &str, ttl: f64| {
+            c.query_one("SELECT alk_listen_queue($1, $2)", &[&name, &ttl])
+                .map(|_| ())
+                .map_err(|e| e.code().map(|c| c.code().to_string()))
+        };
+        for i in 0..cap {
+            listen(&mut c, &format!("{base}-{i}"), 300.0).unwrap();
+        }
+        assert_eq!(
+            listen(&mut c, &format!("{base}-over"), 300.0),
+            Err(Some("ALK05".into())),
+            "[{e}] the {}th name",
+            cap + 1
+        );
+        assert!(advisory_locks(&mut c) <= cap as i64, "[{e}]");
+        // Renewing one of them is not a new one.
+        listen(&mut c, &format!("{base}-0"), 300.0).unwrap();
+        // Unlistened: the next registration lets its lock go.
+        for i in 0..10 {
+            c.query_one("SELECT alk_unlisten_queue($1)", &[&format!("{base}-{i}")])
+                .unwrap();
+        }
+        for i in 0..10 {
+            listen(&mut c, &format!("{base}-new-{i}"), 300.0).unwrap();
+        }
+        assert_eq!(advisory_locks(&mut c), cap as i64, "[{e}] after unlisten");
+        // Expired: the same.
+        for i in 10..cap {
+            c.query_one("SELECT alk_unlisten_queue($1)", &[&format!("{base}-{i}")])
+                .unwrap();
+        }
+        for i in 0..10 {
+            c.query_one(
+                "SELECT alk_unlisten_queue($1)",
+                &[&format!("{base}-new-{i}")],
+            )
+            .unwrap();
+        }
+        for i in 0..cap {
+            listen(&mut c, &format!("{base}-short-{i}"), 0.05).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        listen(&mut c, &format!("{base}-after"), 300.0).unwrap();
+        assert_eq!(advisory_locks(&mut c), 1, "[{e}] after expiry");
+        // A live registration still wakes its session.
+        let mut other = pg(target.pg_url());
+        other
+            .query_one(
+                "SELECT alk_enqueue($1, NULL, '1')",
+                &[&format!("{base}-after")],
+            )
+            .unwrap();
+        assert_eq!(
+            next_wake(&mut c, &format!("{base}-after"), 2000),
+            Some(format!("{base}-after")),
+            "[{e}]"
+        );
+        // Unlisten in a transaction that rolls back keeps the lock with the
+        // registration it restores.
+        c.batch_execute(&format!(
+            "BEGIN; SELECT alk_unlisten_queue('{base}-after'); SELECT alk_listen_queue('{base}-x', 300); ROLLBACK"
+        ))
+        .unwrap();
+        // (The rolled-back registration's lock goes at the next one.)
+        listen(&mut c, &format!("{base}-y"), 300.0).unwrap();
+        assert_eq!(advisory_locks(&mut c), 2, "[{e}] after the rollback");
+        other
+            .query_one(
+                "SELECT alk_enqueue($1, NULL, '2')",
+                &[&format!("{base}-after")],
+            )
+            .unwrap();
+        assert_eq!(
+            next_wake(&mut c, &format!("{base}-after"), 2000),
+            Some(format!("{base}-after")),
+            "[{e}] the restored registration still wakes"
+        );
+    }
+}
+
 /// What a waiting worker gets: the jobs its first claim found, or else the
 /// notification it waited for (up to 3 s).
 fn wait_like_a_worker(url: &str, q: &str) -> (i64, Option<String>) {
