@@ -991,7 +991,8 @@ fn upgrading_0_1_0_keeps_the_roles_that_called_alkstore_calling_it() {
                 .unwrap(),
         }
         let app = fresh("app").replace('-', "_");
-        c.batch_execute(&format!("CREATE ROLE {app} LOGIN")).unwrap();
+        c.batch_execute(&format!("CREATE ROLE {app} LOGIN"))
+            .unwrap();
         let enqueue_as_app = |c: &mut postgres::Client| {
             c.batch_execute(&format!("SET ROLE {app}")).unwrap();
             let r = c.batch_execute("SELECT alk_enqueue('callers-q', NULL, '1')");
