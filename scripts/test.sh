@@ -43,11 +43,16 @@ for f in sqlx-postgres sqlx-sqlite tokio-postgres; do
   fi
 done
 
-step "an application on sqlx's SQLite driver adds alkstore (feature sqlx-sqlite): builds outside the workspace, one SQLite, and runs"
-CARGO_TARGET_DIR="$PWD/target/rust-sqlx-sqlite" \
-  cargo run --locked -q --manifest-path examples/rust-sqlx-sqlite/Cargo.toml | tee "$log.sqlx-sqlite"
-grep -q '^welcomed "ada@example.com" (acked: true)$' "$log.sqlx-sqlite"
-grep -q '^pending after: 0$' "$log.sqlx-sqlite"
+step "applications outside the workspace, with no [patch]: alkstore's default features (rusqlite) and sqlx-sqlite with sqlx; one SQLite each, and they run"
+for app in rust-rusqlite rust-sqlx-sqlite; do
+  CARGO_TARGET_DIR="$PWD/target/$app" \
+    cargo run --locked -q --manifest-path "examples/$app/Cargo.toml" | tee "$log.$app"
+  grep -q '^welcomed "ada@example.com" (acked: true)$' "$log.$app"
+  grep -q '^pending after: 0$' "$log.$app"
+done
+
+step "the crates package and build as crates.io would publish them"
+cargo publish --locked --workspace --dry-run --allow-dirty 2>&1 | tee "$log.publish" | grep -E '^ *(Packaged|Verifying)'
 
 step "core and SQLite engine: unit, integration and doc tests"
 cargo test --locked -p alkstore-core -p alkstore-sqlite

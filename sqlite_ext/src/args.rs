@@ -3,9 +3,9 @@
 //! argument of a call has passed through here.
 
 use crate::ffi::{Arg, Kind};
+use crate::sys::sqlite3_value;
 use alkstore_core::{err, names, Code, ContractError, NameKind};
 use serde_json::Value;
-use sqlite_loadable::ext::sqlite3_value;
 use std::borrow::Cow;
 
 pub use alkstore_core::opts::MAX_BATCH;

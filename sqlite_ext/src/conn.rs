@@ -11,7 +11,7 @@
 use crate::error::{Error, Result};
 use crate::ffi::{self, DbError, Stmt, TxnState};
 use crate::sql;
-use sqlite_loadable::ext::{
+use crate::sys::{
     sqlite3, sqlite3_index_info, sqlite3_module, sqlite3_value, sqlite3_vtab, sqlite3_vtab_cursor,
 };
 use std::cell::Cell;
@@ -417,7 +417,7 @@ unsafe extern "C" fn anchor_eof(_cur: *mut sqlite3_vtab_cursor) -> c_int {
 
 unsafe extern "C" fn anchor_column(
     _cur: *mut sqlite3_vtab_cursor,
-    ctx: *mut sqlite_loadable::ext::sqlite3_context,
+    ctx: *mut crate::sys::sqlite3_context,
     _i: c_int,
 ) -> c_int {
     ffi::result_null(ctx);

@@ -1,8 +1,8 @@
 //! What a function call can fail with, and how it is reported to SQLite.
 
 use crate::ffi::{self, DbError};
+use crate::sys::sqlite3_context;
 use alkstore_core::ContractError;
-use sqlite_loadable::ext::sqlite3_context;
 
 /// A failed call: bad input (contract §3) or an error from SQLite itself.
 #[derive(Debug)]

@@ -1,14 +1,12 @@
 //! The thin layer over SQLite's routine table that the functions need:
 //! prepared statements, argument values and results.
 //!
-//! sqlite-loadable keeps its routine pointer private and wraps only part of
-//! the API (no reset, no column_type, no errcode), so we keep our own copy of
-//! the same pointer, set by the entry point before anything else runs.
+//! Every call goes through the routine table SQLite handed the entry point
+//! (or the host connection's library), kept here, set before anything else
+//! runs.
 
-use sqlite3ext_sys::{SQLITE_DONE, SQLITE_NULL, SQLITE_ROW};
-use sqlite_loadable::ext::{
-    sqlite3, sqlite3_api_routines, sqlite3_context, sqlite3_stmt, sqlite3_value,
-};
+use crate::sys::{sqlite3, sqlite3_api_routines, sqlite3_context, sqlite3_stmt, sqlite3_value};
+use crate::sys::{SQLITE_DONE, SQLITE_NULL, SQLITE_ROW};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -26,7 +24,6 @@ fn transient() -> Option<unsafe extern "C" fn(*mut c_void)> {
 pub unsafe fn set_api(api: *mut sqlite3_api_routines) {
     if !api.is_null() {
         API.store(api, Ordering::Release);
-        sqlite_loadable::ext::faux_sqlite_extension_init2(api);
     }
 }
 
@@ -145,7 +142,7 @@ impl Stmt {
                 v.as_ptr() as *const c_char,
                 v.len() as u64,
                 transient(),
-                sqlite3ext_sys::SQLITE_UTF8 as _,
+                crate::sys::SQLITE_UTF8 as _,
             )
         };
     }
@@ -288,8 +285,8 @@ pub fn txn_state(db: *mut sqlite3) -> TxnState {
             return TxnState::Explicit;
         }
         match api!(txn_state)(db, std::ptr::null()) as u32 {
-            sqlite3ext_sys::SQLITE_TXN_NONE => TxnState::AutocommitIdle,
-            sqlite3ext_sys::SQLITE_TXN_READ => TxnState::AutocommitReading,
+            crate::sys::SQLITE_TXN_NONE => TxnState::AutocommitIdle,
+            crate::sys::SQLITE_TXN_READ => TxnState::AutocommitReading,
             _ => TxnState::AutocommitWriting,
         }
     }
@@ -297,7 +294,7 @@ pub fn txn_state(db: *mut sqlite3) -> TxnState {
 
 /// Whether the connection holds the write lock (a write transaction).
 pub fn holds_write_lock(db: *mut sqlite3) -> bool {
-    unsafe { api!(txn_state)(db, std::ptr::null()) as u32 == sqlite3ext_sys::SQLITE_TXN_WRITE }
+    unsafe { api!(txn_state)(db, std::ptr::null()) as u32 == crate::sys::SQLITE_TXN_WRITE }
 }
 
 /// The connection a function was called on.
@@ -374,14 +371,14 @@ pub fn result_text(ctx: *mut sqlite3_context, v: &str) {
             v.as_ptr() as *const c_char,
             v.len() as u64,
             transient(),
-            sqlite3ext_sys::SQLITE_UTF8 as _,
+            crate::sys::SQLITE_UTF8 as _,
         )
     };
 }
 
 /// The longest text or blob this connection accepts (`SQLITE_LIMIT_LENGTH`).
 pub fn length_limit(db: *mut sqlite3) -> usize {
-    unsafe { api!(limit)(db, sqlite3ext_sys::SQLITE_LIMIT_LENGTH as c_int, -1) }.max(0) as usize
+    unsafe { api!(limit)(db, crate::sys::SQLITE_LIMIT_LENGTH as c_int, -1) }.max(0) as usize
 }
 
 /// Sets the function's result to an integer.
@@ -424,7 +421,7 @@ pub unsafe fn create_function(
         db,
         name.as_ptr(),
         n_args,
-        sqlite3ext_sys::SQLITE_UTF8 as c_int,
+        crate::sys::SQLITE_UTF8 as c_int,
         app,
         Some(func),
         None,

@@ -37,6 +37,7 @@ mod queue;
 mod schedule;
 pub mod sql;
 mod stream;
+pub mod sys;
 
 #[cfg(feature = "libsqlite3-sys")]
 pub mod routines;
@@ -45,8 +46,8 @@ mod rusqlite_glue;
 #[cfg(feature = "rusqlite")]
 pub use rusqlite_glue::register;
 
-use sqlite_loadable::ext::{sqlite3, sqlite3_api_routines};
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use sys::{sqlite3, sqlite3_api_routines};
 
 /// The names of all functions this extension registers.
 pub fn function_names() -> impl Iterator<Item = &'static str> {
@@ -116,14 +117,19 @@ pub unsafe extern "C" fn sqlite3_alkstoresqlite_init(
         }
         return 1; // SQLITE_ERROR
     }
-    sqlite_loadable::entrypoints::register_entrypoint(db, err, api, |db| {
-        match register_raw(db as *mut c_void, api as *mut c_void) {
-            0 => Ok(()),
-            rc => Err(sqlite_loadable::Error::new_message(format!(
-                "alkstore: registering functions failed ({rc})"
-            ))),
+    match register_raw(db as *mut c_void, api as *mut c_void) {
+        0 => 0, // SQLITE_OK
+        rc => {
+            if !err.is_null() {
+                let message = format!("alkstore: registering functions failed ({rc})");
+                if let (Some(mprintf), Ok(text)) = ((*api).mprintf, std::ffi::CString::new(message))
+                {
+                    *err = mprintf(c"%s".as_ptr(), text.as_ptr());
+                }
+            }
+            rc as c_uint
         }
-    })
+    }
 }
 
 #[cfg(test)]

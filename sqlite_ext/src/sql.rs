@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// The schema script, run idempotently on first use.
-pub const SCHEMA: &str = include_str!("../../sql/sqlite/schema.sql");
+pub const SCHEMA: &str = include_str!("../sql/schema.sql");
 
 /// The schema version this build creates and understands.
 pub const SCHEMA_VERSION: i64 = alkstore_core::SCHEMA_VERSION;
 
 /// The migrations, as (the version each one brings the schema to, its
 /// script), in order. A database at version `v` runs every one above `v`.
-pub const MIGRATIONS: &[(i64, &str)] = &[(2, include_str!("../../sql/sqlite/migrate/0002.sql"))];
+pub const MIGRATIONS: &[(i64, &str)] = &[(2, include_str!("../sql/migrate/0002.sql"))];
 
 /// The tables and indexes [`SCHEMA`] makes, as (type, name): a database
 /// at this schema version has every one of them.
@@ -32,15 +32,15 @@ pub fn schema_objects() -> &'static [(String, String)] {
 }
 
 const SOURCES: [&str; 9] = [
-    include_str!("../../sql/sqlite/schedule.sql"),
-    include_str!("../../sql/sqlite/admin.sql"),
-    include_str!("../../sql/sqlite/queue.sql"),
-    include_str!("../../sql/sqlite/group.sql"),
-    include_str!("../../sql/sqlite/pause.sql"),
-    include_str!("../../sql/sqlite/prune.sql"),
-    include_str!("../../sql/sqlite/stream.sql"),
-    include_str!("../../sql/sqlite/notify.sql"),
-    include_str!("../../sql/sqlite/lock.sql"),
+    include_str!("../sql/schedule.sql"),
+    include_str!("../sql/admin.sql"),
+    include_str!("../sql/queue.sql"),
+    include_str!("../sql/group.sql"),
+    include_str!("../sql/pause.sql"),
+    include_str!("../sql/prune.sql"),
+    include_str!("../sql/stream.sql"),
+    include_str!("../sql/notify.sql"),
+    include_str!("../sql/lock.sql"),
 ];
 
 fn catalogue() -> &'static HashMap<&'static str, &'static str> {

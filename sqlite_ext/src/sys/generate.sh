@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates src/bindings.rs from the host's public sqlite3ext.h.
+# Regenerates bindings.rs (sqlite_ext/src/sys/) from the host's public sqlite3ext.h.
 #
 # We generate from Debian 12's header (SQLite 3.40.1) on purpose: the routine
 # table then has no field a 3.40 host lacks, so the extension cannot call one.
@@ -19,5 +19,5 @@ version=$(sed -n 's/^#define SQLITE_VERSION *"\(.*\)"/\1/p' "$(dirname "$header"
     --allowlist-var 'SQLITE_.*' \
     --no-layout-tests \
     --rust-target 1.70
-} > src/bindings.rs
-echo "wrote src/bindings.rs from SQLite $version"
+} > bindings.rs
+echo "wrote sqlite_ext/src/sys/bindings.rs from SQLite $version"
