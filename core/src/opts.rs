@@ -26,26 +26,80 @@ pub const MAX_WAITS_PER_SESSION: usize = 100;
 /// many bytes (contract v1 §8, as `pg_notify`).
 pub const MAX_NOTIFY_BYTES: usize = 8000;
 
-/// The length of JSON text without whitespace outside strings: how the
+/// The length of JSON text without whitespace outside strings, with each
+/// string escape counted as the canonical text writes it: how the
 /// notification limit is measured on both engines (contract v1.1 §G).
+/// Canonical is PostgreSQL's jsonb text: `\u00e9` is written `é` (2 bytes),
+/// `\/` is `/`, a control character is `\n`-style or `\u001f`, `"` and `\`
+/// stay escaped.
 ///
 /// ```
-/// assert_eq!(alkstore_core::opts::compact_json_len(r#"{ "a" : [1, 2], "b": " x " }"#), 21);
+/// use alkstore_core::opts::compact_json_len;
+/// assert_eq!(compact_json_len(r#"{ "a" : [1, 2], "b": " x " }"#), 21);
+/// assert_eq!(compact_json_len(r#""\u00e9""#), compact_json_len("\"é\""));
 /// ```
 pub fn compact_json_len(text: &str) -> usize {
-    let (mut n, mut in_string, mut escaped) = (0, false, false);
-    for b in text.bytes() {
-        if in_string {
-            n += 1;
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
+    let b = text.as_bytes();
+    let hex = |at: usize| -> Option<u32> {
+        let h = b.get(at..at + 4)?;
+        u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let (mut n, mut i, mut in_string) = (0, 0, false);
+    while i < b.len() {
+        let c = b[i];
+        if !in_string {
+            if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                n += 1;
+                in_string = c == b'"';
             }
-        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-            n += 1;
-            in_string = b == b'"';
+            i += 1;
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_string = false;
+                n += 1;
+                i += 1;
+            }
+            b'\\' => match b.get(i + 1) {
+                Some(b'/') => {
+                    n += 1;
+                    i += 2;
+                }
+                Some(b'u') => {
+                    let Some(cp) = hex(i + 2) else {
+                        n += 2; // not JSON: counted as it stands
+                        i += 2;
+                        continue;
+                    };
+                    i += 6;
+                    n += match cp {
+                        0x08 | 0x09 | 0x0a | 0x0c | 0x0d | 0x22 | 0x5c => 2,
+                        0..=0x1f => 6,
+                        0xd800..=0xdbff
+                            if b.get(i..i + 2) == Some(b"\\u")
+                                && hex(i + 2).is_some_and(|lo| (0xdc00..=0xdfff).contains(&lo)) =>
+                        {
+                            i += 6;
+                            4
+                        }
+                        0xd800..=0xdfff => 6,
+                        _ => char::from_u32(cp).map_or(6, char::len_utf8),
+                    };
+                }
+                Some(_) => {
+                    n += 2;
+                    i += 2;
+                }
+                None => {
+                    n += 1;
+                    i += 1;
+                }
+            },
+            _ => {
+                n += 1;
+                i += 1;
+            }
         }
     }
     n
@@ -393,16 +447,25 @@ fn duration(key: &str, value: &Value, positive: bool) -> Result<i64, ContractErr
 
 fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractError> {
     let n = number(key, value)?;
-    if n.fract() != 0.0 || n < min as f64 || n > max as f64 {
-        return err(
+    // Exactly, not through f64: 2^63 rounds to i64::MAX as a float, and
+    // PostgreSQL's bigint refuses it.
+    let exact = match value.as_number() {
+        Some(x) if x.is_i64() => x.as_i64(),
+        Some(x) if x.is_u64() => None,
+        _ => (n.fract() == 0.0
+            && (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&n))
+        .then_some(n as i64),
+    };
+    match exact {
+        Some(i) if (min..=max).contains(&i) => Ok(i),
+        _ => err(
             Code::InvalidOptions,
             format!(
                 "{key} must be a whole number from {min} to {max}, got {}",
                 crate::names::excerpt(&value.to_string())
             ),
-        );
+        ),
     }
-    Ok(n as i64)
 }
 
 /// A key option: a non-empty string of at most [`MAX_KEY_BYTES`] bytes.

@@ -39,6 +39,32 @@ fn postgres_installs_define_exactly_the_catalogued_functions() {
     }
 }
 
+/// Issue 34 item 12: the docs name exactly the catalogue's admin-only
+/// functions, in its order, on the line after the marker.
+#[test]
+fn the_docs_list_exactly_the_admin_only_functions() {
+    let want = FUNCTIONS
+        .iter()
+        .filter(|f| f.on_postgres() && f.role == alkstore_core::catalogue::Role::Admin)
+        .map(|f| format!("`{}`", f.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+        + ".";
+    for file in ["docs/sql-api.md", "docs/security.md"] {
+        let doc =
+            std::fs::read_to_string(format!("{}/../{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let mut lines = doc.lines();
+        let listed = lines
+            .find(|l| l.starts_with("<!-- admin-only, from core/src/catalogue.rs"))
+            .and_then(|_| lines.next());
+        assert_eq!(
+            listed,
+            Some(want.as_str()),
+            "{file}: the line after the admin-only marker"
+        );
+    }
+}
+
 #[test]
 fn the_sql_api_reference_documents_every_function() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/sql-api.md"))

@@ -914,6 +914,32 @@ fn durations_round_and_notification_sizes_measure_alike_on_every_engine() {
             "ALK04",
             "[{engine}]"
         );
+        // Escapes count as the canonical text writes them (issue 34 item
+        // 12): 1500 \u00e9 are 9,000 bytes as sent and 3,000 as é.
+        let escaped = format!("\"{}\"", "\\u00e9".repeat(1500));
+        db.ok("alk_notify", &[t(&ch), j(&escaped)]);
+        let over = format!("\"{}{}\"", "\\u00e9".repeat(3998), "x".repeat(2)); // 7996 + 2 + 2
+        assert_eq!(
+            db.code("alk_notify", &[t(&ch), j(&over)]),
+            "ALK04",
+            "[{engine}]"
+        );
+        let under = format!("\"{}{}\"", "\\u00e9".repeat(3998), "x"); // 7999
+        db.ok("alk_notify", &[t(&ch), j(&under)]);
+        // 2^63 is not a bigint: refused alike, not stored as 2^63 - 1.
+        let s = fresh("big");
+        assert_eq!(
+            db.code(
+                "alk_stream_configure",
+                &[t(&s), j(r#"{"retain_events": 9223372036854775808}"#)]
+            ),
+            "ALK03",
+            "[{engine}]"
+        );
+        db.ok(
+            "alk_stream_configure",
+            &[t(&s), j(r#"{"retain_events": 9223372036854775807}"#)],
+        );
     }
     // Seconds given as an argument (ttl_s, delay_s, extend_s) round the same:
     // PostgreSQL's conversion, checked directly (SQLite's is core's
