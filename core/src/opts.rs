@@ -452,9 +452,8 @@ fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractE
     let exact = match value.as_number() {
         Some(x) if x.is_i64() => x.as_i64(),
         Some(x) if x.is_u64() => None,
-        _ => (n.fract() == 0.0
-            && (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&n))
-        .then_some(n as i64),
+        _ => (n.fract() == 0.0 && (i64::MIN as f64..-(i64::MIN as f64)).contains(&n))
+            .then_some(n as i64),
     };
     match exact {
         Some(i) if (min..=max).contains(&i) => Ok(i),
