@@ -192,34 +192,22 @@ impl<'a> Conn<'a> {
     fn bring_schema_current(&self) -> Result<bool> {
         // Names alk_* are alkstore's: objects of that name that are not an
         // alkstore schema (an application's alk_events table, an alk_locks
-        // view, an alk_meta with a schema_version of its own) are refused
-        // before anything is written, naming them, instead of failing later
-        // with SQLite's own errors.
-        let objects = self.schema_objects()?;
-        if objects.is_empty() {
-            Stmt::exec_script(self.db, sql::SCHEMA)?;
-            self.record_version()?;
-            return Ok(true);
-        }
+        // view, an alk_meta of its own) are refused, naming them, with
+        // nothing written, instead of failing later with SQLite's own
+        // errors. The version is read first: when alk_meta is missing its
+        // statement fails to prepare, which starts no read transaction, so
+        // the schema's first CREATE can wait for the write lock (a read
+        // first would turn a concurrent creator into SQLITE_BUSY).
         let version = match self.read_version() {
             Ok(v) => v,
-            Err(e) if e.is_missing_schema() => None,
-            Err(Error::Db(e)) if e.message.starts_with("no such column") => None,
+            Err(e) if e.is_missing_schema() => return self.create_schema(),
+            Err(Error::Db(e)) if e.message.starts_with("no such column") => {
+                return self.refuse_foreign(self.all_named()?, None);
+            }
             Err(e) => return Err(e),
         };
-        let refuse = |what: Vec<String>| {
-            Err(Error::Db(DbError {
-                code: 1,
-                message: format!(
-                    "alkstore: this database has objects named alk_* that are not alkstore's \
-                     schema ({}); names alk_* are alkstore's: rename them or use another \
-                     database; nothing was changed",
-                    what.join(", ")
-                ),
-            }))
-        };
         let Some(v) = version else {
-            return refuse(objects.iter().map(|(t, n)| format!("{t} {n}")).collect());
+            return self.refuse_foreign(self.all_named()?, None);
         };
         if v > sql::SCHEMA_VERSION {
             return Err(Error::Db(DbError {
@@ -233,6 +221,7 @@ impl<'a> Conn<'a> {
             }));
         }
         if v == sql::SCHEMA_VERSION {
+            let objects = self.schema_objects()?;
             let wrong: Vec<String> = sql::schema_objects()
                 .iter()
                 .filter(|o| !objects.contains(o))
@@ -246,14 +235,116 @@ impl<'a> Conn<'a> {
             return if wrong.is_empty() {
                 Ok(false)
             } else {
-                refuse(wrong)
+                self.refuse_foreign(wrong, None)
             };
         }
-        for (_, script) in sql::MIGRATIONS.iter().filter(|(to, _)| *to > v) {
-            Stmt::exec_script(self.db, script)?;
+        // Older: migrate, in a savepoint of its own, so that tables that are
+        // not an older alkstore schema leave nothing changed.
+        self.control("savepoint")?;
+        let migrated = sql::MIGRATIONS
+            .iter()
+            .filter(|(to, _)| *to > v)
+            .try_for_each(|(_, script)| Stmt::exec_script(self.db, script))
+            .map_err(Error::from)
+            .and_then(|()| self.record_version());
+        match migrated {
+            Ok(()) => {
+                self.control("release")?;
+                Ok(true)
+            }
+            Err(Error::Db(e)) => {
+                let _ = self.control("rollback_to");
+                let _ = self.control("release");
+                let named = self.all_named()?;
+                self.refuse_foreign(
+                    named,
+                    Some(format!(
+                        "migrating it from schema {v} failed: {}",
+                        e.message
+                    )),
+                )
+            }
+            Err(e) => {
+                let _ = self.control("rollback_to");
+                let _ = self.control("release");
+                Err(e)
+            }
         }
-        self.record_version()?;
-        Ok(true)
+    }
+
+    /// A fresh schema, unless objects named alk_* are there already. The
+    /// first statement (alk_meta, missing) takes the write lock; the check
+    /// then reads a current snapshot, and a failed check leaves nothing.
+    fn create_schema(&self) -> Result<bool> {
+        self.control("savepoint")?;
+        let result = (|| {
+            let (first, rest) = match Stmt::prepare_first(self.db, sql::SCHEMA)? {
+                (Some(first), rest) => (first, rest),
+                (None, _) => unreachable!("the schema script has statements"),
+            };
+            let mut first = first;
+            first.run()?;
+            drop(first);
+            match self.read_version() {
+                // Another connection made the schema meanwhile: check that.
+                Ok(Some(_)) => return Ok(None),
+                Ok(None) | Err(_) => {}
+            }
+            let others: Vec<String> = self
+                .schema_objects()?
+                .into_iter()
+                .filter(|(t, n)| !(t == "table" && n == "alk_meta"))
+                .map(|(t, n)| format!("{t} {n}"))
+                .collect();
+            if !others.is_empty() {
+                return Ok(Some(others));
+            }
+            Stmt::exec_script(self.db, rest)?;
+            self.record_version()?;
+            Ok(None)
+        })();
+        match result {
+            Ok(None) => {
+                self.control("release")?;
+                // A concurrent creator's schema, or ours: both checked alike.
+                match self.read_version()? {
+                    Some(v) if v == sql::SCHEMA_VERSION => Ok(true),
+                    _ => self.bring_schema_current(),
+                }
+            }
+            Ok(Some(others)) => {
+                let _ = self.control("rollback_to");
+                let _ = self.control("release");
+                self.refuse_foreign(others, None)
+            }
+            Err(e) => {
+                let _ = self.control("rollback_to");
+                let _ = self.control("release");
+                Err(e)
+            }
+        }
+    }
+
+    /// Every alk_* object, as "type name".
+    fn all_named(&self) -> Result<Vec<String>> {
+        Ok(self
+            .schema_objects()?
+            .into_iter()
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect())
+    }
+
+    fn refuse_foreign<T>(&self, what: Vec<String>, why: Option<String>) -> Result<T> {
+        Err(Error::Db(DbError {
+            code: 1,
+            message: format!(
+                "alkstore: this database has objects named alk_* that are not alkstore's \
+                 schema ({}{}); names alk_* are alkstore's: rename them or use another \
+                 database; nothing was changed",
+                what.join(", "),
+                why.map(|w| format!("; {w}")).unwrap_or_default()
+            ),
+        }))
     }
 
     fn record_version(&self) -> Result<()> {
