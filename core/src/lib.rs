@@ -18,7 +18,7 @@ pub mod time;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The schema version this build creates and migrates to, on both engines.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 pub use error::{err, Code, ContractError};
 pub use names::NameKind;

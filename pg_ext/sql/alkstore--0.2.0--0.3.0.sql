@@ -3,11 +3,19 @@
 \echo Use "ALTER EXTENSION alkstore UPDATE" to load this file. \quit
 
 -- ---- step 0.2.0 -> 0.3.0: sql/postgres/upgrade/0.2.0--0.3.0.sql ----
--- alkstore 0.2.0 → 0.3.0: the schema changes of this step only (none so
--- far: 0.3.0 keeps schema 2). The functions, the name guard and the grants
--- are then re-created from the current sources (the update script and the
--- plain SQL install append them; see scripts/lib/pg-sources.sh).
-SELECT 1;
+-- alkstore 0.2.0 → 0.3.0: the schema changes of this step only. The
+-- functions, the name guard and the grants are then re-created from the
+-- current sources (the update script and the plain SQL install append
+-- them; see scripts/lib/pg-sources.sh).
+
+-- Schema 3.
+UPDATE alkstore.meta SET value = '3' WHERE key = 'schema_version';
+
+-- Stream retention counts from when an event became readable (issue 34):
+-- the sequencer stamps it. Events of before keep counting from created_at.
+-- No default: adding the column rewrites nothing.
+ALTER TABLE alkstore.events ADD COLUMN readable_at timestamptz;
+CREATE INDEX events_unstamped ON alkstore.events (stream) WHERE readable_at = 'infinity';
 
 -- ---- sql/postgres/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
@@ -20,7 +28,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '0.3.0'::text $$;
 
 -- The schema version this code works on.
 CREATE OR REPLACE FUNCTION alkstore.schema_version() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 2::integer $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3::integer $$;
 
 -- Queue, outbox, stream, channel and lock names must not start with it.
 CREATE OR REPLACE FUNCTION alkstore.reserved_prefix() RETURNS text
@@ -1985,8 +1993,11 @@ BEGIN
          ORDER BY b.txid, b.id LIMIT 500))
       RETURNING p.id, p.txid, p.key, p.payload, p.created_at
     ), added AS (
-      INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id)
-      SELECT s, last + row_number() OVER (ORDER BY m.txid, m.id), m.key, m.payload, m.created_at, m.id
+      INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id, readable_at)
+      SELECT s, last + row_number() OVER (ORDER BY m.txid, m.id), m.key, m.payload, m.created_at, m.id,
+             -- Readable from now, to others. This transaction's own events
+             -- only once it commits: 'infinity' until a prune stamps them.
+             CASE WHEN m.txid = pg_current_xact_id_if_assigned() THEN 'infinity' ELSE clock_timestamp() END
         FROM moved m
       RETURNING 1
     )
@@ -2131,8 +2142,11 @@ BEGIN
 END $$;
 
 -- Deletes, oldest first, at most budget events past their stream's
--- retention; returns how many. Only a prefix of each stream goes, so a
--- read after the pruned range starts at the first kept event. Streams
+-- retention; returns how many. retain_s counts from when an event became
+-- readable (its offset given), not from its publish: a transaction that
+-- publishes and commits later has its events kept the whole time. Only a
+-- prefix of each stream goes, so a read after the pruned range starts at
+-- the first kept event. Streams
 -- another prune is working on are skipped.
 CREATE OR REPLACE FUNCTION alkstore.prune_events(budget integer) RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -2149,12 +2163,16 @@ BEGIN
              ORDER BY t.stream LOOP
     EXIT WHEN done >= budget;
     CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('alkstore.prune'), hashtext(st.stream));
+    -- Events a transaction read back before it committed: readable (to
+    -- others) by now, so counted from here.
+    UPDATE alkstore.events e SET readable_at = clock_timestamp()
+     WHERE e.stream = st.stream AND e.readable_at = 'infinity';
     DELETE FROM alkstore.events d
      WHERE d.stream = st.stream AND d."offset" <= (
        SELECT max(p."offset") FROM (
-         SELECT h."offset", bool_and(h.created_at <= st.cut OR h."offset" <= st.keep_after)
+         SELECT h."offset", bool_and(h.since <= st.cut OR h."offset" <= st.keep_after)
                               OVER (ORDER BY h."offset") AS gone
-           FROM (SELECT e."offset", e.created_at FROM alkstore.events e
+           FROM (SELECT e."offset", coalesce(e.readable_at, e.created_at) AS since FROM alkstore.events e
                   WHERE e.stream = st.stream
                   ORDER BY e."offset" LIMIT budget - done) h) p
         WHERE p.gone);

@@ -8,7 +8,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '0.3.0'::text $$;
 
 -- The schema version this code works on.
 CREATE OR REPLACE FUNCTION alkstore.schema_version() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 2::integer $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3::integer $$;
 
 -- Queue, outbox, stream, channel and lock names must not start with it.
 CREATE OR REPLACE FUNCTION alkstore.reserved_prefix() RETURNS text

@@ -12,7 +12,7 @@ CREATE TABLE alkstore.meta (
   key   text PRIMARY KEY,
   value text NOT NULL
 );
-INSERT INTO alkstore.meta (key, value) VALUES ('schema_version', '2');
+INSERT INTO alkstore.meta (key, value) VALUES ('schema_version', '3');
 
 -- Per-queue options; a queue never configured has no row and uses defaults.
 CREATE TABLE alkstore.queues (
@@ -174,8 +174,14 @@ CREATE TABLE alkstore.events (
   payload    jsonb       NOT NULL,
   created_at timestamptz NOT NULL,
   id         bigint      NOT NULL,
+  -- When the sequencer gave it its offset, which made it readable: what
+  -- retain_s counts from (NULL: an event from before schema 3, created_at;
+  -- 'infinity': sequenced by its own transaction, stamped by a prune).
+  readable_at timestamptz,
   PRIMARY KEY (stream, "offset")
 );
+-- The few events sequenced by their own transaction, for prune to stamp.
+CREATE INDEX events_unstamped ON alkstore.events (stream) WHERE readable_at = 'infinity';
 
 -- Published events waiting for their offset: a publisher only inserts
 -- here, and alkstore.sequence moves committed ones into events. Small and

@@ -120,8 +120,11 @@ BEGIN
          ORDER BY b.txid, b.id LIMIT 500))
       RETURNING p.id, p.txid, p.key, p.payload, p.created_at
     ), added AS (
-      INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id)
-      SELECT s, last + row_number() OVER (ORDER BY m.txid, m.id), m.key, m.payload, m.created_at, m.id
+      INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id, readable_at)
+      SELECT s, last + row_number() OVER (ORDER BY m.txid, m.id), m.key, m.payload, m.created_at, m.id,
+             -- Readable from now, to others. This transaction's own events
+             -- only once it commits: 'infinity' until a prune stamps them.
+             CASE WHEN m.txid = pg_current_xact_id_if_assigned() THEN 'infinity' ELSE clock_timestamp() END
         FROM moved m
       RETURNING 1
     )
@@ -266,8 +269,11 @@ BEGIN
 END $$;
 
 -- Deletes, oldest first, at most budget events past their stream's
--- retention; returns how many. Only a prefix of each stream goes, so a
--- read after the pruned range starts at the first kept event. Streams
+-- retention; returns how many. retain_s counts from when an event became
+-- readable (its offset given), not from its publish: a transaction that
+-- publishes and commits later has its events kept the whole time. Only a
+-- prefix of each stream goes, so a read after the pruned range starts at
+-- the first kept event. Streams
 -- another prune is working on are skipped.
 CREATE OR REPLACE FUNCTION alkstore.prune_events(budget integer) RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -284,12 +290,16 @@ BEGIN
              ORDER BY t.stream LOOP
     EXIT WHEN done >= budget;
     CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('alkstore.prune'), hashtext(st.stream));
+    -- Events a transaction read back before it committed: readable (to
+    -- others) by now, so counted from here.
+    UPDATE alkstore.events e SET readable_at = clock_timestamp()
+     WHERE e.stream = st.stream AND e.readable_at = 'infinity';
     DELETE FROM alkstore.events d
      WHERE d.stream = st.stream AND d."offset" <= (
        SELECT max(p."offset") FROM (
-         SELECT h."offset", bool_and(h.created_at <= st.cut OR h."offset" <= st.keep_after)
+         SELECT h."offset", bool_and(h.since <= st.cut OR h."offset" <= st.keep_after)
                               OVER (ORDER BY h."offset") AS gone
-           FROM (SELECT e."offset", e.created_at FROM alkstore.events e
+           FROM (SELECT e."offset", coalesce(e.readable_at, e.created_at) AS since FROM alkstore.events e
                   WHERE e.stream = st.stream
                   ORDER BY e."offset" LIMIT budget - done) h) p
         WHERE p.gone);

@@ -31,16 +31,29 @@ DELETE FROM alk_notifications WHERE id IN (
 
 -- Streams with a retention (v1.1 §E), after ?1 ('' for the first).
 -- name: prune_next_stream
-SELECT stream, last_offset, retain_ms, retain_events FROM alk_streams
+SELECT stream, last_offset, retain_ms, retain_events, stamped_offset FROM alk_streams
 WHERE stream > ?1 AND (retain_ms IS NOT NULL OR retain_events IS NOT NULL)
 ORDER BY stream LIMIT 1;
 
+-- Events of stream ?2 from after offset ?3 up to ?4, seen by this prune for
+-- the first time: readable by now (?1). Offsets are dense, so this is at
+-- most ?4 - ?3 rows, through the (stream, offset) index.
+-- name: prune_stamp_events
+UPDATE alk_events SET readable_at = ?1 WHERE stream = ?2 AND "offset" > ?3 AND "offset" <= ?4;
+
+-- name: prune_stamped
+UPDATE alk_streams SET stamped_offset = ?2 WHERE stream = ?1;
+
 -- The oldest events of stream ?3 (at most ?2) that are past its retention:
--- created at or before ?1 or at an offset at or below ?4. Only a prefix
--- goes, so a read after the pruned range starts at the first kept event.
+-- readable at or before ?1 (unstamped ones are not, unless they are from
+-- before schema 3: at or below ?5, counted from created_at) or at an offset
+-- at or below ?4. Only a prefix goes, so a read after the pruned range
+-- starts at the first kept event.
 -- name: prune_events
 DELETE FROM alk_events WHERE stream = ?3 AND "offset" <= (
   SELECT max("offset") FROM (
-    SELECT "offset", min(created_at <= ?1 OR "offset" <= ?4) OVER (ORDER BY "offset") AS gone
-    FROM (SELECT "offset", created_at FROM alk_events WHERE stream = ?3 ORDER BY "offset" LIMIT ?2))
+    SELECT "offset", min(since <= ?1 OR "offset" <= ?4) OVER (ORDER BY "offset") AS gone
+    FROM (SELECT "offset",
+                 coalesce(readable_at, CASE WHEN "offset" <= ?5 THEN created_at END, 9223372036854775807) AS since
+            FROM alk_events WHERE stream = ?3 ORDER BY "offset" LIMIT ?2))
   WHERE gone);

@@ -1,4 +1,4 @@
--- alkstore schema for SQLite, version 2 (alkstore 0.2.0): what a fresh database
+-- alkstore schema for SQLite, version 3 (alkstore 0.3.0): what a fresh database
 -- gets. A database of an older version is brought here by sql/sqlite/migrate/.
 -- Run idempotently on first use (or by SELECT alk_init()). Internal: only the
 -- alk_* functions are API. Times are integer epoch milliseconds; durations
@@ -119,7 +119,10 @@ CREATE TABLE IF NOT EXISTS alk_streams (
   stream        TEXT PRIMARY KEY,
   last_offset   INTEGER NOT NULL,
   retain_ms     INTEGER,
-  retain_events INTEGER
+  retain_events INTEGER,
+  -- Events up to this offset have readable_at set (or count from their
+  -- created_at: those of before schema 3); see alk_events.
+  stamped_offset INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
 -- Stream events. AUTOINCREMENT: an event id is never handed out twice,
@@ -131,6 +134,10 @@ CREATE TABLE IF NOT EXISTS alk_events (
   key        TEXT,
   payload    TEXT    NOT NULL,
   created_at INTEGER NOT NULL,
+  -- A time by which the event had become readable (its transaction had
+  -- committed): stamped by the first prune that sees it, and what
+  -- retain_s counts from. NULL: not stamped yet, or from before schema 3.
+  readable_at INTEGER,
   UNIQUE (stream, "offset")
 );
 
@@ -160,4 +167,4 @@ CREATE TABLE IF NOT EXISTS alk_locks (
   expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 
-INSERT OR IGNORE INTO alk_meta (key, value) VALUES ('schema_version', '2');
+INSERT OR IGNORE INTO alk_meta (key, value) VALUES ('schema_version', '3');

@@ -51,7 +51,7 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
     // Stream events past their stream's retention (v1.1 §E), stream by stream.
     let mut after = String::new();
     while done < max {
-        let (stream, last, retain_ms, retain_events) = {
+        let (stream, last, retain_ms, retain_events, stamped) = {
             let mut st = conn.stmt("prune_next_stream")?;
             st.bind_text(1, &after);
             if !st.step_row()? {
@@ -62,13 +62,32 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
                 st.i64(1),
                 st.opt_i64(2),
                 st.opt_i64(3),
+                st.i64(4),
             )
         };
+        // retain_s counts from when an event became readable: events this
+        // prune sees first are stamped now (at most a budget's worth), and
+        // are kept at least retain_s from here.
+        let (stamped_before, budget) = (stamped, max - done);
+        if retain_ms.is_some() && last > stamped {
+            let upto = last.min(stamped.saturating_add(budget));
+            let mut st = conn.stmt("prune_stamp_events")?;
+            st.bind_i64(1, now);
+            st.bind_text(2, &stream);
+            st.bind_i64(3, stamped);
+            st.bind_i64(4, upto);
+            st.run()?;
+            let mut st = conn.stmt("prune_stamped")?;
+            st.bind_text(1, &stream);
+            st.bind_i64(2, upto);
+            st.run()?;
+        }
         let mut st = conn.stmt("prune_events")?;
         st.bind_i64(1, retain_ms.map_or(i64::MIN, |ms| now - ms));
-        st.bind_i64(2, max - done);
+        st.bind_i64(2, budget);
         st.bind_text(3, &stream);
         st.bind_i64(4, retain_events.map_or(0, |n| last - n));
+        st.bind_i64(5, stamped_before);
         st.run()?;
         done += crate::ffi::changes(conn.db);
         after = stream;

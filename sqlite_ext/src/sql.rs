@@ -12,7 +12,10 @@ pub const SCHEMA_VERSION: i64 = alkstore_core::SCHEMA_VERSION;
 
 /// The migrations, as (the version each one brings the schema to, its
 /// script), in order. A database at version `v` runs every one above `v`.
-pub const MIGRATIONS: &[(i64, &str)] = &[(2, include_str!("../sql/migrate/0002.sql"))];
+pub const MIGRATIONS: &[(i64, &str)] = &[
+    (2, include_str!("../sql/migrate/0002.sql")),
+    (3, include_str!("../sql/migrate/0003.sql")),
+];
 
 /// The tables and indexes [`SCHEMA`] makes, as (type, name): a database
 /// at this schema version has every one of them.

@@ -87,6 +87,11 @@ fn objects_named_alk_that_are_not_alkstores_are_refused_by_name() {
         (
             "CREATE TABLE alk_meta (key TEXT PRIMARY KEY, value TEXT); \
              INSERT INTO alk_meta VALUES ('schema_version', '2');",
+            "table alk_meta; migrating it from schema 2 failed",
+        ),
+        (
+            "CREATE TABLE alk_meta (key TEXT PRIMARY KEY, value TEXT); \
+             INSERT INTO alk_meta VALUES ('schema_version', '3');",
             "table alk_queues missing",
         ),
         ("CREATE TABLE alk_events (x);", "table alk_events"),
@@ -109,7 +114,7 @@ fn objects_named_alk_that_are_not_alkstores_are_refused_by_name() {
     // An alkstore database whose table was swapped for a view.
     let db = Db::new();
     let conn = db.conn();
-    assert_eq!(int(&conn, "SELECT alk_init()", &[]), 2);
+    assert_eq!(int(&conn, "SELECT alk_init()", &[]), 3);
     conn.execute_batch("DROP TABLE alk_locks; CREATE VIEW alk_locks AS SELECT 1 AS x;")
         .unwrap();
     let fresh = open(&db.path);
@@ -124,7 +129,7 @@ fn objects_named_alk_that_are_not_alkstores_are_refused_by_name() {
     conn.execute_batch("CREATE TABLE alk_events (x);").unwrap();
     assert!(sql(&conn, "SELECT alk_init()", &[]).is_err());
     conn.execute_batch("DROP TABLE alk_events;").unwrap();
-    assert_eq!(int(&conn, "SELECT alk_init()", &[]), 2);
+    assert_eq!(int(&conn, "SELECT alk_init()", &[]), 3);
 }
 
 fn objects(conn: &rusqlite::Connection) -> Vec<String> {

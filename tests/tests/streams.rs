@@ -189,10 +189,13 @@ fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
         );
         assert_eq!(span(db, &s), (3, 5), "[{e}]");
 
-        // By age: only what is older than retain_s goes, oldest first.
+        // By age: only what has been readable longer than retain_s goes,
+        // oldest first. (A read or prune is when the engine sees an event
+        // readable: PostgreSQL gives it its offset, SQLite stamps it.)
         let s = fresh("by-age");
         db.ok("alk_stream_configure", &[t(&s), j(r#"{"retain_s": 0.3}"#)]);
         let old = [publish(db, &s, "1"), publish(db, &s, "2")];
+        prune_all(db);
         sleep_ms(450);
         publish(db, &s, "3");
         prune_all(db);
@@ -227,6 +230,50 @@ fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
         prune_all(db);
         assert_eq!(offsets(db, &s), [6], "[{e}]");
     });
+}
+
+/// Issue 34 item 9: retain_s counts from when an event became readable,
+/// not from its publish. A transaction that publishes, works longer than
+/// retain_s and commits: its event survives the prunes right after the
+/// commit, is read, and goes once it has been readable for retain_s.
+#[test]
+fn retention_counts_from_when_an_event_became_readable() {
+    let _serial = serial();
+    for target in targets() {
+        let e = target.name();
+        let s = fresh("late-commit");
+        let (mut a, mut b) = (target.connect(), target.connect());
+        b.ok("alk_stream_configure", &[t(&s), j(r#"{"retain_s": 1}"#)]);
+        a.begin();
+        let id = publish(&mut *a, &s, r#"{"late": true}"#);
+        sleep_ms(1500);
+        a.commit();
+        prune_all(&mut *b);
+        prune_all(&mut *b);
+        assert_eq!(
+            read(&mut *b, &s, 0, 10),
+            [(1, id)],
+            "[{e}] pruned at once after a late commit"
+        );
+        sleep_ms(1200);
+        prune_all(&mut *b);
+        assert_eq!(
+            read(&mut *b, &s, 0, 10),
+            [],
+            "[{e}] kept past its retention"
+        );
+        // A transaction that reads its own event back before it commits
+        // (PostgreSQL gives it its offset then): counted from the commit too.
+        let s = fresh("own-read");
+        b.ok("alk_stream_configure", &[t(&s), j(r#"{"retain_s": 1}"#)]);
+        a.begin();
+        let id = publish(&mut *a, &s, "1");
+        assert_eq!(read(&mut *a, &s, 0, 10), [(1, id)], "[{e}]");
+        sleep_ms(1500);
+        a.commit();
+        prune_all(&mut *b);
+        assert_eq!(read(&mut *b, &s, 0, 10), [(1, id)], "[{e}] own read");
+    }
 }
 
 /// Eight publishers on one stream, one of them holding its transaction open
