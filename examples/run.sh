@@ -84,6 +84,32 @@ try:
 except alkstore.AlkstoreError as e:
     print(f\"package {v['package']}, library {v['library']}; refused: {str(e).split(':')[0]}\")"
 
+# The packages as their own tools build them (no packages/build.sh): pip
+# installs ./packages/python, and an sdist made by `python -m build`, into
+# clean venvs; cargo builds the library inside each (the sdist from the Rust
+# sources it carries). Debian's Python: its sqlite3 loads extensions.
+cat > "$work/installed.py" <<'PY'
+import json, sqlite3, alkstore
+c = sqlite3.connect(':memory:')
+alkstore.load(c)
+c.execute("SELECT alk_enqueue('mail', NULL, ?)", (json.dumps({'to': 'ada@example.com'}),))
+job = json.loads(c.execute("SELECT alk_claim('mail', 'w', 1)").fetchone()[0])[0]
+print(job['payload'], c.execute("SELECT alk_ack(?, 'w')", (job['id'],)).fetchone()[0] == 1)
+PY
+pipdir=target/examples/venv-pip
+rm -rf "$pipdir" && /usr/bin/python3 -m venv "$pipdir"
+"$pipdir/bin/pip" install -q ./packages/python
+check "python / pip install ./packages/python, round trip" "$work/roundtrip.expected" \
+  "$pipdir/bin/python" "$work/installed.py"
+sdistdir=target/examples/venv-sdist
+rm -rf "$sdistdir" && /usr/bin/python3 -m venv "$sdistdir"
+"$sdistdir/bin/pip" install -q build
+"$sdistdir/bin/python" -m build -q --sdist --outdir "$work/sdist" packages/python >/dev/null
+rm -rf packages/python/rust packages/python/build packages/python/*.egg-info
+"$sdistdir/bin/pip" install -q "$work"/sdist/alkstore-*.tar.gz
+check "python / python -m build --sdist, pip install the sdist, round trip" "$work/roundtrip.expected" \
+  "$sdistdir/bin/python" "$work/installed.py"
+
 # Node: the example project's locked dependencies (better-sqlite3 builds
 # from source here, minutes: only when the lock changed), then the package.
 (cd examples/node && { cmp -s package-lock.json node_modules/.alkstore-installed-lock ||
@@ -97,6 +123,25 @@ readme_block node-roundtrip > "$work/roundtrip.js"
 printf "{ to: 'ada@example.com' } true\n" > "$work/roundtrip-node.expected"
 check "node / README round trip" "$work/roundtrip-node.expected" \
   bash -c "cd '$work' && NODE_PATH='$PWD/examples/node/node_modules' node roundtrip.js"
+
+# npm install ./packages/node into a project of its own: the install script
+# builds the library (better-sqlite3 from the example project).
+rm -rf packages/node/lib
+mkdir -p "$work/node-app"
+repo=$PWD
+(cd "$work/node-app" && npm init -y >/dev/null &&
+  npm install --no-audit --no-fund --loglevel=error "$repo/packages/node" 2>&1 | grep -v install-scripts || true)
+cat > "$work/node-app/installed.js" <<'JS'
+const Database = require('better-sqlite3');
+const alkstore = require('alkstore');
+const db = alkstore.load(new Database(':memory:'));
+db.prepare("SELECT alk_enqueue('mail', NULL, ?)").pluck().get(JSON.stringify({ to: 'ada@example.com' }));
+const job = JSON.parse(db.prepare("SELECT alk_claim('mail', 'w', 1)").pluck().get())[0];
+console.log(job.payload, db.prepare("SELECT alk_ack(?, 'w')").pluck().get(job.id) === 1);
+JS
+check "node / npm install ./packages/node, round trip" "$work/roundtrip-node.expected" \
+  bash -c "cd '$work/node-app' && NODE_PATH='$PWD/examples/node/node_modules' node installed.js"
+rm -rf packages/node/lib
 
 echo "examples: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -9,21 +9,17 @@ version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Carg
 for file in packages/python/pyproject.toml packages/node/package.json; do
   grep -q "\"$version\"" "$file" || { echo "$file is not version $version" >&2; exit 1; }
 done
-cargo build --locked --release -q -p alkstore-sqlite
 out=target/packages
 rm -rf "$out" && mkdir -p "$out"
 
-# Python: the library goes into the package directory, then a wheel.
-cp target/release/libalkstore_sqlite.so packages/python/alkstore/
+# Python: setup.py builds the library into the wheel (cargo, --locked).
 venv=target/packages-build-venv
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-"$venv/bin/pip" install -q setuptools wheel
+"$venv/bin/pip" install -q "setuptools>=77" wheel
 "$venv/bin/pip" wheel -q --no-deps --no-build-isolation -w "$out" packages/python
-rm -rf packages/python/build packages/python/alkstore.egg-info packages/python/alkstore/libalkstore_sqlite.so
+rm -rf packages/python/build packages/python/alkstore.egg-info
 
-# Node: the library under lib/, then npm pack.
-mkdir -p packages/node/lib
-cp target/release/libalkstore_sqlite.so packages/node/lib/
+# Node: npm pack's prepack script builds the library into lib/.
 (cd packages/node && npm pack --silent --pack-destination "../../$out" >/dev/null)
 rm -rf packages/node/lib
 ls "$out"
