@@ -169,8 +169,7 @@ impl<'a> Conn<'a> {
         let changed = match (own, changed) {
             (true, Ok(changed)) => self.control("release").map(|_| changed),
             (true, Err(e)) => {
-                let _ = self.control("rollback_to");
-                let _ = self.control("release");
+                self.undo_savepoint();
                 Err(e)
             }
             (false, result) => result,
@@ -253,8 +252,7 @@ impl<'a> Conn<'a> {
                 Ok(true)
             }
             Err(Error::Db(e)) => {
-                let _ = self.control("rollback_to");
-                let _ = self.control("release");
+                self.undo_savepoint();
                 let named = self.all_named()?;
                 self.refuse_foreign(
                     named,
@@ -265,8 +263,7 @@ impl<'a> Conn<'a> {
                 )
             }
             Err(e) => {
-                let _ = self.control("rollback_to");
-                let _ = self.control("release");
+                self.undo_savepoint();
                 Err(e)
             }
         }
@@ -285,10 +282,9 @@ impl<'a> Conn<'a> {
             let mut first = first;
             first.run()?;
             drop(first);
-            match self.read_version() {
-                // Another connection made the schema meanwhile: check that.
-                Ok(Some(_)) => return Ok(None),
-                Ok(None) | Err(_) => {}
+            // Another connection made the schema meanwhile: check that.
+            if let Ok(Some(_)) = self.read_version() {
+                return Ok(None);
             }
             let others: Vec<String> = self
                 .schema_objects()?
@@ -313,13 +309,11 @@ impl<'a> Conn<'a> {
                 }
             }
             Ok(Some(others)) => {
-                let _ = self.control("rollback_to");
-                let _ = self.control("release");
+                self.undo_savepoint();
                 self.refuse_foreign(others, None)
             }
             Err(e) => {
-                let _ = self.control("rollback_to");
-                let _ = self.control("release");
+                self.undo_savepoint();
                 Err(e)
             }
         }
@@ -415,6 +409,13 @@ impl<'a> Conn<'a> {
     fn control(&self, name: &'static str) -> Result<()> {
         self.stmt_unchecked(name)?.run()?;
         Ok(())
+    }
+
+    /// Rolls back to this call's savepoint and ends it (already failing:
+    /// errors of the undo itself are not worth more than the first one).
+    fn undo_savepoint(&self) {
+        let _ = self.control("rollback_to");
+        let _ = self.control("release");
     }
 
     /// Forgets the schema check, after the tables turned out to be missing.
