@@ -16,11 +16,13 @@ pub const MAX_DURATION_S: f64 = 3_153_600_000.0;
 /// seconds (contract v1.1 §A3).
 pub const MAX_WAIT_TTL_S: f64 = 300.0;
 
-/// The most queues, outboxes and streams one PostgreSQL session may be
-/// registered to wait on at once (`alk_listen_*`): each holds an advisory
-/// lock in the server's shared lock table for the session's life, so an
-/// unbounded number would let one role exhaust it for the whole cluster.
-pub const MAX_WAITS_PER_SESSION: usize = 100;
+/// A PostgreSQL session registered to wait (`alk_listen_*`) holds one
+/// advisory lock per bucket of names, of this many buckets per kind (queues
+/// with outboxes, streams), for the session's life: however many names it
+/// waits on, it holds at most twice this many locks in the server's shared
+/// lock table (one lock per name let one session fill it for the whole
+/// cluster). A power of two.
+pub const WAIT_LOCK_BUCKETS: usize = 64;
 
 /// A notification payload's compact JSON text must be shorter than this
 /// many bytes (contract v1 §8, as `pg_notify`).

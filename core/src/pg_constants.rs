@@ -10,7 +10,7 @@ use crate::error::{Code, MAX_DETAIL_CHARS};
 use crate::names::{NameKind, MAX_NAME_BYTES, OUTBOX_QUEUE_PREFIX, QUOTE_CHARS, RESERVED_PREFIX};
 use crate::opts::{
     QueueOpts, DEFAULT_IDEMPOTENCY_TTL_MS, MAX_BATCH, MAX_DURATION_S, MAX_NOTIFY_BYTES,
-    MAX_PRUNE_ROWS, MAX_WAITS_PER_SESSION, MAX_WAIT_TTL_S,
+    MAX_PRUNE_ROWS, MAX_WAIT_TTL_S, WAIT_LOCK_BUCKETS,
 };
 use std::fmt::Write;
 
@@ -89,10 +89,10 @@ pub fn sql() -> String {
     );
     constant(
         &mut out,
-        "The most queues and streams one session may wait on at once.",
-        "max_waits_per_session()",
+        "Buckets of names a waiting session's advisory locks are taken per (a power of two).",
+        "wait_buckets()",
         "integer",
-        &MAX_WAITS_PER_SESSION.to_string(),
+        &WAIT_LOCK_BUCKETS.to_string(),
     );
     constant(
         &mut out,

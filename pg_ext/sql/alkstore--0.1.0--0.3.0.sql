@@ -177,6 +177,18 @@ UPDATE alkstore.meta SET value = '3' WHERE key = 'schema_version';
 ALTER TABLE alkstore.events ADD COLUMN readable_at timestamptz;
 CREATE INDEX events_unstamped ON alkstore.events (stream) WHERE readable_at = 'infinity';
 
+-- Waiting locks are taken per bucket of names now (wake.sql), so a session
+-- registered before this step holds a lock that enqueuers no longer try:
+-- they read the registrations until the last of them has expired, at most
+-- 300 s from now, as after the upgrade to 0.2.0. (Sessions re-registering
+-- take the bucket's lock; the setting alkstore.wake3 is new, so no session
+-- skips that check on a setting made by the old code.)
+UPDATE alkstore.waiters SET expires_at = least(expires_at, clock_timestamp() + interval '300 seconds');
+INSERT INTO alkstore.meta (key, value)
+SELECT 'waiters_before_upgrade_until', extract(epoch FROM max(expires_at))::text
+  FROM alkstore.waiters HAVING count(*) > 0
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
 -- ---- sql/postgres/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo test -p alkstore-core`
@@ -206,9 +218,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 8000::integer $$;
 CREATE OR REPLACE FUNCTION alkstore.max_wait_ttl_s() RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 300::double precision $$;
 
--- The most queues and streams one session may wait on at once.
-CREATE OR REPLACE FUNCTION alkstore.max_waits_per_session() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 100::integer $$;
+-- Buckets of names a waiting session's advisory locks are taken per (a power of two).
+CREATE OR REPLACE FUNCTION alkstore.wait_buckets() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 64::integer $$;
 
 -- The longest name of any kind, in bytes.
 CREATE OR REPLACE FUNCTION alkstore.max_name_bytes() RETURNS integer
@@ -620,8 +632,9 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN octet_length(name) < 7900 THEN name ELSE 'md5:' || md5(name) END
 $$;
 
--- The advisory locks of a queue or stream are (class, hashtext(name)):
--- callers pass kind as a constant, so the class is folded when the
+-- The advisory locks of a queue or stream are (class, key): the name's
+-- hashtext for the ordering lock, its bucket (wait_key) for the waiting
+-- lock. Callers pass kind as a constant, so the class is folded when the
 -- statement is planned and each lock costs one hash at run time.
 -- The ordering lock: orders an enqueue's check for waiters against a new
 -- registration for the same queue or stream (see wake and wait_on).
@@ -629,11 +642,19 @@ CREATE OR REPLACE FUNCTION alkstore.wake_class(kind "char") RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext('alkstore.wake:' || kind::text) $$;
 
 -- The waiting lock: a registered session holds it in share mode, at session
--- level, from before its registration commits until the session ends, so
--- an enqueuer that can take it exclusively knows that no other session of
--- this database is registered, without reading alkstore.waiters.
+-- level, from before its registration commits until the session ends (or a
+-- later registration finds it unneeded), so an enqueuer that can take it
+-- exclusively knows that no other session of this database is registered,
+-- without reading alkstore.waiters. It is per bucket of names, not per
+-- name (wait_key): a session holds at most wait_buckets() of them per kind
+-- however many names it waits on (one session listening on 20,000 names
+-- filled the cluster's lock table). A bucket held for another name only
+-- sends an enqueuer to read the table (wake_check).
 CREATE OR REPLACE FUNCTION alkstore.wait_class(kind "char") RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext('alkstore.wait:' || kind::text) $$;
+
+CREATE OR REPLACE FUNCTION alkstore.wait_key(name text) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext(name) & (alkstore.wait_buckets() - 1) $$;
 
 -- wake when a session may be registered (or another enqueuer is trying
 -- the waiting lock this instant, or this session has not yet looked for
@@ -651,10 +672,10 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext('alkstore.wait:' || kind::text) $$;
 CREATE OR REPLACE FUNCTION alkstore.wake_check(kind "char", name text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF coalesce(current_setting('alkstore.wake', true), '') = ''
+  IF coalesce(current_setting('alkstore.wake3', true), '') = ''
      AND NOT EXISTS (SELECT FROM alkstore.meta m WHERE m.key = 'waiters_before_upgrade_until'
                                                   AND to_timestamp(m.value::float8) > clock_timestamp()) THEN
-    PERFORM set_config('alkstore.wake', 'fast', false); -- see wake
+    PERFORM set_config('alkstore.wake3', 'fast', false); -- see wake
   END IF;
   IF current_setting('transaction_isolation') = 'read committed'
      AND pg_try_advisory_xact_lock_shared(alkstore.wake_class(kind), hashtext(name)) THEN
@@ -694,10 +715,10 @@ END $$;
 -- CASE fixes the order: the waiting lock is tried with the ordering lock held.
 CREATE OR REPLACE FUNCTION alkstore.wake(kind "char", name text) RETURNS void
 LANGUAGE sql AS $$
-  SELECT CASE WHEN CASE WHEN current_setting('alkstore.wake', true) = 'fast'
+  SELECT CASE WHEN CASE WHEN current_setting('alkstore.wake3', true) = 'fast'
                              AND pg_try_advisory_xact_lock_shared(alkstore.wake_class(kind), hashtext(name))
-                        THEN pg_try_advisory_lock(alkstore.wait_class(kind), hashtext(name)) END
-              THEN CASE WHEN pg_advisory_unlock(alkstore.wait_class(kind), hashtext(name)) THEN NULL::void END
+                        THEN pg_try_advisory_lock(alkstore.wait_class(kind), alkstore.wait_key(name)) END
+              THEN CASE WHEN pg_advisory_unlock(alkstore.wait_class(kind), alkstore.wait_key(name)) THEN NULL::void END
               ELSE alkstore.wake_check(kind, name) END
 $$;
 
@@ -709,7 +730,7 @@ LANGUAGE sql AS $$
   SELECT CASE WHEN alkstore.wake(kind, name) IS NULL THEN id ELSE id END
 $$;
 
--- Whether this session holds the waiting lock of (kind, name).
+-- Whether this session holds the waiting lock of (kind, name)'s bucket.
 CREATE OR REPLACE FUNCTION alkstore.holds_wait_lock(kind "char", name text) RETURNS boolean
 LANGUAGE sql STABLE AS $$
   SELECT EXISTS (
@@ -717,7 +738,7 @@ LANGUAGE sql STABLE AS $$
      WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.mode = 'ShareLock' AND l.granted
        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
        AND l.classid = (alkstore.wait_class(kind)::bigint & 4294967295)::oid
-       AND l.objid = (hashtext(name)::bigint & 4294967295)::oid
+       AND l.objid = alkstore.wait_key(name)::oid
        AND l.objsubid = 2) -- the two-key form
 $$;
 
@@ -747,28 +768,20 @@ BEGIN
                           WHERE w.kind = wait_on.kind AND w.name = wait_on.name
                             AND w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp());
   IF NOT renewal THEN
-    -- Waiting locks of registrations that ended (unlistened, expired, rolled
-    -- back) go now: a session holds no more of them than it has live
-    -- registrations (but see wait_off), and at most max_waits_per_session().
+    -- Waiting locks no live registration needs any more (unlistened,
+    -- expired, rolled back) go now (but see wait_off).
     PERFORM alkstore.wait_locks_release();
-    IF (SELECT count(*) FROM alkstore.waiters w
-         WHERE w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp()
-           AND (w.kind, w.name) <> (wait_on.kind, wait_on.name)) >= alkstore.max_waits_per_session() THEN
-      PERFORM alkstore.raise('ALK05', format(
-        'a session may wait on at most %s queues, outboxes and streams at once; alk_unlisten_* one first',
-        alkstore.max_waits_per_session()));
-    END IF;
   END IF;
   -- The waiting lock (see wake), taken before the registration commits and
   -- kept, once, until the session ends or a later registration finds it
   -- ended (wait_locks_release). A lock held for a registration that
   -- ended only makes enqueuers read the table.
   IF NOT alkstore.holds_wait_lock(kind, name) THEN
-    PERFORM pg_advisory_lock_shared(alkstore.wait_class(kind), hashtext(name));
+    PERFORM pg_advisory_lock_shared(alkstore.wait_class(kind), alkstore.wait_key(name));
   END IF;
   -- This session's own enqueues must read the table (see wake). (After a
   -- RESET ALL they skip it: only its own enqueues no longer wake it.)
-  PERFORM set_config('alkstore.wake', 'registered', false);
+  PERFORM set_config('alkstore.wake3', 'registered', false);
   INSERT INTO alkstore.waiters AS w (kind, name, pid, expires_at)
   VALUES (kind, name, pg_backend_pid(), clock_timestamp() + ttl_ms * interval '1 millisecond')
   ON CONFLICT ON CONSTRAINT waiters_pkey DO UPDATE SET expires_at = excluded.expires_at;
@@ -801,13 +814,14 @@ BEGIN
        AND k.classid IN ((alkstore.wait_class('q')::bigint & 4294967295)::oid,
                          (alkstore.wait_class('s')::bigint & 4294967295)::oid)
     EXCEPT
-    SELECT (alkstore.wait_class(w.kind)::bigint & 4294967295)::oid, (hashtext(w.name)::bigint & 4294967295)::oid
+    SELECT (alkstore.wait_class(w.kind)::bigint & 4294967295)::oid, alkstore.wait_key(w.name)::oid
       FROM alkstore.waiters w
      WHERE w.pid = pg_backend_pid() AND w.expires_at > clock_timestamp()
   LOOP
-    -- Back from the lock table's unsigned halves to the signed keys.
+    -- Back from the lock table's unsigned class to the signed key (the
+    -- bucket is small and positive).
     PERFORM pg_advisory_unlock_shared((l.classid::bigint - CASE WHEN l.classid::bigint >= 2147483648 THEN 4294967296 ELSE 0 END)::integer,
-                                      (l.objid::bigint - CASE WHEN l.objid::bigint >= 2147483648 THEN 4294967296 ELSE 0 END)::integer);
+                                      l.objid::bigint::integer);
   END LOOP;
 END $$;
 

@@ -26,9 +26,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 8000::integer $$;
 CREATE OR REPLACE FUNCTION alkstore.max_wait_ttl_s() RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 300::double precision $$;
 
--- The most queues and streams one session may wait on at once.
-CREATE OR REPLACE FUNCTION alkstore.max_waits_per_session() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 100::integer $$;
+-- Buckets of names a waiting session's advisory locks are taken per (a power of two).
+CREATE OR REPLACE FUNCTION alkstore.wait_buckets() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 64::integer $$;
 
 -- The longest name of any kind, in bytes.
 CREATE OR REPLACE FUNCTION alkstore.max_name_bytes() RETURNS integer

@@ -11,3 +11,15 @@ UPDATE alkstore.meta SET value = '3' WHERE key = 'schema_version';
 -- No default: adding the column rewrites nothing.
 ALTER TABLE alkstore.events ADD COLUMN readable_at timestamptz;
 CREATE INDEX events_unstamped ON alkstore.events (stream) WHERE readable_at = 'infinity';
+
+-- Waiting locks are taken per bucket of names now (wake.sql), so a session
+-- registered before this step holds a lock that enqueuers no longer try:
+-- they read the registrations until the last of them has expired, at most
+-- 300 s from now, as after the upgrade to 0.2.0. (Sessions re-registering
+-- take the bucket's lock; the setting alkstore.wake3 is new, so no session
+-- skips that check on a setting made by the old code.)
+UPDATE alkstore.waiters SET expires_at = least(expires_at, clock_timestamp() + interval '300 seconds');
+INSERT INTO alkstore.meta (key, value)
+SELECT 'waiters_before_upgrade_until', extract(epoch FROM max(expires_at))::text
+  FROM alkstore.waiters HAVING count(*) > 0
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
