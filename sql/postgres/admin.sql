@@ -134,10 +134,11 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_purge(queue text, state text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q  text := alkstore.name('queue', queue);
-  st text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);
-  n  integer;
-  gs text[];
+  q    text := alkstore.name('queue', queue);
+  st   text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);
+  n    integer;
+  gs   text[];
+  held text[]; -- the queue's groups whose rows this purge holds
 BEGIN
   IF st = 'dead' THEN
     DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead';
@@ -153,14 +154,21 @@ BEGIN
     -- an ack deadlocked), and waiting here for an open enqueue means the
     -- DELETE below, a statement of its own, sees that enqueue's job too (a
     -- job it missed would be left waiting behind a head purged away).
-    PERFORM FROM alkstore.groups c WHERE c.queue = q ORDER BY c.group_key FOR UPDATE;
+    SELECT array_agg(l.group_key) INTO held
+      FROM (SELECT c.group_key FROM alkstore.groups c WHERE c.queue = q
+             ORDER BY c.group_key FOR UPDATE) l;
+    -- Only jobs of groups whose rows it holds: a group that came to be
+    -- after that (its row made by a later enqueue) is that enqueue's, and
+    -- touching it would take its row after jobs, the order that deadlocks.
     -- A job another transaction holds is being claimed or cancelled: that
     -- transaction decides it (waiting for it could deadlock a claim that
     -- dead-letters a grouped job and wants its group's row).
     WITH d AS (
       DELETE FROM alkstore.jobs j
        WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting') FOR UPDATE SKIP LOCKED)
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting')
+                         AND (x.group_key IS NULL OR x.group_key = ANY (held))
+                         FOR UPDATE SKIP LOCKED)
       RETURNING j.group_key
     )
     SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL) INTO n, gs FROM d;
