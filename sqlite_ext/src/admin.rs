@@ -97,7 +97,7 @@ pub fn requeue_dead_all(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_i64(2, now_ms());
     st.run()?;
     drop(st);
-    let mut n = crate::ffi::changes(conn.db);
+    let mut n = conn.db.changes();
     // Grouped ones one by one, in id order: each rejoins its group.
     let grouped: Vec<i64> = {
         let mut st = conn.stmt("dead_grouped")?;
@@ -147,7 +147,7 @@ pub fn purge(conn: &Conn, args: &Args) -> Result<Out> {
             let mut stmt = conn.stmt(name)?;
             stmt.bind_text(1, queue);
             stmt.run()?;
-            Ok(Out::Int(crate::ffi::changes(conn.db)))
+            Ok(Out::Int(conn.db.changes()))
         }
     }
 }

@@ -19,16 +19,22 @@ pub struct Args<'a> {
 
 impl<'a> Args<'a> {
     /// Wraps SQLite's argument array.
-    pub fn new(argv: &'a [*mut sqlite3_value]) -> Self {
+    ///
+    /// # Safety
+    /// `argv` must be the arguments SQLite passed to the function being
+    /// called (after the routine table was set), and `'a` must not outlive
+    /// that call.
+    pub unsafe fn new(argv: &'a [*mut sqlite3_value]) -> Self {
         Args { argv }
     }
 
     /// Argument `i`, or `None` when a trailing optional argument was left out.
-    pub fn get(&self, i: usize) -> Option<Arg> {
-        self.argv.get(i).map(|v| Arg(*v))
+    pub fn get(&self, i: usize) -> Option<Arg<'a>> {
+        // SAFETY: Args::new's contract: a value of this call, for 'a.
+        self.argv.get(i).map(|v| unsafe { Arg::from_raw(*v) })
     }
 
-    fn arg(&self, i: usize) -> Arg {
+    fn arg(&self, i: usize) -> Arg<'a> {
         self.get(i).expect("arity is fixed at registration")
     }
 

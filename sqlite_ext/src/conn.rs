@@ -9,7 +9,7 @@
 //! cache. Until the anchor is connected, statements are not kept.
 
 use crate::error::{Error, Result};
-use crate::ffi::{self, DbError, Stmt, TxnState};
+use crate::ffi::{self, Db, DbError, Stmt, TxnState};
 use crate::sql;
 use crate::sys::{
     sqlite3, sqlite3_index_info, sqlite3_module, sqlite3_value, sqlite3_vtab, sqlite3_vtab_cursor,
@@ -34,7 +34,7 @@ pub struct ConnState {
 /// The connection a function runs on, with its state.
 pub struct Conn<'a> {
     /// The raw connection handle.
-    pub db: *mut sqlite3,
+    pub db: Db,
     state: &'a ConnState,
     /// A transaction `atomic` will open when the first statement is needed:
     /// a call that fails its argument checks never takes the write lock.
@@ -82,13 +82,13 @@ impl Drop for Cached<'_, '_> {
 
 impl<'a> Conn<'a> {
     /// Wraps a connection handle and its state.
-    pub fn new(db: *mut sqlite3, state: &'a ConnState) -> Self {
+    pub fn new(db: Db, state: &'a ConnState) -> Self {
         Conn {
             db,
             state,
             pending_begin: Cell::new(None),
             began: Cell::new(false),
-            in_caller_txn: ffi::txn_state(db) == TxnState::Explicit,
+            in_caller_txn: db.txn_state() == TxnState::Explicit,
         }
     }
 
@@ -114,7 +114,7 @@ impl<'a> Conn<'a> {
     /// deadline from a time before the wait.
     pub fn now_locked(&self) -> Result<i64> {
         self.start()?;
-        if !ffi::holds_write_lock(self.db) {
+        if !self.db.holds_write_lock() {
             self.stmt_unchecked("take_write_lock")?.run()?;
         }
         Ok(alkstore_core::time::now_ms())
@@ -159,7 +159,7 @@ impl<'a> Conn<'a> {
             return Ok(());
         }
         let own = matches!(
-            ffi::txn_state(self.db),
+            self.db.txn_state(),
             TxnState::AutocommitIdle | TxnState::AutocommitReading
         );
         if own {
@@ -379,7 +379,7 @@ impl<'a> Conn<'a> {
     /// `BEGIN IMMEDIATE` (write lock first: no stale-snapshot failures), or a
     /// savepoint when the calling statement holds a read snapshot.
     pub fn atomic<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let (begin, commit, undo) = match ffi::txn_state(self.db) {
+        let (begin, commit, undo) = match self.db.txn_state() {
             TxnState::Explicit | TxnState::AutocommitWriting => return f(),
             TxnState::AutocommitIdle => ("begin_immediate", "commit", "rollback"),
             TxnState::AutocommitReading => ("savepoint", "release", "rollback_to"),
@@ -396,7 +396,7 @@ impl<'a> Conn<'a> {
             // Whatever schema this call created or migrated is committed.
             self.state.schema_pending.store(false, Ordering::Release);
         }
-        if result.is_err() && ffi::txn_state(self.db) == TxnState::Explicit {
+        if result.is_err() && self.db.txn_state() == TxnState::Explicit {
             let _ = self.control(undo);
             if undo == "rollback_to" {
                 let _ = self.control("release");
@@ -432,6 +432,9 @@ struct AnchorVtab {
     state: Arc<ConnState>,
 }
 
+// SQLite calls these with the pointers its virtual-table interface
+// documents; each body says what it relies on.
+
 unsafe extern "C" fn anchor_connect(
     db: *mut sqlite3,
     aux: *mut c_void,
@@ -441,26 +444,36 @@ unsafe extern "C" fn anchor_connect(
     _err: *mut *mut c_char,
 ) -> c_int {
     let schema = c"CREATE TABLE x(unused)";
-    let rc = (*ffi::routines()).declare_vtab.expect("declare_vtab")(db, schema.as_ptr());
+    let declare = ffi::routines().declare_vtab.expect("declare_vtab");
+    // SAFETY: SQLite passes the connecting connection; the schema is
+    // NUL-terminated.
+    let rc = unsafe { declare(db, schema.as_ptr()) };
     if rc != 0 {
         return rc;
     }
-    let state = {
+    // SAFETY: `aux` is the pointer register_anchor made with Arc::into_raw,
+    // and that reference is only dropped by drop_state, after the last
+    // disconnect: counting one more keeps it alive in the vtab too.
+    let state = unsafe {
         let aux = aux as *const ConnState;
         Arc::increment_strong_count(aux);
         Arc::from_raw(aux)
     };
     state.anchored.store(true, Ordering::Release);
     let vtab = Box::new(AnchorVtab {
-        base: std::mem::zeroed(),
+        // SAFETY: sqlite3_vtab is plain C data; SQLite fills it in.
+        base: unsafe { std::mem::zeroed() },
         state,
     });
-    *out = Box::into_raw(vtab) as *mut sqlite3_vtab;
+    // SAFETY: `out` is SQLite's slot for the new vtab; #[repr(C)] puts the
+    // base first, so SQLite sees a sqlite3_vtab at that address.
+    unsafe { *out = Box::into_raw(vtab) as *mut sqlite3_vtab };
     0
 }
 
 unsafe extern "C" fn anchor_disconnect(vtab: *mut sqlite3_vtab) -> c_int {
-    let vtab = Box::from_raw(vtab as *mut AnchorVtab);
+    // SAFETY: the vtab anchor_connect boxed, handed back once by SQLite.
+    let vtab = unsafe { Box::from_raw(vtab as *mut AnchorVtab) };
     vtab.state.anchored.store(false, Ordering::Release);
     if let Ok(mut cache) = vtab.state.cache.lock() {
         cache.clear(); // finalizes every cached statement
@@ -472,7 +485,8 @@ unsafe extern "C" fn anchor_best_index(
     _v: *mut sqlite3_vtab,
     info: *mut sqlite3_index_info,
 ) -> c_int {
-    (*info).estimatedCost = 1.0;
+    // SAFETY: SQLite passes a valid index info to fill in.
+    unsafe { (*info).estimatedCost = 1.0 };
     0
 }
 
@@ -480,12 +494,14 @@ unsafe extern "C" fn anchor_open(
     _v: *mut sqlite3_vtab,
     out: *mut *mut sqlite3_vtab_cursor,
 ) -> c_int {
-    *out = Box::into_raw(Box::new(std::mem::zeroed::<sqlite3_vtab_cursor>()));
+    // SAFETY: a cursor is plain C data; `out` is SQLite's slot for it.
+    unsafe { *out = Box::into_raw(Box::new(std::mem::zeroed::<sqlite3_vtab_cursor>())) };
     0
 }
 
 unsafe extern "C" fn anchor_close(cur: *mut sqlite3_vtab_cursor) -> c_int {
-    drop(Box::from_raw(cur));
+    // SAFETY: the cursor anchor_open boxed, handed back once by SQLite.
+    drop(unsafe { Box::from_raw(cur) });
     0
 }
 
@@ -512,17 +528,21 @@ unsafe extern "C" fn anchor_column(
     ctx: *mut crate::sys::sqlite3_context,
     _i: c_int,
 ) -> c_int {
-    ffi::result_null(ctx);
+    // SAFETY: the context of this column call, used only during it.
+    unsafe { ffi::Ctx::from_raw(ctx) }.result_null();
     0
 }
 
 unsafe extern "C" fn anchor_rowid(_cur: *mut sqlite3_vtab_cursor, rowid: *mut i64) -> c_int {
-    *rowid = 0;
+    // SAFETY: SQLite's slot for the rowid.
+    unsafe { *rowid = 0 };
     0
 }
 
 unsafe extern "C" fn drop_state(aux: *mut c_void) {
-    drop(Arc::from_raw(aux as *const ConnState));
+    // SAFETY: register_anchor's Arc::into_raw, released once when SQLite
+    // drops the module.
+    drop(unsafe { Arc::from_raw(aux as *const ConnState) });
 }
 
 static ANCHOR_MODULE: sqlite3_module = sqlite3_module {
@@ -553,13 +573,19 @@ static ANCHOR_MODULE: sqlite3_module = sqlite3_module {
 };
 
 /// Registers the anchor module for `state` on `db`.
-///
-/// # Safety
-/// `db` must be an open connection and the routine table must be set.
-pub unsafe fn register_anchor(db: *mut sqlite3, state: &Arc<ConnState>) -> c_int {
+pub fn register_anchor(db: Db, state: &Arc<ConnState>) -> c_int {
     let aux = Arc::into_raw(Arc::clone(state)) as *mut c_void;
     let name: &CStr = c"alkstore_stmt_cache";
-    (*ffi::routines())
-        .create_module_v2
-        .expect("create_module_v2")(db, name.as_ptr(), &ANCHOR_MODULE, aux, Some(drop_state))
+    let create = ffi::routines().create_module_v2.expect("create_module_v2");
+    // SAFETY: an open connection, a static module, and `aux` an Arc that
+    // drop_state releases (SQLite calls it even when registration fails).
+    unsafe {
+        create(
+            db.as_ptr(),
+            name.as_ptr(),
+            &ANCHOR_MODULE,
+            aux,
+            Some(drop_state),
+        )
+    }
 }

@@ -1,7 +1,6 @@
 //! What a function call can fail with, and how it is reported to SQLite.
 
 use crate::ffi::{self, DbError};
-use crate::sys::sqlite3_context;
 use alkstore_core::ContractError;
 
 /// A failed call: bad input (contract §3) or an error from SQLite itself.
@@ -37,10 +36,10 @@ impl Error {
     }
 
     /// Sets this error as the function's result.
-    pub fn report(&self, ctx: *mut sqlite3_context) {
+    pub fn report(&self, ctx: &mut ffi::Ctx) {
         match self {
-            Error::Contract(e) => ffi::result_error(ctx, &e.sqlite_message(), 1),
-            Error::Db(e) => ffi::result_error(ctx, &e.message, e.code),
+            Error::Contract(e) => ctx.result_error(&e.sqlite_message(), 1),
+            Error::Db(e) => ctx.result_error(&e.message, e.code),
         }
     }
 }

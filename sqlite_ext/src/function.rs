@@ -4,8 +4,8 @@
 use crate::args::Args;
 use crate::conn::{Conn, ConnState};
 use crate::error::Result;
-use crate::ffi;
-use crate::sys::{sqlite3, sqlite3_context, sqlite3_value};
+use crate::ffi::{Ctx, Db};
+use crate::sys::{sqlite3_context, sqlite3_value};
 use crate::{admin, init, lock, notify, outbox, pause, prune, queue, schedule, stream};
 use alkstore_core::catalogue;
 use std::ffi::{c_int, c_void, CStr};
@@ -105,10 +105,7 @@ struct Registered {
 }
 
 /// Registers every function, and the statement-cache anchor, on `db`.
-///
-/// # Safety
-/// `db` must be an open connection and the routine table must be set.
-pub unsafe fn register_all(db: *mut sqlite3) -> c_int {
+pub fn register_all(db: Db) -> c_int {
     let state = Arc::new(ConnState::default());
     let rc = crate::conn::register_anchor(db, &state);
     if rc != 0 {
@@ -121,8 +118,11 @@ pub unsafe fn register_all(db: *mut sqlite3) -> c_int {
                 access: *access,
                 state: Arc::clone(&state),
             }));
-            let rc =
-                ffi::create_function(db, name, n as c_int, app as *mut c_void, dispatch, destroy);
+            // SAFETY: `app` is a boxed Registered that only `destroy` frees,
+            // and `dispatch` reads it as one.
+            let rc = unsafe {
+                db.create_function(name, n as c_int, app as *mut c_void, dispatch, destroy)
+            };
             if rc != 0 {
                 return rc; // SQLite has already called destroy(app)
             }
@@ -132,7 +132,9 @@ pub unsafe fn register_all(db: *mut sqlite3) -> c_int {
 }
 
 unsafe extern "C" fn destroy(app: *mut c_void) {
-    drop(Box::from_raw(app as *mut Registered));
+    // SAFETY: the Box register_all leaked for this registration; SQLite
+    // calls destroy once, after the last call through it.
+    drop(unsafe { Box::from_raw(app as *mut Registered) });
 }
 
 unsafe extern "C" fn dispatch(
@@ -140,19 +142,25 @@ unsafe extern "C" fn dispatch(
     argc: c_int,
     argv: *mut *mut sqlite3_value,
 ) {
-    let f = &*(ffi::user_data(ctx) as *const Registered);
-    let argv = if argc > 0 {
-        std::slice::from_raw_parts(argv, argc as usize)
+    // SAFETY: SQLite calls this with the context of the call being made.
+    let mut ctx = unsafe { Ctx::from_raw(ctx) };
+    // SAFETY: the application data is the Registered of register_all,
+    // alive until destroy, which SQLite never runs during a call.
+    let f = unsafe { &*(ctx.user_data() as *const Registered) };
+    let argv = if argc > 0 && !argv.is_null() {
+        // SAFETY: SQLite passes `argc` argument pointers, valid for the call.
+        unsafe { std::slice::from_raw_parts(argv, argc as usize) }
     } else {
         &[]
     };
-    let args = Args::new(argv);
-    let conn = Conn::new(ffi::context_db(ctx), &f.state);
+    // SAFETY: the arguments of this call, used only during it.
+    let args = unsafe { Args::new(argv) };
+    let conn = Conn::new(ctx.db(), &f.state);
     // A panic must not unwind into SQLite's C frames (or crash its host).
     match catch_unwind(AssertUnwindSafe(|| call(f, &conn, &args))) {
-        Ok(Ok(out)) => set_result(ctx, out),
-        Ok(Err(e)) => e.report(ctx),
-        Err(_) => ffi::result_error(ctx, "alkstore: internal error (a bug: please report it)", 2),
+        Ok(Ok(out)) => set_result(&mut ctx, out),
+        Ok(Err(e)) => e.report(&mut ctx),
+        Err(_) => ctx.result_error("alkstore: internal error (a bug: please report it)", 2),
     }
 }
 
@@ -173,12 +181,12 @@ fn call(f: &Registered, conn: &Conn, args: &Args) -> Result<Out> {
     }
 }
 
-fn set_result(ctx: *mut sqlite3_context, out: Out) {
+fn set_result(ctx: &mut Ctx, out: Out) {
     match out {
-        Out::Null => ffi::result_null(ctx),
-        Out::Int(v) => ffi::result_i64(ctx, v),
-        Out::Bool(v) => ffi::result_i64(ctx, v as i64),
-        Out::Text(v) => ffi::result_text(ctx, &v),
+        Out::Null => ctx.result_null(),
+        Out::Int(v) => ctx.result_i64(v),
+        Out::Bool(v) => ctx.result_i64(v as i64),
+        Out::Text(v) => ctx.result_text(&v),
     }
 }
 

@@ -64,11 +64,17 @@ pub fn function_names() -> impl Iterator<Item = &'static str> {
 /// `db` must be an open `sqlite3*` and `api` the routine table of the same
 /// SQLite library (`sqlite3_api_routines*`, as handed to extension entry points).
 pub unsafe fn register_raw(db: *mut c_void, api: *mut c_void) -> c_int {
-    if host_version(api as *mut sqlite3_api_routines).is_err() {
+    // SAFETY: the caller's promise: SQLite's own routine table.
+    if unsafe { host_version(api as *mut sqlite3_api_routines) }.is_err() {
         return 1; // SQLITE_ERROR; the loadable entry point reports why
     }
-    ffi::set_api(api as *mut sqlite3_api_routines);
-    function::register_all(db as *mut sqlite3)
+    // SAFETY: the caller's promise: SQLite's own routine table.
+    unsafe { ffi::set_api(api as *mut sqlite3_api_routines) };
+    // SAFETY: the caller's promise: an open connection of that SQLite.
+    match unsafe { ffi::Db::from_raw(db as *mut sqlite3) } {
+        Some(db) => function::register_all(db),
+        None => 21, // SQLITE_MISUSE
+    }
 }
 
 /// The oldest SQLite this library runs on: its routine table was generated
@@ -91,8 +97,15 @@ pub fn supported_sqlite(version: i32) -> std::result::Result<(), String> {
 
 /// Checks the host before anything else is read from its routine table
 /// (`libversion_number` is one of its first entries, present in every version).
+///
+/// # Safety
+/// `api` must be a routine table SQLite handed out.
 unsafe fn host_version(api: *mut sqlite3_api_routines) -> std::result::Result<(), String> {
-    let version = (*api).libversion_number.map_or(0, |f| f());
+    if api.is_null() {
+        return Err("alkstore: SQLite passed no routine table".into());
+    }
+    // SAFETY: the caller's promise; the entry is in every version's table.
+    let version = unsafe { (*api).libversion_number.map_or(0, |f| f()) };
     supported_sqlite(version)
 }
 
@@ -107,26 +120,31 @@ pub unsafe extern "C" fn sqlite3_alkstoresqlite_init(
     err: *mut *mut c_char,
     api: *mut sqlite3_api_routines,
 ) -> c_uint {
-    if let Err(message) = host_version(api) {
-        // Nothing else of the table is read: report through the one routine
-        // every version has at this place.
-        if !err.is_null() {
+    // Reports `message` through `*err`, with the loader's own allocator.
+    let report = |message: String| {
+        // SAFETY: `api` is the loader's table (checked non-null by
+        // host_version before any report); mprintf is among the first
+        // entries of every version's table, and `err` is the loader's slot.
+        unsafe {
+            if err.is_null() || api.is_null() {
+                return;
+            }
             if let (Some(mprintf), Ok(text)) = ((*api).mprintf, std::ffi::CString::new(message)) {
                 *err = mprintf(c"%s".as_ptr(), text.as_ptr());
             }
         }
+    };
+    // SAFETY: the loader passes its routine table.
+    if let Err(message) = unsafe { host_version(api) } {
+        // Nothing else of the table is read.
+        report(message);
         return 1; // SQLITE_ERROR
     }
-    match register_raw(db as *mut c_void, api as *mut c_void) {
+    // SAFETY: the loader passes an open connection and that SQLite's table.
+    match unsafe { register_raw(db as *mut c_void, api as *mut c_void) } {
         0 => 0, // SQLITE_OK
         rc => {
-            if !err.is_null() {
-                let message = format!("alkstore: registering functions failed ({rc})");
-                if let (Some(mprintf), Ok(text)) = ((*api).mprintf, std::ffi::CString::new(message))
-                {
-                    *err = mprintf(c"%s".as_ptr(), text.as_ptr());
-                }
-            }
+            report(format!("alkstore: registering functions failed ({rc})"));
             rc as c_uint
         }
     }

@@ -15,7 +15,7 @@ fn set(conn: &Conn, queue: &str, paused: bool) -> Result<Out> {
         st.bind_i64(2, now_ms());
     }
     st.run()?;
-    Ok(Out::Bool(crate::ffi::changes(conn.db) == 1))
+    Ok(Out::Bool(conn.db.changes() == 1))
 }
 
 /// `alk_queue_pause(queue)` → true if it was running.

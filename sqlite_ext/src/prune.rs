@@ -30,7 +30,7 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
         st.bind_i64(2, max - done);
         st.bind_text(3, &queue);
         st.run()?;
-        done += crate::ffi::changes(conn.db);
+        done += conn.db.changes();
         after = queue;
     }
     for (name, cutoff) in [
@@ -46,7 +46,7 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
         st.bind_i64(1, cutoff);
         st.bind_i64(2, max - done);
         st.run()?;
-        done += crate::ffi::changes(conn.db);
+        done += conn.db.changes();
     }
     // Stream events past their stream's retention (v1.1 §E), stream by stream.
     let mut after = String::new();
@@ -89,7 +89,7 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
         st.bind_i64(4, retain_events.map_or(0, |n| last - n));
         st.bind_i64(5, stamped_before);
         st.run()?;
-        done += crate::ffi::changes(conn.db);
+        done += conn.db.changes();
         after = stream;
     }
     Ok(Out::Int(done))

@@ -152,7 +152,7 @@ fn insert_job(
     st.bind_i64(9, now);
     st.bind_opt_i64(10, opts.expires_at(now));
     st.run()?;
-    Ok(crate::ffi::last_insert_rowid(conn.db))
+    Ok(conn.db.last_insert_rowid())
 }
 
 /// `alk_claim(queue, worker[, max_jobs])` → JSON array of claimed jobs.
@@ -215,7 +215,7 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
         // §A6): a claim whose result would exceed SQLite's length limit
         // claims fewer jobs, instead of committing a claim whose result is
         // then lost. A job too large to be returned at all is dead-lettered.
-        let limit = crate::ffi::length_limit(conn.db);
+        let limit = conn.db.length_limit();
         let mut parts: Vec<(i64, String)> = Vec::with_capacity(candidates.len());
         let mut size = out.len() + 1; // and the closing ']'
         let mut full = false;
@@ -276,7 +276,7 @@ fn claim_candidates(
             st.bind_text(2, worker);
             st.bind_i64(3, now);
             st.run()?;
-            if crate::ffi::changes(conn.db) == 1 {
+            if conn.db.changes() == 1 {
                 won.push(one.order.2);
             }
         }
@@ -288,7 +288,7 @@ fn claim_candidates(
             st.bind_text(2, worker);
             st.bind_i64(3, now);
             st.run()?;
-            if crate::ffi::changes(conn.db) == ids.len() as i64 {
+            if conn.db.changes() == ids.len() as i64 {
                 won = ids;
             } else {
                 let mut st = conn.stmt("claimed_many")?;
@@ -464,7 +464,7 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
         st.bind_text(1, &list);
         st.bind_text(2, worker);
         st.run()?;
-        crate::ffi::changes(conn.db)
+        conn.db.changes()
     };
     if plain == ids.len() as i64 {
         return Ok(Out::Int(plain));

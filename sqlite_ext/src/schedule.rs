@@ -53,7 +53,7 @@ pub fn unschedule(conn: &Conn, args: &Args) -> Result<Out> {
     let mut st = conn.stmt("schedule_delete")?;
     st.bind_text(1, name);
     st.run()?;
-    Ok(Out::Bool(crate::ffi::changes(conn.db) == 1))
+    Ok(Out::Bool(conn.db.changes() == 1))
 }
 
 /// `alk_schedules()` → every schedule.

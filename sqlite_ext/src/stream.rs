@@ -19,7 +19,7 @@ pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
         let mut st = conn.stmt("bump_offset")?;
         st.bind_text(1, stream);
         st.run()?;
-        crate::ffi::changes(conn.db) == 1
+        conn.db.changes() == 1
     };
     if !bumped {
         let mut st = conn.stmt("first_offset")?;
@@ -32,7 +32,7 @@ pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_text(3, &payload);
     st.bind_i64(4, now_ms());
     st.run()?;
-    Ok(Out::Int(crate::ffi::last_insert_rowid(conn.db)))
+    Ok(Out::Int(conn.db.last_insert_rowid()))
 }
 
 /// `alk_read(stream, after_offset, max_events)` → JSON array of events, ascending.

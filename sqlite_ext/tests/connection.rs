@@ -32,9 +32,11 @@ fn statements_are_cached_between_calls() {
     // Cached statements sit unfinalized on the connection between calls.
     let open_stmts = || -> usize {
         let mut n = 0;
+        // SAFETY: an open connection, walked on this thread only.
         let mut st = unsafe { rusqlite::ffi::sqlite3_next_stmt(c.handle(), std::ptr::null_mut()) };
         while !st.is_null() {
             n += 1;
+            // SAFETY: `st` is a statement of that connection, still open.
             st = unsafe { rusqlite::ffi::sqlite3_next_stmt(c.handle(), st) };
         }
         n
