@@ -490,7 +490,7 @@ struct Outage {
 
 impl Outage {
     async fn wait(&mut self, e: Error, stop: &mut watch::Receiver<bool>) -> Result<()> {
-        if !matches!(e, Error::Engine { .. }) {
+        if !e.is_transient() {
             return Err(e);
         }
         let pause = self.pause.map_or(Duration::from_millis(20), |p| {

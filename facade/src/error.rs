@@ -1,10 +1,17 @@
-//! One error type for every engine (contract §3).
+//! One error type for every engine (contract §3), sorted by what a caller
+//! does about it: fix the call (the contract codes), fix the types or the
+//! versions ([`Error::Decode`]), or wait for the database
+//! ([`Error::is_transient`]).
 
 use alkstore_core::{Code, ContractError};
 use std::fmt;
 
 /// What an alkstore call can fail with.
+///
+/// Non-exhaustive: later versions add kinds of failure; match the ones you
+/// handle and keep a `_` arm (or ask [`Error::code`] / [`Error::is_transient`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// `ALK01`: an empty name.
     InvalidName(String),
@@ -25,6 +32,11 @@ pub enum Error {
         /// The engine's message.
         message: String,
     },
+    /// A value could not be read as the type asked for: a payload or result
+    /// that does not fit the caller's type ([`crate::Job::payload_as`]), or
+    /// a result this crate does not understand (a schema of another version).
+    /// Trying again reads the same, so it is never transient.
+    Decode(String),
 }
 
 /// Result of an alkstore call.
@@ -43,8 +55,20 @@ impl Error {
             Error::InvalidOptions(_) => Code::InvalidOptions,
             Error::InvalidPayload(_) => Code::InvalidPayload,
             Error::InvalidArgument(_) => Code::InvalidArgument,
-            Error::Engine { .. } => return None,
+            Error::Engine { .. } | Error::Decode(_) => return None,
         })
+    }
+
+    /// Whether trying again later can succeed without changing the call:
+    /// the database failed (connection lost, busy, read-only, restarting).
+    /// The workers wait and retry on these and end on every other error.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Engine { .. })
+    }
+
+    /// A value that could not be read as what was asked for.
+    pub(crate) fn decode(what: impl fmt::Display) -> Error {
+        Error::Decode(what.to_string())
     }
 
     pub(crate) fn engine(
@@ -169,12 +193,6 @@ impl From<r2d2::Error> for Error {
     }
 }
 
-impl From<serde_json::Error> for Error {
-    fn from(e: serde_json::Error) -> Self {
-        Error::InvalidPayload(e.to_string())
-    }
-}
-
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.contract_code(), self) {
@@ -201,6 +219,7 @@ impl fmt::Display for Error {
             | (Some(c), Error::InvalidPayload(d) | Error::InvalidArgument(d)) => {
                 write!(f, "{} {}: {d}", c.code(), c.variant())
             }
+            (_, Error::Decode(d)) => write!(f, "decode error: {d}"),
             _ => unreachable!(),
         }
     }

@@ -60,7 +60,7 @@ impl Queue {
                 payload(jobs)?,
             ],
         )?;
-        Ok(serde_json::from_value(v)?)
+        serde_json::from_value(v).map_err(crate::Error::decode)
     }
 
     /// Claims up to `max_jobs` jobs now, in claim order.

@@ -103,19 +103,23 @@ pub(crate) fn no_nul(f: &str, args: &[Arg]) -> Result<()> {
 
 /// The JSON argument for anything serializable (payloads, results).
 pub(crate) fn payload<T: serde::Serialize + ?Sized>(p: &T) -> Result<Arg> {
-    Ok(Arg::Json(serde_json::to_string(p)?))
+    // Serializing fails only for values JSON cannot say (a map with
+    // non-string keys, a Serialize impl that refuses): a bad payload.
+    serde_json::to_string(p)
+        .map(Arg::Json)
+        .map_err(|e| Error::InvalidPayload(e.to_string()))
 }
 
 /// An integer result (ids, counts).
 pub(crate) fn int(v: Value) -> Result<i64> {
     v.as_i64()
-        .ok_or_else(|| Error::engine("alkstore", "", format!("expected an integer, got {v}")))
+        .ok_or_else(|| Error::decode(format!("expected an integer, got {v}")))
 }
 
 /// A boolean result.
 pub(crate) fn boolean(v: Value) -> Result<bool> {
     v.as_bool()
-        .ok_or_else(|| Error::engine("alkstore", "", format!("expected a boolean, got {v}")))
+        .ok_or_else(|| Error::decode(format!("expected a boolean, got {v}")))
 }
 
 use alkstore_core::catalogue::{self, Returns as Res};
@@ -188,7 +192,7 @@ fn tolerant(text: &str) -> Result<Value> {
     if let Ok(rows) = serde_json::from_str::<Vec<BTreeMap<String, Box<RawValue>>>>(text) {
         return Ok(Value::Array(rows.into_iter().map(object).collect()));
     }
-    Ok(object(serde_json::from_str(text)?))
+    Ok(object(serde_json::from_str(text).map_err(Error::decode)?))
 }
 
 /// Calls `f` on a SQLite connection that has the functions registered.

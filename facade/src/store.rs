@@ -115,7 +115,7 @@ impl Store {
         )?;
         v.as_str()
             .map(str::to_owned)
-            .ok_or_else(|| Error::engine("alkstore", "", format!("expected a time, got {v}")))
+            .ok_or_else(|| Error::decode(format!("expected a time, got {v}")))
     }
 
     /// Deletes a schedule; true if it existed.

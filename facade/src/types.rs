@@ -27,7 +27,7 @@ pub(crate) type Unreadable = (i64, String);
 impl Job {
     /// The payload as a typed value.
     pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
-        Ok(serde_json::from_value(self.payload.clone())?)
+        serde_json::from_value(self.payload.clone()).map_err(Error::decode)
     }
 
     /// The jobs of `alk_claim`'s result, and the `(id, reason)` of each one
@@ -106,12 +106,12 @@ impl StreamInfo {
 impl Event {
     /// The payload as a typed value.
     pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
-        Ok(serde_json::from_value(self.payload.clone())?)
+        serde_json::from_value(self.payload.clone()).map_err(Error::decode)
     }
 
     /// The events of an `alk_read` result, and the offset of its last row,
     /// readable or not. An event whose payload this crate cannot read is
-    /// skipped with a message on standard error: a consumer must get past it.
+    /// skipped with a warning through `tracing`: a consumer must get past it.
     #[cfg(any(
         feature = "blocking",
         feature = "sqlx-postgres",
@@ -123,9 +123,9 @@ impl Event {
         let mut out = Vec::new();
         for row in rows {
             if let Some(reason) = row.get(crate::sql::UNREADABLE) {
-                eprintln!(
-                    "alkstore: skipping event {} of stream {stream:?}: its payload cannot be read ({reason})",
-                    row["offset"]
+                tracing::warn!(
+                    offset = %row["offset"], stream, %reason,
+                    "alkstore: skipping an event whose payload cannot be read"
                 );
                 continue;
             }
@@ -178,7 +178,7 @@ impl Retried {
 }
 
 fn bad(what: &str, v: &Value) -> Error {
-    Error::engine("alkstore", "", format!("unexpected {what} in {v}"))
+    Error::decode(format!("unexpected {what} in {v}"))
 }
 
 pub(crate) fn int(v: &Value, key: &str) -> Result<i64> {

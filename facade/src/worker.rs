@@ -376,14 +376,14 @@ struct Outage {
 
 impl Outage {
     fn wait(&mut self, e: crate::Error, stop: &Stop) -> Result<()> {
-        if !matches!(e, crate::Error::Engine { .. }) {
+        if !e.is_transient() {
             return Err(e);
         }
         let pause = self.pause.map_or(Duration::from_millis(20), |p| {
             (p * 2).min(Duration::from_secs(1))
         });
         if self.pause.is_none() {
-            eprintln!("alkstore: worker waiting for the database: {e}");
+            tracing::warn!(error = %e, "alkstore: worker waiting for the database");
         }
         self.pause = Some(pause);
         let until = std::time::Instant::now() + pause;

@@ -376,3 +376,37 @@ fn an_unknown_function_or_arity_is_invalid_argument_on_every_engine() {
         );
     }
 }
+
+#[test]
+fn a_payload_that_does_not_fit_the_type_is_a_decode_error_never_transient() {
+    for target in targets() {
+        let who = target.name();
+        let store = target.open();
+        let queue = store.queue(&fresh("decode")).unwrap();
+        queue
+            .enqueue(&EnqueueOpts::new(), &json!({ "n": "not a number" }))
+            .unwrap();
+        let job = queue.claim("w", 1).unwrap().pop().unwrap();
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Wants {
+            n: i64,
+        }
+        let err = job.payload_as::<Wants>().unwrap_err();
+        // Not the contract's ALK04 (the payload was valid JSON when it was
+        // enqueued) and not the database: retrying would read the same.
+        assert!(matches!(err, Error::Decode(_)), "[{who}] {err:?}");
+        assert_eq!(err.code(), None, "[{who}] {err}");
+        assert!(!err.is_transient(), "[{who}] {err}");
+        assert!(
+            err.to_string().starts_with("decode error: "),
+            "[{who}] {err}"
+        );
+        assert_eq!(job.payload_as::<Value>().unwrap()["n"], "not a number");
+        // A contract error is not transient either; only the database's are.
+        let Err(bad) = store.queue("") else {
+            panic!("[{who}] an empty queue name was accepted")
+        };
+        assert!(!bad.is_transient(), "[{who}] {bad}");
+    }
+}

@@ -36,7 +36,7 @@ async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Resul
             Arg::Int(i) => query.bind(*i),
             Arg::Num(n) => query.bind(*n),
             Arg::Text(s) | Arg::Json(s) => query.bind(s.clone()),
-            Arg::Ids(ids) => query.bind(serde_json::to_string(ids)?),
+            Arg::Ids(ids) => query.bind(serde_json::to_string(ids).expect("ids serialize")),
         };
     }
     let row = query.fetch_one(&mut *conn).await?;
