@@ -37,7 +37,7 @@ fi
 bin=$(pg_config --bindir)
 peers=${ALK_BENCH_PEERS:-0}
 floor=${ALK_BENCH_FLOOR:-0}
-plain=$(scripts/build-plain-sql.sh)
+plain=$(cargo xtask plain-sql)
 
 # PostgreSQL does not run as root: the cluster belongs to postgres then.
 as=()

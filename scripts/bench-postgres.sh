@@ -51,7 +51,7 @@ fi
 
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 if [ "${ALK_BENCH_PLAIN:-0}" = 1 ]; then  # the plain SQL install: same functions, no rebuild needed
-  psql -X -q -v ON_ERROR_STOP=1 -d $db -f "$(scripts/build-plain-sql.sh)"
+  psql -X -q -v ON_ERROR_STOP=1 -d $db -f "$(cargo xtask plain-sql)"
 else
   psql -X -q -v ON_ERROR_STOP=1 -d $db -c "CREATE EXTENSION alkstore"
 fi

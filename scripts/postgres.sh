@@ -30,7 +30,7 @@ case "${1:-}" in
       createdb root
     ;;
   install)
-    bash scripts/build-update-sql.sh --check
+    cargo xtask verify
     cargo pgrx install -p alkstore-pg --pg-config "$PG_CONFIG" --release
     for f in sql/frozen/*/alkstore--[0-9]*[0-9].sql; do
       install -m 644 "$f" "$("$PG_CONFIG" --sharedir)/extension/"
@@ -40,7 +40,7 @@ case "${1:-}" in
     for _ in $(seq 1 30); do pg_isready -q && break; sleep 1; done
     ;;
   testdbs)
-    plain=$(scripts/build-plain-sql.sh)
+    plain=$(cargo xtask plain-sql)
     for db in alkstore_test_ext alkstore_test_plain; do
       psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
     done

@@ -27,8 +27,8 @@ bash scripts/setup.sh
 step "format"
 cargo fmt --all --check
 
-step "generated SQL is current: PL/pgSQL constants (core tests) and the extension's update scripts"
-bash scripts/build-update-sql.sh --check
+step "generated files are current (sql/postgres/manifest.toml): constants, grants, the claim, the extension's sources and update scripts"
+cargo xtask verify
 
 step "lint: clippy on every other crate and target, warnings are errors"
 cargo clippy --locked --workspace --exclude alkstore-pg --all-targets -- -D warnings
@@ -55,7 +55,7 @@ step "the crates package and build as crates.io would publish them"
 cargo publish --locked --workspace --dry-run --allow-dirty 2>&1 | tee "$log.publish" | grep -E '^ *(Packaged|Verifying)'
 
 step "core and SQLite engine: unit, integration and doc tests"
-cargo test --locked -p alkstore-core -p alkstore-sqlite
+cargo test --locked -p alkstore-core -p alkstore-sqlite -p xtask
 
 step "quick start (README): cargo run -p alkstore --example quickstart"
 cargo run --locked -q -p alkstore --example quickstart | tee "$log.quickstart"

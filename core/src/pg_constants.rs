@@ -1,7 +1,7 @@
 //! The contract's constants as PL/pgSQL, generated from this crate so that
 //! the PostgreSQL engine cannot drift from the Rust side:
-//! `sql/postgres/constants.sql` is [`sql`]'s output, checked by this
-//! crate's tests (`ALK_BLESS=1 cargo test -p alkstore-core` rewrites it).
+//! `sql/postgres/generated/constants.sql` is [`sql`]'s output, written by
+//! `cargo xtask codegen` and checked by `cargo xtask verify`.
 //!
 //! Each constant is an `IMMUTABLE` SQL function, which PostgreSQL inlines and
 //! folds into the cached plans of the PL/pgSQL that calls it: no cost per call.
@@ -38,12 +38,12 @@ fn constant(out: &mut String, doc: &str, name: &str, ty: &str, value: &str) {
     );
 }
 
-/// The text of `sql/postgres/constants.sql`.
+/// The text of `sql/postgres/generated/constants.sql`.
 pub fn sql() -> String {
     let mut out = String::from(
         "-- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,\n\
-         -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo test -p alkstore-core`\n\
-         -- fails when this file is stale; ALK_BLESS=1 rewrites it.\n",
+         -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`\n\
+         -- fails when this file is stale; `cargo xtask codegen` rewrites it.\n",
     );
     constant(
         &mut out,
@@ -194,27 +194,4 @@ pub fn sql() -> String {
          LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT CASE code{arms} END $$;\n"
     );
     out
-}
-
-/// Fails when the generated file `sql/postgres/<file>` differs from `want`
-/// (`ALK_BLESS=1` rewrites it first).
-#[cfg(test)]
-pub(crate) fn check_generated(file: &str, want: &str) {
-    let path = format!("{}/../sql/postgres/{file}", env!("CARGO_MANIFEST_DIR"));
-    if std::env::var_os("ALK_BLESS").is_some() {
-        std::fs::write(&path, want).unwrap();
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "sql/postgres/{file} is stale: run ALK_BLESS=1 cargo test -p alkstore-core"
-    );
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn constants_sql_is_current() {
-        super::check_generated("constants.sql", &super::sql());
-    }
 }

@@ -1,6 +1,6 @@
 //! Who may call what on PostgreSQL (contract v1.1 §A1), generated from the
-//! function catalogue: `sql/postgres/grants.sql` is [`sql`]'s output,
-//! checked by this crate's tests (`ALK_BLESS=1` rewrites it). Every install
+//! function catalogue: `sql/postgres/generated/grants.sql` is [`sql`]'s
+//! output (`cargo xtask codegen` writes it, `verify` checks it). Every install
 //! and upgrade runs it last, so a function added later is granted to the
 //! role the catalogue names, and nothing else is granted to anyone.
 
@@ -40,7 +40,7 @@ BEGIN
 END $alkstore_callers$;
 "#;
 
-/// The text of `sql/postgres/grants.sql`.
+/// The text of `sql/postgres/generated/grants.sql`.
 pub fn sql() -> String {
     let (user, admin) = (Role::User.name(), Role::Admin.name());
     let mut out = format!(
@@ -124,12 +124,4 @@ BEGIN
     );
     out.push_str(CALLERS_BEFORE);
     out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn grants_sql_is_current() {
-        crate::pg_constants::check_generated("grants.sql", &super::sql());
-    }
 }

@@ -258,15 +258,16 @@ pub fn pg_database(name: &str) -> Option<String> {
 /// The repository's root.
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// Today's plain SQL script, built from the current sources.
+/// Today's plain SQL script, built from the current sources as `cargo
+/// xtask plain-sql` builds it (renamed into place: tests running at once
+/// read a whole script).
 pub fn plain_script() -> PathBuf {
-    let out = std::process::Command::new("bash")
-        .arg("scripts/build-plain-sql.sh")
-        .current_dir(ROOT)
-        .output()
-        .expect("run scripts/build-plain-sql.sh");
-    assert!(out.status.success(), "{out:?}");
-    std::path::Path::new(ROOT).join(String::from_utf8(out.stdout).unwrap().trim())
+    let build = xtask::Build::new(std::path::Path::new(ROOT)).expect("the PostgreSQL build");
+    let name = format!("alkstore--{}.plain.sql", build.version());
+    let path = std::path::Path::new(ROOT).join("dist").join(&name);
+    let text = build.plain_sql(&name).expect("the plain SQL install");
+    xtask::write_atomically(&path, &text).expect("write the plain SQL install");
+    path
 }
 
 /// Runs a script with psql as the README says; returns (success, stderr).

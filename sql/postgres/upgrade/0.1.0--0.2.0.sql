@@ -1,6 +1,6 @@
 -- alkstore 0.1.0 → 0.2.0: the schema changes of this step only. The
 -- functions are then re-created from the current sources (the update script
--- and the plain SQL install append them; see scripts/lib/pg-sources.sh).
+-- and the plain SQL install append them; see manifest.toml).
 
 -- 0.1.0 let every role call the alk_* functions (PUBLIC held EXECUTE);
 -- from 0.2.0 only members of alkstore_user may. So that the upgrade keeps

@@ -1,7 +1,7 @@
 -- alkstore 0.2.0 → 0.3.0: the schema changes of this step only. The
 -- functions, the name guard and the grants are then re-created from the
 -- current sources (the update script and the plain SQL install append
--- them; see scripts/lib/pg-sources.sh).
+-- them; see manifest.toml).
 
 -- Schema 3.
 UPDATE alkstore.meta SET value = '3' WHERE key = 'schema_version';

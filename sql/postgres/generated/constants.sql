@@ -1,6 +1,6 @@
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
--- spelled once in Rust (core/) and here for PL/pgSQL. `cargo test -p alkstore-core`
--- fails when this file is stale; ALK_BLESS=1 rewrites it.
+-- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
+-- fails when this file is stale; `cargo xtask codegen` rewrites it.
 
 -- The installed code's version (alk_version).
 CREATE OR REPLACE FUNCTION alkstore.version() RETURNS text

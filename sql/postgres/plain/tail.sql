@@ -1,0 +1,4 @@
+$alkstore_step$;
+END
+$alkstore_install$;
+COMMIT;
