@@ -61,7 +61,7 @@ step "quick start (README): cargo run -p alkstore --example quickstart"
 cargo run --locked -q -p alkstore --example quickstart | tee "$log.quickstart"
 grep -q '^receipts sent: 1; orders in the table: 1$' "$log.quickstart"
 
-step "job features (README): cargo run -p alkstore --example job_features"
+step "job features (docs/features.md): cargo run -p alkstore --example job_features"
 check_features() {
   tee "$log.features" &&
     grep -q '^idempotent: true$' "$log.features" &&
@@ -70,7 +70,7 @@ check_features() {
 }
 cargo run --locked -q -p alkstore --example job_features | check_features
 
-step "schedules (README): cargo run -p alkstore --example schedules"
+step "schedules (docs/features.md): cargo run -p alkstore --example schedules"
 cargo run --locked -q -p alkstore --example schedules | tee "$log.schedules"
 grep -q '^ran job [0-9]* with {"report":"sales"}$' "$log.schedules"
 
@@ -128,7 +128,7 @@ cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | ch
 cargo run --locked -q -p alkstore --example schedules "$ALKSTORE_PG_URL" | tee "$log.schedules"
 grep -q '^ran job [0-9]* with {"report":"sales"}$' "$log.schedules"
 
-step "async Rust (README): cargo run -p alkstore --features sqlx-postgres --example async_sqlx"
+step "async Rust (docs/rust.md): cargo run -p alkstore --features sqlx-postgres --example async_sqlx"
 # sqlx wants a host in its URL, even when ?host= names the socket directory.
 cargo run --locked -q -p alkstore --features sqlx-postgres --example async_sqlx -- \
   "${ALKSTORE_PG_URL/@\//@localhost/}" | tee "$log.async"

@@ -1,4 +1,4 @@
-"""A job's round trip from Python's sqlite3 module, as the README shows it.
+"""A job's round trip from Python's sqlite3 module, as docs/install.md shows it.
 
 Usage: python3 roundtrip.py path/to/libalkstore_sqlite.so app.db
 """
