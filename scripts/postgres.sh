@@ -4,10 +4,14 @@
 #   start     start the cluster and give root a superuser role
 #   install   build the release extension into the server and restart it;
 #             also the frozen install scripts (0.1.0, 0.2.0), so that the upgrade
-#             tests can CREATE EXTENSION alkstore VERSION '0.1.0'
+#             tests can CREATE EXTENSION alkstore VERSION '0.1.0'; the library is
+#             preloaded, with a maintenance worker for alkstore_test_worker only
+#             (conf.d/alkstore.conf): the other test databases see no chore
+#             they did not call
 
 #   testdbs   (re)create the test databases: one with CREATE EXTENSION,
-#             one with the plain SQL install; prints their URLs
+#             one with the plain SQL install, one served by the maintenance
+#             worker; prints their URLs
 #   standby   a hot standby of the cluster (pg_basebackup, streaming
 #             replication) on port 5433, made once and started if it is
 #             not running; prints its URL for the extension's test database
@@ -35,19 +39,28 @@ case "${1:-}" in
     for f in sql/frozen/*/alkstore--[0-9]*[0-9].sql; do
       install -m 644 "$f" "$("$PG_CONFIG" --sharedir)/extension/"
     done
+    # Written after the library is in place: the server refuses to start
+    # when a preload library is missing.
+    cat > /etc/postgresql/15/main/conf.d/alkstore.conf <<'CONF'
+shared_preload_libraries = 'alkstore'
+alkstore.maintenance_databases = 'alkstore_test_worker'
+alkstore.maintenance_interval_ms = 100
+CONF
     # Backends that loaded an older alkstore.so must not keep running.
     pg_ctlcluster 15 main restart
     for _ in $(seq 1 30); do pg_isready -q && break; sleep 1; done
     ;;
   testdbs)
     plain=$(cargo xtask plain-sql)
-    for db in alkstore_test_ext alkstore_test_plain; do
+    for db in alkstore_test_ext alkstore_test_plain alkstore_test_worker; do
       psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
     done
     psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_ext -c "CREATE EXTENSION alkstore"
+    psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_worker -c "CREATE EXTENSION alkstore"
     psql -X -q -v ON_ERROR_STOP=1 -d alkstore_test_plain -f "$plain"
     echo "ALKSTORE_PG_URL='postgresql://$(id -un)@/alkstore_test_ext?host=/var/run/postgresql'"
     echo "ALKSTORE_PG_PLAIN_URL='postgresql://$(id -un)@/alkstore_test_plain?host=/var/run/postgresql'"
+    echo "ALKSTORE_PG_WORKER_URL='postgresql://$(id -un)@/alkstore_test_worker?host=/var/run/postgresql'"
     # Over TCP, for the TLS tests: the cluster's own certificate (Debian's
     # snakeoil, ssl = on), and a password for the test role (pg_hba asks for
     # one on TCP).

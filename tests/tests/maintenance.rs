@@ -1,0 +1,145 @@
+//! The extension's maintenance worker (pg_ext/src/maintenance.rs), on the
+//! test cluster as `scripts/postgres.sh install` sets it up: the library
+//! preloaded, one worker for `alkstore_test_worker`
+//! (`ALKSTORE_PG_WORKER_URL`), a round every 100 ms, no worker for the
+//! other test databases.
+
+use alkstore_tests::*;
+use std::time::{Duration, Instant};
+
+/// The worker's database, or `None` when PostgreSQL is not configured (a
+/// failure when the test command requires it).
+fn worker_db() -> Option<postgres::Client> {
+    let Ok(url) = std::env::var("ALKSTORE_PG_WORKER_URL") else {
+        assert!(
+            !alkstore_testkit::pg_required(),
+            "ALKSTORE_PG_WORKER_URL is not set but ALKSTORE_REQUIRE_PG=1"
+        );
+        return None;
+    };
+    Some(
+        postgres::Client::connect(&url, postgres::NoTls).expect("connect to the worker's database"),
+    )
+}
+
+/// Polls `check` until it holds, for at most `within`; false if it never did.
+fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn workers_on(c: &mut postgres::Client, db: &str) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM pg_stat_activity \
+          WHERE backend_type = 'alkstore maintenance' AND datname = $1",
+        &[&db],
+    )
+    .unwrap()
+    .get(0)
+}
+
+#[test]
+fn one_worker_serves_each_configured_database_and_no_other() {
+    let Some(mut c) = worker_db() else { return };
+    // The database was just made again (scripts/postgres.sh testdbs): the
+    // postmaster restarts its worker within 5 s.
+    assert!(
+        eventually(Duration::from_secs(30), || workers_on(
+            &mut c,
+            "alkstore_test_worker"
+        ) == 1),
+        "no maintenance worker in alkstore_test_worker"
+    );
+    assert_eq!(workers_on(&mut c, "alkstore_test_ext"), 0);
+    let preload: String = c
+        .query_one("SHOW shared_preload_libraries", &[])
+        .unwrap()
+        .get(0);
+    assert!(preload.contains("alkstore"), "{preload}");
+}
+
+#[test]
+fn expired_claims_and_due_schedules_are_handled_with_no_caller() {
+    let Some(mut c) = worker_db() else { return };
+    let q = fresh("maint");
+    let job_state = |c: &mut postgres::Client, db_id: i64| -> String {
+        c.query_one("SELECT alk_get_job($1) ->> 'state'", &[&db_id])
+            .unwrap()
+            .get(0)
+    };
+    // A claim on its last attempt that outlives its visibility timeout goes
+    // dead; nobody here calls alk_sweep.
+    c.execute(
+        "SELECT alk_queue_configure($1, '{\"visibility_timeout_s\": 0.2, \"max_attempts\": 1}')",
+        &[&q],
+    )
+    .unwrap();
+    let id: i64 = c
+        .query_one("SELECT alk_enqueue($1, NULL, '{}')", &[&q])
+        .unwrap()
+        .get(0);
+    let claimed: i64 = c
+        .query_one("SELECT count(*) FROM alk_claim($1, 'w', 1)", &[&q])
+        .unwrap()
+        .get(0);
+    assert_eq!(claimed, 1);
+    assert!(
+        eventually(Duration::from_secs(10), || job_state(&mut c, id) == "dead"),
+        "the expired claim is still {}",
+        job_state(&mut c, id)
+    );
+    // A schedule due every second enqueues; nobody calls alk_schedule_tick.
+    let s = fresh("maint-sched");
+    c.execute(
+        "SELECT alk_schedule($1, $2, '{\"every_s\": 1}', '{\"from\": \"schedule\"}')",
+        &[&s, &q],
+    )
+    .unwrap();
+    let pending = |c: &mut postgres::Client| -> i64 {
+        c.query_one("SELECT (alk_queue_stats($1) ->> 'pending')::bigint", &[&q])
+            .unwrap()
+            .get(0)
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || pending(&mut c) >= 1),
+        "the schedule never fired"
+    );
+    c.execute("SELECT alk_unschedule($1)", &[&s]).unwrap();
+}
+
+#[test]
+fn databases_without_a_worker_see_no_chore_they_did_not_call() {
+    let Some(_) = worker_db() else { return };
+    let url = std::env::var("ALKSTORE_PG_URL").expect("ALKSTORE_PG_URL beside the worker's");
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let q = fresh("no-maint");
+    c.execute(
+        "SELECT alk_queue_configure($1, '{\"visibility_timeout_s\": 0.1, \"max_attempts\": 1}')",
+        &[&q],
+    )
+    .unwrap();
+    let id: i64 = c
+        .query_one("SELECT alk_enqueue($1, NULL, '{}')", &[&q])
+        .unwrap()
+        .get(0);
+    c.execute("SELECT * FROM alk_claim($1, 'w', 1)", &[&q])
+        .unwrap();
+    // Ten of the worker's rounds later, the expired claim is still running:
+    // only a sweep (or a claim on its queue) here would end it.
+    std::thread::sleep(Duration::from_millis(1000));
+    let state: String = c
+        .query_one("SELECT alk_get_job($1) ->> 'state'", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "running");
+    let swept: i32 = c.query_one("SELECT alk_sweep($1)", &[&q]).unwrap().get(0);
+    assert_eq!(swept, 1);
+}
