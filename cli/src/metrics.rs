@@ -7,7 +7,6 @@ use crate::Fallible;
 use prometheus::{
     Encoder, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
-use serde_json::Value;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -56,28 +55,31 @@ fn collect(store: &alkstore::Store, registry: &Registry) -> alkstore::Result<()>
     registry.register(Box::new(paused.clone())).expect("unique");
     registry.register(Box::new(last.clone())).expect("unique");
     registry.register(Box::new(lag.clone())).expect("unique");
-    let queues = store.call("alk_queues", &[])?;
-    for q in queues.as_array().map_or(&[][..], |r| r) {
-        let name = q["queue"].as_str().unwrap_or_default();
-        for state in ["pending", "scheduled", "running", "dead", "completed"] {
-            jobs.with_label_values(&[name, state])
-                .set(q[state].as_i64().unwrap_or(0));
+    // Typed: a row this version cannot read is an error (the scrape says
+    // alkstore_up 0), never a zero that looks like an empty queue.
+    for q in store.queues()? {
+        let counts = [
+            ("pending", q.pending),
+            ("scheduled", q.scheduled),
+            ("running", q.running),
+            ("dead", q.dead),
+            ("completed", q.completed),
+        ];
+        for (state, n) in counts {
+            jobs.with_label_values(&[q.queue.as_str(), state]).set(n);
         }
-        age.with_label_values(&[name])
-            .set(q["oldest_runnable_age_s"].as_f64().unwrap_or(0.0));
+        age.with_label_values(&[q.queue.as_str()])
+            .set(q.oldest_runnable_age_s.unwrap_or(0.0));
         paused
-            .with_label_values(&[name])
-            .set(i64::from(q["paused"] == Value::Bool(true)));
+            .with_label_values(&[q.queue.as_str()])
+            .set(i64::from(q.paused));
     }
-    let streams = store.call("alk_streams", &[])?;
-    for s in streams.as_array().map_or(&[][..], |r| r) {
-        let name = s["stream"].as_str().unwrap_or_default();
-        last.with_label_values(&[name])
-            .set(s["last_offset"].as_i64().unwrap_or(0));
-        for c in s["consumers"].as_array().map_or(&[][..], |c| c) {
-            let consumer = c["consumer"].as_str().unwrap_or_default();
-            lag.with_label_values(&[name, consumer])
-                .set(c["lag"].as_i64().unwrap_or(0));
+    for s in store.streams()? {
+        last.with_label_values(&[s.stream.as_str()])
+            .set(s.last_offset);
+        for c in &s.consumers {
+            lag.with_label_values(&[s.stream.as_str(), c.consumer.as_str()])
+                .set(c.lag);
         }
     }
     Ok(())

@@ -139,6 +139,12 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
         DB::call_on(&mut conn, function, args).await
     }
 
+    /// Runs a typed [`Call`](crate::call::Call) in its own transaction.
+    pub async fn run<T: Send>(&self, call: crate::call::Call<T>) -> Result<T> {
+        let v = self.call(call.function(), call.args()).await?;
+        call.decode(v)
+    }
+
     /// A queue handle (checks the name).
     pub fn queue(&self, name: &str) -> Result<AsyncQueue<DB>> {
         AsyncQueue::new(self.clone(), name)
@@ -194,8 +200,7 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
 
     /// A job's document (`alk_get_job`), or `None`.
     pub async fn get_job(&self, job_id: i64) -> Result<Option<Value>> {
-        let v = self.call("alk_get_job", &[job_id.into()]).await?;
-        Ok((!v.is_null()).then_some(v))
+        self.run(crate::call::get_job(job_id)).await
     }
 
     pub(crate) fn wakeups(&self) -> &Wakeups {

@@ -6,11 +6,11 @@
 //! back, so a job, an outbox message or an event commits or rolls back with
 //! the business rows written beside it.
 
+use crate::call;
 use crate::error::Result;
 use crate::opts::EnqueueOpts;
-use crate::sql::{boolean, int, payload, Arg};
+use crate::sql::Arg;
 use crate::types::{Job, Retried};
-use alkstore_core::{names, NameKind};
 use serde::Serialize;
 use serde_json::Value;
 use std::future::Future;
@@ -59,11 +59,8 @@ pub trait AsyncTxHandle: Send {
         opts: &EnqueueOpts,
         job: &T,
     ) -> impl Future<Output = Result<i64>> + Send {
-        async move {
-            names::validate(NameKind::Queue, queue)?;
-            let args = [queue.into(), Arg::json(&opts.to_json()), payload(job)?];
-            int(self.call("alk_enqueue", &args).await?)
-        }
+        let call = call::enqueue(queue, opts, job);
+        async move { call?.run_async(self).await }
     }
 
     /// Enqueues into an outbox (ADR-014): the outbox name, not its backing queue.
@@ -73,11 +70,8 @@ pub trait AsyncTxHandle: Send {
         opts: &EnqueueOpts,
         message: &T,
     ) -> impl Future<Output = Result<i64>> + Send {
-        async move {
-            names::validate(NameKind::Outbox, outbox)?;
-            let args = [outbox.into(), Arg::json(&opts.to_json()), payload(message)?];
-            int(self.call("alk_outbox_enqueue", &args).await?)
-        }
+        let call = call::outbox_enqueue(outbox, opts, message);
+        async move { call?.run_async(self).await }
     }
 
     /// Publishes an event; returns its id (its offset comes with reads, once
@@ -87,24 +81,18 @@ pub trait AsyncTxHandle: Send {
         stream: &str,
         event: &T,
     ) -> impl Future<Output = Result<i64>> + Send {
-        async move {
-            names::validate(NameKind::Stream, stream)?;
-            let args = [stream.into(), payload(event)?, Arg::Null];
-            int(self.call("alk_publish", &args).await?)
-        }
+        let call = call::publish(stream, event, None);
+        async move { call?.run_async(self).await }
     }
 
     /// Sends a notification when the transaction commits.
     fn notify_tx<T: Serialize + Sync + ?Sized>(
         &mut self,
         channel: &str,
-        payload_: &T,
+        message: &T,
     ) -> impl Future<Output = Result<()>> + Send {
-        async move {
-            names::validate(NameKind::Channel, channel)?;
-            let args = [channel.into(), payload(payload_)?];
-            self.call("alk_notify", &args).await.map(|_| ())
-        }
+        let call = call::notify(channel, message);
+        async move { call?.run_async(self).await }
     }
 
     /// Saves a consumer's offset; true if it advanced.
@@ -114,12 +102,8 @@ pub trait AsyncTxHandle: Send {
         consumer: &str,
         offset: i64,
     ) -> impl Future<Output = Result<bool>> + Send {
-        async move {
-            names::validate(NameKind::Stream, stream)?;
-            names::validate(NameKind::Consumer, consumer)?;
-            let args = [stream.into(), consumer.into(), offset.into()];
-            boolean(self.call("alk_save_offset", &args).await?)
-        }
+        let call = call::save_offset(stream, consumer, offset);
+        async move { call?.run_async(self).await }
     }
 
     /// Claims up to `max_jobs` jobs of `queue` for `worker`, in this
@@ -133,20 +117,16 @@ pub trait AsyncTxHandle: Send {
         worker: &str,
         max_jobs: i64,
     ) -> impl Future<Output = Result<Vec<Job>>> + Send {
-        async move {
-            names::validate(NameKind::Queue, queue)?;
-            claim_with(self, "alk_claim", queue, worker, max_jobs).await
-        }
+        let call = call::claim(queue, worker, max_jobs);
+        let worker = worker.to_string();
+        async move { claimed(self, call?, &worker).await }
     }
 
     /// Acks a job this worker holds, in this transaction: the job's ack and
     /// the handler's writes commit together or not at all. True if held.
     fn ack_tx(&mut self, job_id: i64, worker: &str) -> impl Future<Output = Result<bool>> + Send {
-        async move {
-            names::validate(NameKind::Worker, worker)?;
-            let args = [job_id.into(), worker.into()];
-            boolean(self.call("alk_ack", &args).await?)
-        }
+        let call = call::ack(job_id, worker);
+        async move { call?.run_async(self).await }
     }
 
     /// Gives a job back after an error, in this transaction: pending after
@@ -159,16 +139,8 @@ pub trait AsyncTxHandle: Send {
         error: &str,
         delay: Option<Duration>,
     ) -> impl Future<Output = Result<Retried>> + Send {
-        async move {
-            names::validate(NameKind::Worker, worker)?;
-            let args = [
-                job_id.into(),
-                worker.into(),
-                Arg::error_text(error),
-                Arg::opt_secs(delay),
-            ];
-            Ok(Retried::from_state(&self.call("alk_retry", &args).await?))
-        }
+        let call = call::retry(job_id, worker, error, delay);
+        async move { call?.run_async(self).await }
     }
 
     /// Dead-letters a job this worker holds, in this transaction.
@@ -178,12 +150,23 @@ pub trait AsyncTxHandle: Send {
         worker: &str,
         error: &str,
     ) -> impl Future<Output = Result<bool>> + Send {
-        async move {
-            names::validate(NameKind::Worker, worker)?;
-            let args = [job_id.into(), worker.into(), Arg::error_text(error)];
-            boolean(self.call("alk_fail", &args).await?)
-        }
+        let call = call::fail(job_id, worker, error);
+        async move { call?.run_async(self).await }
     }
+}
+
+/// Runs a claim, then fails the jobs whose payload this crate cannot read,
+/// in the same transaction.
+pub(crate) async fn claimed<H: AsyncTxHandle + ?Sized>(
+    handle: &mut H,
+    claim: call::Call<call::Claimed>,
+    worker: &str,
+) -> Result<Vec<Job>> {
+    let mut claimed = claim.run_async(handle).await?;
+    for fail in claimed.fail_unreadable(worker)? {
+        fail.run_async(handle).await?;
+    }
+    Ok(claimed.jobs)
 }
 
 /// Claims through `function` (`alk_claim` of a queue, `alk_outbox_claim` of
@@ -195,12 +178,9 @@ pub(crate) async fn claim_with<H: AsyncTxHandle + ?Sized>(
     worker: &str,
     max_jobs: i64,
 ) -> Result<Vec<Job>> {
-    names::validate(NameKind::Worker, worker)?;
-    let args = [name.into(), worker.into(), max_jobs.into()];
-    let (jobs, unreadable) = Job::from_claim(&handle.call(function, &args).await?)?;
-    for (id, error) in unreadable {
-        let args = [id.into(), worker.into(), Arg::error_text(&error)];
-        handle.call("alk_fail", &args).await?;
-    }
-    Ok(jobs)
+    let call = match function {
+        "alk_outbox_claim" => call::outbox_claim(name, worker, max_jobs)?,
+        _ => call::claim(name, worker, max_jobs)?,
+    };
+    claimed(handle, call, worker).await
 }

@@ -10,13 +10,14 @@ use crate::async_tx::AsyncTxHandle;
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::{Error, Result};
 use crate::types::Job;
+use crate::worker_core::{Chore, Chores, Outage, PRUNE_BATCH};
 use serde_json::Value;
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -74,9 +75,6 @@ pub struct AsyncWorker<DB: AsyncEngine = DefaultEngine> {
 /// How long handlers may run on after shutdown was asked for, unless told
 /// otherwise.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Rows per `alk_prune` call: one short transaction each.
-const PRUNE_BATCH: i64 = 1000;
 
 impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// A worker named `name` (claims as `name-<host>-<pid>-<random>-<n>`,
@@ -242,11 +240,10 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
         let mut slots = tokio::task::JoinSet::new();
         for n in 0..self.concurrency {
             // One handler per worker prunes and ticks.
-            let chores = Chores {
-                prune_every: self.prune_every.filter(|_| n == 0),
-                tick_every: self.tick_every.filter(|_| n == 0),
-                ..Chores::default()
-            };
+            let chores = Chores::new(
+                self.tick_every.filter(|_| n == 0),
+                self.prune_every.filter(|_| n == 0),
+            );
             let me = format!("{}-{n}", self.name);
             slots.spawn(ctx.clone().slot(me, stop.clone(), chores));
         }
@@ -306,13 +303,13 @@ impl<DB: AsyncEngine> Slots<DB> {
         let mut outage = Outage::default();
         while !*stop.borrow() {
             if let Err(e) = self.chores(&mut chores, &stop).await {
-                outage.wait(e, &mut stop).await?;
+                wait_out(&mut outage, e, &mut stop).await?;
                 continue;
             }
             let jobs = match self.next(&me, &mut stop).await {
                 Ok(jobs) => jobs,
                 Err(e) => {
-                    outage.wait(e, &mut stop).await?;
+                    wait_out(&mut outage, e, &mut stop).await?;
                     continue;
                 }
             };
@@ -324,7 +321,7 @@ impl<DB: AsyncEngine> Slots<DB> {
                 // claimed until its claim expires, then runs again: at least
                 // once, never lost.
                 if let Err(e) = self.handle(job, &me, &stop).instrument(span).await {
-                    outage.wait(e, &mut stop).await?;
+                    wait_out(&mut outage, e, &mut stop).await?;
                 }
                 self.handled.fetch_add(1, Ordering::Relaxed);
             }
@@ -452,62 +449,29 @@ impl<DB: AsyncEngine> Slots<DB> {
 
     /// Ticks schedules and prunes when each is due.
     async fn chores(&self, chores: &mut Chores, stop: &watch::Receiver<bool>) -> Result<()> {
-        let due = |every: Option<Duration>, last: Option<Instant>| {
-            every.is_some_and(|e| last.is_none_or(|at| at.elapsed() >= e))
-        };
         let store = self.queue.store();
-        if due(chores.tick_every, chores.ticked_at) {
-            chores.ticked_at = Some(Instant::now());
-            store.call("alk_schedule_tick", &[]).await?;
-        }
-        if due(chores.prune_every, chores.pruned_at) {
-            chores.pruned_at = Some(Instant::now());
-            while !*stop.borrow()
-                && crate::sql::int(store.call("alk_prune", &[PRUNE_BATCH.into()]).await?)?
-                    == PRUNE_BATCH
-            {}
-        }
-        Ok(())
-    }
-}
-
-/// The periodic chores of the handler that does them.
-#[derive(Default)]
-struct Chores {
-    prune_every: Option<Duration>,
-    tick_every: Option<Duration>,
-    pruned_at: Option<Instant>,
-    ticked_at: Option<Instant>,
-}
-
-/// Rides out the database going away (a restart, a failover): wait and try
-/// again with a growing pause, up to a second. Contract errors still end
-/// the run.
-#[derive(Default)]
-struct Outage {
-    pause: Option<Duration>,
-}
-
-impl Outage {
-    async fn wait(&mut self, e: Error, stop: &mut watch::Receiver<bool>) -> Result<()> {
-        if !e.is_transient() {
-            return Err(e);
-        }
-        let pause = self.pause.map_or(Duration::from_millis(20), |p| {
-            (p * 2).min(Duration::from_secs(1))
-        });
-        if self.pause.is_none() {
-            tracing::warn!(error = %e, "alkstore: worker waiting for the database");
-        }
-        self.pause = Some(pause);
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = stop.wait_for(|s| *s) => {}
+        for chore in chores.due() {
+            match chore {
+                Chore::Tick(tick) => {
+                    store.run(tick).await?;
+                }
+                Chore::Prune => {
+                    while !*stop.borrow() && store.run(Chores::prune_call()).await? == PRUNE_BATCH {
+                    }
+                }
+            }
         }
         Ok(())
     }
+}
 
-    fn over(&mut self) {
-        self.pause = None;
+/// Waits out a database outage ([`Outage::pause_after`]), or until stopped;
+/// errors a wait cannot cure end the run.
+async fn wait_out(outage: &mut Outage, e: Error, stop: &mut watch::Receiver<bool>) -> Result<()> {
+    let pause = outage.pause_after(e)?;
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => {}
+        _ = stop.wait_for(|s| *s) => {}
     }
+    Ok(())
 }

@@ -52,6 +52,7 @@ mod async_tx;
     feature = "tokio-postgres"
 ))]
 mod async_worker;
+pub mod call;
 #[cfg(any(
     feature = "blocking",
     feature = "sqlx-postgres",
@@ -90,6 +91,13 @@ pub mod url;
 mod wake;
 #[cfg(feature = "blocking")]
 mod worker;
+#[cfg(any(
+    feature = "blocking",
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
+mod worker_core;
 
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 pub use async_store::SqlxEngine;

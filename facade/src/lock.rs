@@ -1,9 +1,8 @@
 //! Leases: a held lock, released when dropped (contract §9).
 
+use crate::call;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::sql::{boolean, Arg};
-use alkstore_core::{names, NameKind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,12 +22,8 @@ impl LockGuard {
         owner: &str,
         ttl: Duration,
     ) -> Result<Option<LockGuard>> {
-        names::validate(NameKind::Lock, name)?;
-        let v = engine.call(
-            "alk_lock_acquire",
-            &[name.into(), owner.into(), Arg::Num(ttl.as_secs_f64())],
-        )?;
-        Ok(v.as_i64().map(|token| LockGuard {
+        let token = call::lock_acquire(name, owner, ttl)?.run_on(&*engine)?;
+        Ok(token.map(|token| LockGuard {
             engine,
             name: name.into(),
             owner: owner.into(),
@@ -44,31 +39,22 @@ impl LockGuard {
 
     /// Extends the lease; false if it had expired (it is no longer held).
     pub fn renew(&self, ttl: Duration) -> Result<bool> {
-        let args = [
-            self.name.as_str().into(),
-            self.owner.as_str().into(),
-            Arg::Num(ttl.as_secs_f64()),
-        ];
-        boolean(self.engine.call("alk_lock_renew", &args)?)
+        call::lock_renew(&self.name, &self.owner, ttl)?.run_on(&*self.engine)
     }
 
     /// Releases the lease; false if it had expired.
     pub fn release(mut self) -> Result<bool> {
         self.released = true;
-        boolean(self.engine.call(
-            "alk_lock_release",
-            &[self.name.as_str().into(), self.owner.as_str().into()],
-        )?)
+        call::lock_release(&self.name, &self.owner)?.run_on(&*self.engine)
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            let _ = self.engine.call(
-                "alk_lock_release",
-                &[self.name.as_str().into(), self.owner.as_str().into()],
-            );
+            if let Ok(release) = call::lock_release(&self.name, &self.owner) {
+                let _ = release.run_on(&*self.engine);
+            }
         }
     }
 }

@@ -1,10 +1,10 @@
 //! An outbox handle (contract §6, ADR-014): enqueue by outbox name, deliver.
 
+use crate::call;
 use crate::engine::{Engine, Kind};
 use crate::error::Result;
 use crate::opts::EnqueueOpts;
 use crate::queue::{jobs, Queue};
-use crate::sql::{boolean, int, payload, Arg};
 use crate::store::{wait_for, Stop};
 use crate::types::Job;
 use alkstore_core::{names, NameKind};
@@ -37,20 +37,13 @@ impl Outbox {
     /// Enqueues a message in its own transaction (use
     /// [`TxHandle::outbox_enqueue_tx`](crate::TxHandle::outbox_enqueue_tx) to send it with your own rows).
     pub fn enqueue<T: Serialize + ?Sized>(&self, opts: &EnqueueOpts, message: &T) -> Result<i64> {
-        let args = [
-            self.name.as_str().into(),
-            Arg::json(&opts.to_json()),
-            payload(message)?,
-        ];
-        int(self.queue.call("alk_outbox_enqueue", &args)?)
+        call::outbox_enqueue(&self.name, opts, message)?.run_on(&*self.queue.engine)
     }
 
     /// Claims up to `max_jobs` messages now.
     pub fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        let claimed = self.queue.call(
-            "alk_outbox_claim",
-            &[self.name.as_str().into(), worker.into(), max_jobs.into()],
-        )?;
+        let claimed =
+            call::outbox_claim(&self.name, worker, max_jobs)?.run_on(&*self.queue.engine)?;
         jobs(&self.queue, worker, claimed)
     }
 
@@ -113,24 +106,17 @@ impl Outbox {
     /// Pauses delivery: claims return nothing until [`resume`](Self::resume).
     /// True if it was running.
     pub fn pause(&self) -> Result<bool> {
-        boolean(
-            self.queue
-                .call("alk_outbox_pause", &[self.name.as_str().into()])?,
-        )
+        call::outbox_pause(&self.name)?.run_on(&*self.queue.engine)
     }
 
     /// Resumes delivery; true if it was paused.
     pub fn resume(&self) -> Result<bool> {
-        boolean(
-            self.queue
-                .call("alk_outbox_resume", &[self.name.as_str().into()])?,
-        )
+        call::outbox_resume(&self.name)?.run_on(&*self.queue.engine)
     }
 
     /// Counts per state of the backing queue.
     pub fn stats(&self) -> Result<Value> {
-        self.queue
-            .call("alk_outbox_stats", &[self.name.as_str().into()])
+        call::outbox_stats(&self.name)?.run_on(&*self.queue.engine)
     }
 
     /// The job functions (ack, retry, fail, get_job…) of the backing queue.

@@ -1,10 +1,10 @@
 //! A queue handle: enqueue, claim, ack, retry, fail and the admin calls (contract §5).
 
+use crate::call;
 use crate::engine::{Engine, Kind};
 use crate::error::Result;
 use crate::opts::{EnqueueOpts, QueueOpts};
-use crate::sql::{boolean, int, payload, Arg};
-use crate::store::{opt_json, wait_for};
+use crate::store::wait_for;
 use crate::types::{Job, Retried};
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
@@ -33,42 +33,20 @@ impl Queue {
         &self.name
     }
 
-    pub(crate) fn call(&self, f: &str, args: &[Arg]) -> Result<Value> {
-        self.engine.call(f, args)
-    }
-
     /// Enqueues one job in its own transaction (use [`TxHandle::enqueue_tx`](crate::TxHandle::enqueue_tx)
     /// to enqueue with your own rows).
     pub fn enqueue<T: Serialize + ?Sized>(&self, opts: &EnqueueOpts, job: &T) -> Result<i64> {
-        int(self.call(
-            "alk_enqueue",
-            &[
-                self.name.as_str().into(),
-                Arg::json(&opts.to_json()),
-                payload(job)?,
-            ],
-        )?)
+        call::enqueue(&self.name, opts, job)?.run_on(&*self.engine)
     }
 
     /// Enqueues many jobs with the same options; ids in order.
     pub fn enqueue_batch<T: Serialize>(&self, opts: &EnqueueOpts, jobs: &[T]) -> Result<Vec<i64>> {
-        let v = self.call(
-            "alk_enqueue_batch",
-            &[
-                self.name.as_str().into(),
-                Arg::json(&opts.to_json()),
-                payload(jobs)?,
-            ],
-        )?;
-        serde_json::from_value(v).map_err(crate::Error::decode)
+        call::enqueue_batch(&self.name, opts, jobs)?.run_on(&*self.engine)
     }
 
     /// Claims up to `max_jobs` jobs now, in claim order.
     pub fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        let claimed = self.call(
-            "alk_claim",
-            &[self.name.as_str().into(), worker.into(), max_jobs.into()],
-        )?;
+        let claimed = call::claim(&self.name, worker, max_jobs)?.run_on(&*self.engine)?;
         jobs(self, worker, claimed)
     }
 
@@ -82,7 +60,7 @@ impl Queue {
 
     /// Acks a job this worker holds; true if it did.
     pub fn ack(&self, job_id: i64, worker: &str) -> Result<bool> {
-        boolean(self.call("alk_ack", &[job_id.into(), worker.into()])?)
+        call::ack(job_id, worker)?.run_on(&*self.engine)
     }
 
     /// Acks with a result, kept with the completed job while the queue
@@ -94,15 +72,12 @@ impl Queue {
         worker: &str,
         result: &T,
     ) -> Result<bool> {
-        boolean(self.call("alk_ack", &[job_id.into(), worker.into(), payload(result)?])?)
+        call::ack_with_result(job_id, worker, result)?.run_on(&*self.engine)
     }
 
     /// Acks many; returns how many.
     pub fn ack_batch(&self, job_ids: &[i64], worker: &str) -> Result<i64> {
-        int(self.call(
-            "alk_ack_batch",
-            &[Arg::Ids(job_ids.to_vec()), worker.into()],
-        )?)
+        call::ack_batch(job_ids, worker)?.run_on(&*self.engine)
     }
 
     /// Gives a job back after an error: pending after `delay` (`None`: the
@@ -114,121 +89,90 @@ impl Queue {
         error: &str,
         delay: Option<Duration>,
     ) -> Result<Retried> {
-        let v = self.call(
-            "alk_retry",
-            &[
-                job_id.into(),
-                worker.into(),
-                Arg::error_text(error),
-                Arg::opt_secs(delay),
-            ],
-        )?;
-        Ok(Retried::from_state(&v))
+        call::retry(job_id, worker, error, delay)?.run_on(&*self.engine)
     }
 
     /// Dead-letters a job this worker holds.
     pub fn fail(&self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
-        boolean(self.call(
-            "alk_fail",
-            &[job_id.into(), worker.into(), Arg::error_text(error)],
-        )?)
+        call::fail(job_id, worker, error)?.run_on(&*self.engine)
     }
 
     /// Extends a claim (`None`: by the stamped visibility timeout).
     pub fn heartbeat(&self, job_id: i64, worker: &str, extend: Option<Duration>) -> Result<bool> {
-        boolean(self.call(
-            "alk_heartbeat",
-            &[job_id.into(), worker.into(), Arg::opt_secs(extend)],
-        )?)
+        call::heartbeat(job_id, worker, extend)?.run_on(&*self.engine)
     }
 
     /// Removes a pending or running job.
     pub fn cancel(&self, job_id: i64) -> Result<bool> {
-        boolean(self.call("alk_cancel", &[job_id.into()])?)
+        call::cancel(job_id).run_on(&*self.engine)
     }
 
     /// A job's document.
     pub fn get_job(&self, job_id: i64) -> Result<Option<Value>> {
-        Ok(opt_json(self.call("alk_get_job", &[job_id.into()])?))
+        call::get_job(job_id).run_on(&*self.engine)
     }
 
     /// Puts a dead job back to pending.
     pub fn requeue_dead(&self, job_id: i64) -> Result<bool> {
-        boolean(self.call("alk_requeue_dead", &[job_id.into()])?)
+        call::requeue_dead(job_id).run_on(&*self.engine)
     }
 
     /// Counts per state.
     pub fn stats(&self) -> Result<Value> {
-        self.call("alk_queue_stats", &[self.name.as_str().into()])
+        call::queue_stats(&self.name)?.run_on(&*self.engine)
     }
 
     /// Merges options over the queue's; returns the result.
     pub fn configure(&self, opts: &QueueOpts) -> Result<Value> {
-        self.call(
-            "alk_queue_configure",
-            &[self.name.as_str().into(), Arg::json(&opts.to_json())],
-        )
+        call::queue_configure(&self.name, opts)?.run_on(&*self.engine)
     }
 
     /// The queue's resolved options.
     pub fn opts(&self) -> Result<Value> {
-        self.call("alk_queue_opts", &[self.name.as_str().into()])
+        call::queue_opts(&self.name)?.run_on(&*self.engine)
     }
 
     /// Dead-letters expired jobs and timed-out final claims now.
     pub fn sweep(&self) -> Result<i64> {
-        int(self.call("alk_sweep", &[self.name.as_str().into()])?)
+        call::sweep(Some(&self.name))?.run_on(&*self.engine)
     }
 
     /// Pauses the queue: claims return nothing until [`resume`](Self::resume);
     /// everything else keeps working. True if it was running.
     pub fn pause(&self) -> Result<bool> {
-        boolean(self.call("alk_queue_pause", &[self.name.as_str().into()])?)
+        call::queue_pause(&self.name)?.run_on(&*self.engine)
     }
 
     /// Resumes a paused queue; true if it was paused.
     pub fn resume(&self) -> Result<bool> {
-        boolean(self.call("alk_queue_resume", &[self.name.as_str().into()])?)
+        call::queue_resume(&self.name)?.run_on(&*self.engine)
     }
 
     /// Job documents (as [`get_job`](Self::get_job)) in ascending id after
     /// `after_id`: every state (`None`) or one of `pending`, `running`,
     /// `dead`, `completed`. Admin role on PostgreSQL.
     pub fn list_jobs(&self, state: Option<&str>, after_id: i64, max: i64) -> Result<Vec<Value>> {
-        let v = self.call(
-            "alk_list_jobs",
-            &[
-                self.name.as_str().into(),
-                Arg::opt_text(state),
-                after_id.into(),
-                max.into(),
-            ],
-        )?;
-        Ok(v.as_array().cloned().unwrap_or_default())
+        call::list_jobs(&self.name, state, after_id, max)?.run_on(&*self.engine)
     }
 
     /// Puts every dead job back to pending; returns how many. Admin role on PostgreSQL.
     pub fn requeue_dead_all(&self) -> Result<i64> {
-        int(self.call("alk_requeue_dead_all", &[self.name.as_str().into()])?)
+        call::requeue_dead_all(&self.name)?.run_on(&*self.engine)
     }
 
     /// Deletes every job in `state` (`pending`, `dead` or `completed`);
     /// returns how many. Admin role on PostgreSQL.
     pub fn purge(&self, state: &str) -> Result<i64> {
-        int(self.call("alk_purge", &[self.name.as_str().into(), state.into()])?)
+        call::purge(&self.name, state)?.run_on(&*self.engine)
     }
 }
 
 /// The claimed jobs; one whose payload this crate cannot read (see
 /// [`crate::sql::UNREADABLE`]) is failed — dead-lettered with the reason —
 /// instead of being handed out or ending the worker.
-pub(crate) fn jobs(queue: &Queue, worker: &str, v: Value) -> Result<Vec<Job>> {
-    let (jobs, unreadable) = Job::from_claim(&v)?;
-    for (id, error) in unreadable {
-        queue.call(
-            "alk_fail",
-            &[id.into(), worker.into(), Arg::error_text(&error)],
-        )?;
+pub(crate) fn jobs(queue: &Queue, worker: &str, mut claimed: call::Claimed) -> Result<Vec<Job>> {
+    for fail in claimed.fail_unreadable(worker)? {
+        fail.run_on(&*queue.engine)?;
     }
-    Ok(jobs)
+    Ok(claimed.jobs)
 }

@@ -1,14 +1,16 @@
 //! The engine-neutral traits (contract §11) and the handles they give out.
 
+use crate::call;
 use crate::engine::{Engine, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lock::LockGuard;
 use crate::notify::Subscription;
 use crate::opts::{EnqueueOpts, ScheduleSpec};
 use crate::outbox::Outbox;
 use crate::queue::Queue;
-use crate::sql::{boolean, int, Arg};
+use crate::sql::Arg;
 use crate::stream::Stream;
+use crate::types::{Job, Retried};
 use alkstore_core::{names, NameKind};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +67,7 @@ impl Store {
 
     /// A job's document (`alk_get_job`), `None` when unknown or acked.
     pub fn get_job(&self, job_id: i64) -> Result<Option<Value>> {
-        Ok(opt_json(self.engine.call("alk_get_job", &[job_id.into()])?))
+        call::get_job(job_id).run_on(&*self.engine)
     }
 
     /// Opens a transaction for business rows and alkstore writes together
@@ -103,38 +105,32 @@ impl Store {
         payload: &Value,
         opts: &EnqueueOpts,
     ) -> Result<String> {
-        let v = self.call(
-            "alk_schedule",
-            &[
-                name.into(),
-                queue.into(),
-                Arg::json(&spec.to_json()),
-                Arg::json(payload),
-                Arg::json(&opts.to_json()),
-            ],
-        )?;
-        v.as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| Error::decode(format!("expected a time, got {v}")))
+        call::schedule(name, queue, spec, payload, opts)?.run_on(&*self.engine)
     }
 
     /// Deletes a schedule; true if it existed.
     pub fn unschedule(&self, name: &str) -> Result<bool> {
-        boolean(self.call("alk_unschedule", &[name.into()])?)
+        call::unschedule(name).run_on(&*self.engine)
     }
 
     /// Every schedule: `name, queue, spec, payload, opts, next_run_at, last_run_at`.
     pub fn schedules(&self) -> Result<Vec<Value>> {
-        Ok(self
-            .call("alk_schedules", &[])?
-            .as_array()
-            .cloned()
-            .unwrap_or_default())
+        call::schedules().run_on(&*self.engine)
     }
 
     /// Enqueues every due occurrence once; returns how many jobs.
     pub fn schedule_tick(&self) -> Result<i64> {
-        int(self.call("alk_schedule_tick", &[])?)
+        call::schedule_tick().run_on(&*self.engine)
+    }
+
+    /// A summary of every queue (`alk_queues`). Admin role on PostgreSQL.
+    pub fn queues(&self) -> Result<Vec<call::QueueSummary>> {
+        call::queues().run_on(&*self.engine)
+    }
+
+    /// Every stream with its consumers (`alk_streams`). Admin role on PostgreSQL.
+    pub fn streams(&self) -> Result<Vec<call::StreamSummary>> {
+        call::streams().run_on(&*self.engine)
     }
 }
 
@@ -154,12 +150,7 @@ pub trait TxHandle {
 
     /// Enqueues a job that exists only if the transaction commits.
     fn enqueue_tx(&mut self, queue: &str, opts: &EnqueueOpts, payload: &Value) -> Result<i64> {
-        names::validate(NameKind::Queue, queue)?;
-        let v = self.call(
-            "alk_enqueue",
-            &[queue.into(), Arg::json(&opts.to_json()), Arg::json(payload)],
-        )?;
-        int(v)
+        call::enqueue(queue, opts, payload)?.run(self)
     }
 
     /// Enqueues into an outbox (ADR-014): the outbox name, not its backing queue.
@@ -169,43 +160,36 @@ pub trait TxHandle {
         opts: &EnqueueOpts,
         payload: &Value,
     ) -> Result<i64> {
-        names::validate(NameKind::Outbox, outbox)?;
-        let v = self.call(
-            "alk_outbox_enqueue",
-            &[
-                outbox.into(),
-                Arg::json(&opts.to_json()),
-                Arg::json(payload),
-            ],
-        )?;
-        int(v)
+        call::outbox_enqueue(outbox, opts, payload)?.run(self)
     }
 
     /// Publishes an event; returns its id (its offset comes with reads,
     /// once this transaction has committed).
     fn publish_tx(&mut self, stream: &str, payload: &Value) -> Result<i64> {
-        names::validate(NameKind::Stream, stream)?;
-        int(self.call(
-            "alk_publish",
-            &[stream.into(), Arg::json(payload), Arg::Null],
-        )?)
+        call::publish(stream, payload, None)?.run(self)
     }
 
     /// Sends a notification on commit.
     fn notify_tx(&mut self, channel: &str, payload: &Value) -> Result<()> {
-        names::validate(NameKind::Channel, channel)?;
-        self.call("alk_notify", &[channel.into(), Arg::json(payload)])
-            .map(|_| ())
+        call::notify(channel, payload)?.run(self)
     }
 
     /// Saves a consumer's offset; true if it advanced.
     fn save_offset_tx(&mut self, stream: &str, consumer: &str, offset: i64) -> Result<bool> {
-        names::validate(NameKind::Stream, stream)?;
-        names::validate(NameKind::Consumer, consumer)?;
-        boolean(self.call(
-            "alk_save_offset",
-            &[stream.into(), consumer.into(), offset.into()],
-        )?)
+        call::save_offset(stream, consumer, offset)?.run(self)
+    }
+
+    /// Claims up to `max_jobs` jobs of `queue` for `worker`, in this
+    /// transaction: commit it before the jobs are handled, or the claim (and
+    /// the rows it locks) lasts as long as the handling. A job whose payload
+    /// this crate cannot read is failed (dead-lettered with the reason), not
+    /// returned.
+    fn claim_tx(&mut self, queue: &str, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
+        let mut claimed = call::claim(queue, worker, max_jobs)?.run(self)?;
+        for fail in claimed.fail_unreadable(worker)? {
+            fail.run(self)?;
+        }
+        Ok(claimed.jobs)
     }
 
     /// Acks a job `worker` holds, in this transaction: the job completes
@@ -213,8 +197,25 @@ pub trait TxHandle {
     /// this worker's (its claim expired and someone else holds it, or it
     /// was cancelled): then roll back, or your writes commit without it.
     fn ack_tx(&mut self, job_id: i64, worker: &str) -> Result<bool> {
-        names::validate(NameKind::Worker, worker)?;
-        boolean(self.call("alk_ack", &[job_id.into(), worker.into()])?)
+        call::ack(job_id, worker)?.run(self)
+    }
+
+    /// Gives a job back after an error, in this transaction: pending after
+    /// `delay` (`None`: the stamped backoff), or dead when its attempts are
+    /// used up.
+    fn retry_tx(
+        &mut self,
+        job_id: i64,
+        worker: &str,
+        error: &str,
+        delay: Option<Duration>,
+    ) -> Result<Retried> {
+        call::retry(job_id, worker, error, delay)?.run(self)
+    }
+
+    /// Dead-letters a job this worker holds, in this transaction.
+    fn fail_tx(&mut self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
+        call::fail(job_id, worker, error)?.run(self)
     }
 
     /// The SQLite connection this transaction runs on, for your own
@@ -230,10 +231,6 @@ pub trait TxHandle {
     fn postgres(&mut self) -> Option<&mut postgres::Client> {
         None
     }
-}
-
-pub(crate) fn opt_json(v: Value) -> Option<Value> {
-    (!v.is_null()).then_some(v)
 }
 
 /// A flag that asks workers and loops to stop.
@@ -283,5 +280,5 @@ pub(crate) fn wait_for<T>(
 
 /// `alk_prune` on an engine.
 pub(crate) fn prune(engine: &dyn Engine, max_rows: i64) -> Result<i64> {
-    int(engine.call("alk_prune", &[max_rows.into()])?)
+    call::prune(max_rows).run_on(engine)
 }

@@ -1,9 +1,9 @@
 //! A stream handle and its consumer (contract §7, v1.1 §E).
 
+use crate::call;
 use crate::engine::{Engine, Kind};
 use crate::error::Result;
 use crate::opts::StreamOpts;
-use crate::sql::{boolean, int, payload, Arg};
 use crate::store::wait_for;
 use crate::types::{Event, StreamInfo};
 use alkstore_core::{names, NameKind};
@@ -32,32 +32,18 @@ impl Stream {
     /// it resolved; events past it go when `alk_prune` runs (workers call
     /// it every minute).
     pub fn configure(&self, opts: &StreamOpts) -> Result<Value> {
-        self.engine.call(
-            "alk_stream_configure",
-            &[self.name.as_str().into(), Arg::json(&opts.to_json())],
-        )
+        call::stream_configure(&self.name, opts)?.run_on(&*self.engine)
     }
 
     /// The stream's kept offsets and retention. On PostgreSQL this also
     /// gives offsets to events committed since the last read.
     pub fn info(&self) -> Result<StreamInfo> {
-        StreamInfo::from_json(
-            &self
-                .engine
-                .call("alk_stream_info", &[self.name.as_str().into()])?,
-        )
+        call::stream_info(&self.name)?.run_on(&*self.engine)
     }
 
     /// Publishes an event in its own transaction; returns its id.
     pub fn publish<T: Serialize + ?Sized>(&self, event: &T, key: Option<&str>) -> Result<i64> {
-        int(self.engine.call(
-            "alk_publish",
-            &[
-                self.name.as_str().into(),
-                payload(event)?,
-                Arg::opt_text(key),
-            ],
-        )?)
+        call::publish(&self.name, event, key)?.run_on(&*self.engine)
     }
 
     /// Up to `max` events after `after`, ascending. An event whose payload
@@ -68,27 +54,18 @@ impl Stream {
 
     /// A page of events and the offset of the last row read, readable or not.
     fn read_page(&self, after: i64, max: i64) -> Result<(Vec<Event>, Option<i64>)> {
-        let v = self.engine.call(
-            "alk_read",
-            &[self.name.as_str().into(), after.into(), max.into()],
-        )?;
-        Event::page(&v, &self.name)
+        let page = call::read(&self.name, after, max)?.run_on(&*self.engine)?;
+        Ok((page.events, page.last))
     }
 
     /// Saves a consumer's offset; true if it advanced.
     pub fn save_offset(&self, consumer: &str, offset: i64) -> Result<bool> {
-        boolean(self.engine.call(
-            "alk_save_offset",
-            &[self.name.as_str().into(), consumer.into(), offset.into()],
-        )?)
+        call::save_offset(&self.name, consumer, offset)?.run_on(&*self.engine)
     }
 
     /// A consumer's saved offset (0 if none).
     pub fn get_offset(&self, consumer: &str) -> Result<i64> {
-        int(self.engine.call(
-            "alk_get_offset",
-            &[self.name.as_str().into(), consumer.into()],
-        )?)
+        call::get_offset(&self.name, consumer)?.run_on(&*self.engine)
     }
 
     /// A consumer that resumes from its saved offset.

@@ -8,6 +8,7 @@ use crate::outbox::Outbox;
 use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
 use crate::types::Job;
+use crate::worker_core::{Chore, Chores, Outage, PRUNE_BATCH};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -49,9 +50,6 @@ pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
 
 /// How often a worker prunes (`alk_prune`) unless told otherwise.
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
-
-/// Rows per `alk_prune` call: one short transaction each.
-const PRUNE_BATCH: i64 = 1000;
 
 impl Worker {
     /// A worker named `name`. Each handler claims as
@@ -200,11 +198,10 @@ impl Worker {
                 .map(|n| {
                     let handled = &handled;
                     // One handler per worker prunes and ticks.
-                    let chores = Chores {
-                        prune_every: self.prune_every.filter(|_| n == 0),
-                        tick_every: self.tick_every.filter(|_| n == 0),
-                        ..Chores::default()
-                    };
+                    let chores = Chores::new(
+                        self.tick_every.filter(|_| n == 0),
+                        self.prune_every.filter(|_| n == 0),
+                    );
                     s.spawn(move || {
                         let me = format!("{}-{n}", self.name);
                         self.handle(&me, stop, handler, handled, chores)
@@ -230,7 +227,7 @@ impl Worker {
         let mut outage = Outage::default();
         while !stop.is_stopped() {
             if let Err(e) = self.chores(&mut chores, stop) {
-                outage.wait(e, stop)?;
+                wait_out(&mut outage, e, stop)?;
                 continue;
             }
             let claimed = {
@@ -251,7 +248,7 @@ impl Worker {
             let jobs = match claimed {
                 Ok(jobs) => jobs,
                 Err(e) => {
-                    outage.wait(e, stop)?;
+                    wait_out(&mut outage, e, stop)?;
                     continue;
                 }
             };
@@ -289,7 +286,7 @@ impl Worker {
                     Err(e) => self.queue.retry(job.id, worker, &e, None).map(|_| ()),
                 };
                 if let Err(e) = settled {
-                    outage.wait(e, stop)?;
+                    wait_out(&mut outage, e, stop)?;
                 }
                 handled.fetch_add(1, Ordering::Relaxed);
             }
@@ -297,27 +294,22 @@ impl Worker {
         Ok(())
     }
 
-    /// Ticks schedules and prunes when each is due.
+    /// Ticks schedules and prunes when each is due; prunes in bounded
+    /// batches until nothing is left or stop is raised.
     fn chores(&self, chores: &mut Chores, stop: &Stop) -> Result<()> {
-        let due = |every: Option<Duration>, last: Option<std::time::Instant>| {
-            every.is_some_and(|e| last.is_none_or(|at| at.elapsed() >= e))
-        };
-        if due(chores.tick_every, chores.ticked_at) {
-            chores.ticked_at = Some(std::time::Instant::now());
-            self.queue.engine.call("alk_schedule_tick", &[])?;
+        let engine = &*self.queue.engine;
+        for chore in chores.due() {
+            match chore {
+                Chore::Tick(tick) => {
+                    tick.run_on(engine)?;
+                }
+                Chore::Prune => {
+                    while !stop.is_stopped() && Chores::prune_call().run_on(engine)? == PRUNE_BATCH
+                    {
+                    }
+                }
+            }
         }
-        if due(chores.prune_every, chores.pruned_at) {
-            chores.pruned_at = Some(std::time::Instant::now());
-            self.prune(stop)?;
-        }
-        Ok(())
-    }
-
-    /// Prunes in bounded batches until nothing is left or stop is raised.
-    fn prune(&self, stop: &Stop) -> Result<()> {
-        while !stop.is_stopped()
-            && crate::store::prune(&*self.queue.engine, PRUNE_BATCH)? == PRUNE_BATCH
-        {}
         Ok(())
     }
 
@@ -344,15 +336,6 @@ impl Worker {
     }
 }
 
-/// The periodic chores of the handler that does them.
-#[derive(Default)]
-struct Chores {
-    prune_every: Option<Duration>,
-    tick_every: Option<Duration>,
-    pruned_at: Option<std::time::Instant>,
-    ticked_at: Option<std::time::Instant>,
-}
-
 /// A handler as the workers run it, given the job and the claim name it
 /// runs under.
 type Handler<'a> = dyn Fn(&Job, &str) -> std::result::Result<Settle, String> + Sync + 'a;
@@ -365,35 +348,12 @@ enum Settle {
     Done,
 }
 
-/// Rides out the database going away (a restart, a killed connection, a
-/// failover): a worker waits and tries again with a growing pause, up to a
-/// second, instead of ending. Errors in what it was asked to do (a
-/// contract error) still end it.
-#[derive(Default)]
-struct Outage {
-    pause: Option<Duration>,
-}
-
-impl Outage {
-    fn wait(&mut self, e: crate::Error, stop: &Stop) -> Result<()> {
-        if !e.is_transient() {
-            return Err(e);
-        }
-        let pause = self.pause.map_or(Duration::from_millis(20), |p| {
-            (p * 2).min(Duration::from_secs(1))
-        });
-        if self.pause.is_none() {
-            tracing::warn!(error = %e, "alkstore: worker waiting for the database");
-        }
-        self.pause = Some(pause);
-        let until = std::time::Instant::now() + pause;
-        while std::time::Instant::now() < until && !stop.is_stopped() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(())
+/// Waits out a database outage ([`Outage::pause_after`]) in steps of 10 ms,
+/// so that a stop is seen at once; errors a wait cannot cure end the run.
+fn wait_out(outage: &mut Outage, e: crate::Error, stop: &Stop) -> Result<()> {
+    let until = std::time::Instant::now() + outage.pause_after(e)?;
+    while std::time::Instant::now() < until && !stop.is_stopped() {
+        std::thread::sleep(Duration::from_millis(10));
     }
-
-    fn over(&mut self) {
-        self.pause = None;
-    }
+    Ok(())
 }

@@ -410,3 +410,55 @@ fn a_payload_that_does_not_fit_the_type_is_a_decode_error_never_transient() {
         assert!(!bad.is_transient(), "[{who}] {bad}");
     }
 }
+
+#[test]
+fn a_transaction_claims_retries_fails_and_acks_like_the_async_handles() {
+    use alkstore::{call, Retried};
+    for target in targets() {
+        let who = target.name();
+        let store = target.open();
+        let q = fresh("tx-claim");
+        let queue = store.queue(&q).unwrap();
+        let ids = queue
+            .enqueue_batch(&EnqueueOpts::new(), &[json!(1), json!(2), json!(3)])
+            .unwrap();
+        // Claimed, retried, failed and acked in one transaction that rolls
+        // back: nothing of it stays.
+        let mut tx = store.begin().unwrap();
+        let jobs = tx.claim_tx(&q, "w", 3).unwrap();
+        assert_eq!(
+            jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+            ids,
+            "[{who}]"
+        );
+        assert_eq!(
+            tx.retry_tx(ids[0], "w", "later", None).unwrap(),
+            Retried::Pending,
+            "[{who}]"
+        );
+        assert!(tx.fail_tx(ids[1], "w", "broken").unwrap(), "[{who}]");
+        assert!(tx.ack_tx(ids[2], "w").unwrap(), "[{who}]");
+        assert!(!tx.ack_tx(ids[2], "w").unwrap(), "[{who}] acked twice");
+        tx.rollback().unwrap();
+        let stats = queue.stats().unwrap();
+        assert_eq!(stats["pending"], 3, "[{who}] {stats}");
+        // The same calls as values, run on a transaction that commits.
+        let mut tx = store.begin().unwrap();
+        let claimed = call::claim(&q, "w", 1).unwrap().run(&mut *tx).unwrap();
+        assert_eq!(claimed.jobs.len(), 1, "[{who}]");
+        let id = claimed.jobs[0].id;
+        assert!(
+            call::ack(id, "w").unwrap().run(&mut *tx).unwrap(),
+            "[{who}]"
+        );
+        tx.commit().unwrap();
+        assert_eq!(queue.stats().unwrap()["pending"], 2, "[{who}]");
+        // A bad name fails before anything is sent, and leaves the
+        // transaction usable on every engine.
+        let mut tx = store.begin().unwrap();
+        let err = tx.claim_tx("", "w", 1).unwrap_err();
+        assert_eq!(err.code(), Some("ALK01"), "[{who}] {err}");
+        assert_eq!(tx.claim_tx(&q, "w", 5).unwrap().len(), 2, "[{who}]");
+        tx.rollback().unwrap();
+    }
+}

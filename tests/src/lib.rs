@@ -346,6 +346,94 @@ pub fn rows_pg(c: &mut postgres::Client, columns: &[(String, Vec<String>)]) -> V
     out
 }
 
+/// One engine of the cross-engine suite, as [`per_engine!`] names its tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// A SQLite file.
+    Sqlite,
+    /// PostgreSQL with `CREATE EXTENSION alkstore` (`ALKSTORE_PG_URL`).
+    PostgresExtension,
+    /// PostgreSQL with the plain SQL install (`ALKSTORE_PG_PLAIN_URL`).
+    PostgresPlain,
+    /// The extension's database through PgBouncer in transaction pooling
+    /// (`ALKSTORE_PG_BOUNCER_URL`).
+    PostgresBouncer,
+}
+
+/// The target of `engine`, or `None` when it is not configured here (a
+/// failure instead when `ALKSTORE_REQUIRE_PG=1` and PostgreSQL is missing).
+pub fn target(engine: Engine) -> Option<Target> {
+    let label = match engine {
+        Engine::Sqlite => return targets().into_iter().next(),
+        Engine::PostgresExtension => alkstore_testkit::EXTENSION,
+        Engine::PostgresPlain => alkstore_testkit::PLAIN,
+        Engine::PostgresBouncer => alkstore_testkit::BOUNCER,
+    };
+    let found = alkstore_testkit::pg_installs()
+        .into_iter()
+        .find(|i| i.label == label)
+        .map(|i| Target::postgres(i.url, i.label));
+    if found.is_none() {
+        eprintln!("note: {engine:?} is not configured here: not tested");
+    }
+    found
+}
+
+/// Runs `body` on `engine` when it is configured (see [`target`]).
+pub fn run_on(engine: Engine, body: impl FnOnce(&Target)) {
+    if let Some(t) = target(engine) {
+        body(&t);
+    }
+}
+
+/// A test body run on every engine, as one `#[test]` per engine: a module
+/// named after the test holding `sqlite`, `postgres_extension`,
+/// `postgres_plain` and `postgres_bouncer`. `cargo test -- sqlite` runs one
+/// engine; a failure names its engine.
+///
+/// ```ignore
+/// per_engine! {
+///     /// What the test shows.
+///     fn enqueue_returns_an_id(target) {
+///         let mut db = target.connect();
+///         // …
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! per_engine {
+    ($($(#[$meta:meta])* fn $name:ident($target:ident) $body:block)+) => {$(
+        $(#[$meta])*
+        #[allow(non_snake_case)]
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body($target: &$crate::Target) $body
+
+            #[test]
+            fn sqlite() {
+                $crate::run_on($crate::Engine::Sqlite, body)
+            }
+
+            #[test]
+            fn postgres_extension() {
+                $crate::run_on($crate::Engine::PostgresExtension, body)
+            }
+
+            #[test]
+            fn postgres_plain() {
+                $crate::run_on($crate::Engine::PostgresPlain, body)
+            }
+
+            #[test]
+            fn postgres_bouncer() {
+                $crate::run_on($crate::Engine::PostgresBouncer, body)
+            }
+        }
+    )+};
+}
+
 /// Runs `body` once per engine of [`targets`], each with a fresh connection.
 pub fn each(mut body: impl FnMut(&mut dyn Db, &Target)) {
     for target in targets() {

@@ -9,9 +9,10 @@ fn find<'a>(rows: &'a Value, key: &str, name: &str) -> Option<&'a Value> {
     rows.as_array().unwrap().iter().find(|r| r[key] == name)
 }
 
-#[test]
-fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
-    each(|db, _| {
+per_engine! {
+    fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let (busy, configured, paused, untouched) = (
             fresh("adm-busy"),
@@ -105,12 +106,13 @@ fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause() {
         let mut sorted = names.clone();
         sorted.sort();
         assert_eq!(names, sorted, "[{e}] in name order");
-    });
+    }
 }
 
-#[test]
-fn alk_list_jobs_pages_in_id_order_per_state() {
-    each(|db, _| {
+per_engine! {
+    fn alk_list_jobs_pages_in_id_order_per_state(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("adm-list");
         db.ok(
@@ -197,12 +199,13 @@ fn alk_list_jobs_pages_in_id_order_per_state() {
             "ALK02",
             "[{e}]"
         );
-    });
+    }
 }
 
-#[test]
-fn requeue_dead_all_and_purge_act_on_one_queue_and_state() {
-    each(|db, _| {
+per_engine! {
+    fn requeue_dead_all_and_purge_act_on_one_queue_and_state(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let (q, other) = (fresh("adm-bulk"), fresh("adm-bulk-other"));
         let mut dead = Vec::new();
@@ -260,12 +263,13 @@ fn requeue_dead_all_and_purge_act_on_one_queue_and_state() {
             "running",
             "[{e}] running jobs are never purged"
         );
-    });
+    }
 }
 
-#[test]
-fn alk_streams_shows_offsets_and_consumer_lag() {
-    each(|db, _| {
+per_engine! {
+    fn alk_streams_shows_offsets_and_consumer_lag(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let (s, empty) = (fresh("adm-stream"), fresh("adm-stream-empty"));
         for i in 0..3 {
@@ -295,12 +299,13 @@ fn alk_streams_shows_offsets_and_consumer_lag() {
             json!({"consumer": "ahead", "offset": 5, "lag": 0}),
             "[{e}] never negative"
         );
-    });
+    }
 }
 
-#[test]
-fn alk_locks_lists_every_lease_and_whether_it_is_held() {
-    each(|db, _| {
+per_engine! {
+    fn alk_locks_lists_every_lease_and_whether_it_is_held(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let (held, released, expired) = (
             fresh("adm-held"),
@@ -336,5 +341,5 @@ fn alk_locks_lists_every_lease_and_whether_it_is_held() {
             (&json!("me"), &json!(false)),
             "[{e}]"
         );
-    });
+    }
 }

@@ -29,9 +29,10 @@ const JOB_KEYS: [&str; 20] = [
     "visibility_timeout_s",
 ];
 
-#[test]
-fn get_job_shows_exactly_the_pinned_keys_and_the_stamped_options() {
-    each(|db, _| {
+per_engine! {
+    fn get_job_shows_exactly_the_pinned_keys_and_the_stamped_options(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("stamp");
         db.ok(
             "alk_queue_configure",
@@ -104,7 +105,7 @@ fn get_job_shows_exactly_the_pinned_keys_and_the_stamped_options() {
             (json!(5), json!(9))
         );
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(i64::MAX)]), Value::Null);
-    });
+    }
 }
 
 #[test]
@@ -173,9 +174,10 @@ fn the_same_scenario_yields_the_same_documents_on_every_engine() {
     }
 }
 
-#[test]
-fn claims_come_in_claim_order_with_the_pinned_shape() {
-    each(|db, _| {
+per_engine! {
+    fn claims_come_in_claim_order_with_the_pinned_shape(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("order");
         let a = db.int("alk_enqueue", &[t(&q), Arg::Null, j("\"a\"")]);
         let b = db.int(
@@ -234,12 +236,13 @@ fn claims_come_in_claim_order_with_the_pinned_shape() {
             1,
             "max_jobs defaults to 1"
         );
-    });
+    }
 }
 
-#[test]
-fn delayed_jobs_wait_for_their_time() {
-    each(|db, _| {
+per_engine! {
+    fn delayed_jobs_wait_for_their_time(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("delay");
         let soon = db.int("alk_enqueue", &[t(&q), j(r#"{"delay_s": 0.3}"#), j("1")]);
         db.int(
@@ -260,12 +263,13 @@ fn delayed_jobs_wait_for_their_time() {
             ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])),
             vec![soon]
         );
-    });
+    }
 }
 
-#[test]
-fn a_claim_is_held_until_another_worker_reclaims_it() {
-    each(|db, _| {
+per_engine! {
+    fn a_claim_is_held_until_another_worker_reclaims_it(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("hold");
         db.ok(
             "alk_queue_configure",
@@ -302,12 +306,13 @@ fn a_claim_is_held_until_another_worker_reclaims_it() {
             "acked jobs are gone"
         );
         assert!(!db.yes("alk_ack", &[Arg::Int(id), t("w2")]));
-    });
+    }
 }
 
-#[test]
-fn retry_fail_dead_and_requeue() {
-    each(|db, _| {
+per_engine! {
+    fn retry_fail_dead_and_requeue(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("retry");
         let id = db.int("alk_enqueue", &[t(&q), j(r#"{"max_attempts": 2}"#), j("1")]);
         db.ok("alk_claim", &[t(&q), t("w")]);
@@ -356,12 +361,13 @@ fn retry_fail_dead_and_requeue() {
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w")])), vec![id]);
         assert!(db.yes("alk_fail", &[Arg::Int(id), t("w"), t("nope")]));
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(id)])["state"], "dead");
-    });
+    }
 }
 
-#[test]
-fn retry_without_delay_uses_the_stamped_backoff() {
-    each(|db, _| {
+per_engine! {
+    fn retry_without_delay_uses_the_stamped_backoff(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("backoff");
         db.ok(
             "alk_queue_configure",
@@ -395,12 +401,13 @@ fn retry_without_delay_uses_the_stamped_backoff() {
         sleep_ms(250);
         let null_delay = [Arg::Int(id), t("w"), t("e"), Arg::Null];
         retry(db, 300, "second backoff (base * 2, capped)", &null_delay);
-    });
+    }
 }
 
-#[test]
-fn expiry_and_final_claims_are_dead_lettered_never_run() {
-    each(|db, _| {
+per_engine! {
+    fn expiry_and_final_claims_are_dead_lettered_never_run(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("expire");
         db.ok(
             "alk_queue_configure",
@@ -439,12 +446,20 @@ fn expiry_and_final_claims_are_dead_lettered_never_run() {
             (b["state"].clone(), b["last_error"].clone()),
             (json!("dead"), json!("expired"))
         );
-    });
+    }
 }
 
-#[test]
-fn sweep_dead_letters_per_queue_or_everywhere() {
-    each(|db, _| {
+/// Held by the one test that sweeps every queue: its runs on the
+/// extension and through PgBouncer share a database, and one run's global
+/// sweep would dead-letter the other's jobs before its per-queue sweep
+/// counts them.
+static SWEEPS_ALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+per_engine! {
+    fn sweep_dead_letters_per_queue_or_everywhere(_target) {
+        let _serial = SWEEPS_ALL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut db = _target.connect();
+        let db = &mut *db;
         let (q, r) = (fresh("sweep-q"), fresh("sweep-r"));
         db.ok(
             "alk_queue_configure",
@@ -478,12 +493,13 @@ fn sweep_dead_letters_per_queue_or_everywhere() {
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(keeps)])["state"], "pending");
         assert!(db.int("alk_sweep", &[Arg::Null]) >= 1);
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(other)])["state"], "dead");
-    });
+    }
 }
 
-#[test]
-fn cancel_batches_and_stats() {
-    each(|db, _| {
+per_engine! {
+    fn cancel_batches_and_stats(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("batch");
         let new_ids: Vec<i64> = db
             .ok(
@@ -541,12 +557,13 @@ fn cancel_batches_and_stats() {
             json!({"queue": q, "pending": 1, "scheduled": 0, "running": 0, "dead": 0, "completed": 0,
                    "paused": false, "oldest_runnable_age_s": stats["oldest_runnable_age_s"]})
         );
-    });
+    }
 }
 
-#[test]
-fn configure_merges_over_defaults() {
-    each(|db, _| {
+per_engine! {
+    fn configure_merges_over_defaults(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("conf");
         let defaults = json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 5, "backoff_max_s": 3600,
                               "retain_completed_s": 0, "retain_dead_s": null});
@@ -562,12 +579,13 @@ fn configure_merges_over_defaults() {
                    "retain_completed_s": 0, "retain_dead_s": null})
         );
         assert_eq!(db.ok("alk_queue_opts", &[t(&q)]), merged);
-    });
+    }
 }
 
-#[test]
-fn rollback_drops_every_kind_of_write_and_commit_keeps_them() {
-    each(|db, target| {
+per_engine! {
+    fn rollback_drops_every_kind_of_write_and_commit_keeps_them(target) {
+        let mut db = target.connect();
+        let db = &mut *db;
         let table = fresh("orders").replace('-', "_");
         db.exec(&format!(
             "CREATE TABLE {table} (id integer PRIMARY KEY, item text)"
@@ -635,7 +653,7 @@ fn rollback_drops_every_kind_of_write_and_commit_keeps_them() {
         );
         assert_eq!(other.ok("alk_outbox_stats", &[t(&o)])["running"], 1);
         assert!(other.yes("alk_ack", &[Arg::Int(out), t("w")]));
-    });
+    }
 }
 
 #[test]
@@ -695,9 +713,10 @@ fn reserved_and_empty_names_are_rejected_by_every_entry_point() {
     });
 }
 
-#[test]
-fn bad_options_payloads_and_arguments_are_rejected_and_change_nothing() {
-    each(|db, _| {
+per_engine! {
+    fn bad_options_payloads_and_arguments_are_rejected_and_change_nothing(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("bad");
         for opts in [
             r#"{"dely_s": 1}"#,
@@ -801,14 +820,15 @@ fn bad_options_payloads_and_arguments_are_rejected_and_change_nothing() {
             "alk_notify",
             &[t("c"), j(&format!("\"{}\"", "x".repeat(7997)))],
         );
-    });
+    }
 }
 
-/// With several bad arguments, every engine reports the first, in argument
-/// order, so one call fails the same way on each.
-#[test]
-fn the_first_bad_argument_is_the_one_reported() {
-    each(|db, _| {
+per_engine! {
+    /// With several bad arguments, every engine reports the first, in argument
+    /// order, so one call fails the same way on each.
+    fn the_first_bad_argument_is_the_one_reported(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let q = fresh("first-bad");
         for (f, args, want) in [
             ("alk_claim", vec![Arg::Null, t(""), Arg::Int(0)], "ALK01"),
@@ -846,12 +866,13 @@ fn the_first_bad_argument_is_the_one_reported() {
         ] {
             assert_eq!(db.code(f, &args), want, "[{}] {f} {args:?}", db.engine());
         }
-    });
+    }
 }
 
-#[test]
-fn stream_offsets_are_dense_and_saved_offsets_only_advance() {
-    each(|db, _| {
+per_engine! {
+    fn stream_offsets_are_dense_and_saved_offsets_only_advance(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let (s, other) = (fresh("stream"), fresh("stream-b"));
         // alk_publish returns the event's id (v1.1 §E); offsets come with reads.
         let first = db.int("alk_publish", &[t(&s), j(r#"{"n": 1}"#)]);
@@ -906,12 +927,13 @@ fn stream_offsets_are_dense_and_saved_offsets_only_advance() {
         assert!(!db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(5)]));
         assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 5);
         assert!(!db.yes("alk_save_offset", &[t(&s), t("fresh"), Arg::Int(0)]));
-    });
+    }
 }
 
-#[test]
-fn lock_tokens_fence_each_acquisition() {
-    each(|db, _| {
+per_engine! {
+    fn lock_tokens_fence_each_acquisition(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let l = fresh("lock");
         let t1 = db.int("alk_lock_acquire", &[t(&l), t("a"), Arg::Num(10.0)]);
         assert_eq!(
@@ -937,5 +959,5 @@ fn lock_tokens_fence_each_acquisition() {
         );
         let t3 = db.int("alk_lock_acquire", &[t(&l), t("a"), Arg::Num(10.0)]);
         assert!(t3 > t2);
-    });
+    }
 }

@@ -30,9 +30,10 @@ fn stats(db: &mut dyn Db, q: &str) -> Value {
 
 // ---- C1 idempotency keys ----
 
-#[test]
-fn an_idempotency_key_returns_the_first_job_for_its_ttl_whatever_became_of_it() {
-    each(|db, _| {
+per_engine! {
+    fn an_idempotency_key_returns_the_first_job_for_its_ttl_whatever_became_of_it(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("idem");
         let first = enqueue(db, &q, r#"{"idempotency_key": "order-1"}"#, r#"{"n": 1}"#);
@@ -128,12 +129,13 @@ fn an_idempotency_key_returns_the_first_job_for_its_ttl_whatever_became_of_it() 
             renewed,
             "[{e}]"
         );
-    });
+    }
 }
 
-#[test]
-fn one_key_twice_in_a_transaction_and_a_rolled_back_key() {
-    each(|db, _| {
+per_engine! {
+    fn one_key_twice_in_a_transaction_and_a_rolled_back_key(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("idem-tx");
         db.begin();
@@ -149,12 +151,13 @@ fn one_key_twice_in_a_transaction_and_a_rolled_back_key() {
         let b = enqueue(db, &q, r#"{"idempotency_key": "k"}"#, "3");
         assert_eq!(job(db, b)["payload"], 3, "[{e}] {a} {b}");
         assert_eq!(stats(db, &q)["pending"], 1, "[{e}]");
-    });
+    }
 }
 
-#[test]
-fn bad_idempotency_and_group_options_are_invalid_options_and_write_nothing() {
-    each(|db, _| {
+per_engine! {
+    fn bad_idempotency_and_group_options_are_invalid_options_and_write_nothing(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("idem-bad");
         let long = format!(r#"{{"idempotency_key": "{}"}}"#, "k".repeat(1025));
@@ -194,12 +197,11 @@ fn bad_idempotency_and_group_options_are_invalid_options_and_write_nothing() {
         // The first key of 1024 bytes is fine.
         let ok = format!(r#"{{"idempotency_key": "{}"}}"#, "k".repeat(1024));
         assert!(db.int("alk_enqueue", &[t(&q), j(&ok), j("1")]) > 0, "[{e}]");
-    });
+    }
 }
 
-#[test]
-fn racing_enqueues_with_one_key_make_exactly_one_job() {
-    for target in targets() {
+per_engine! {
+    fn racing_enqueues_with_one_key_make_exactly_one_job(target) {
         // The first transaction holds the key; the second waits for it, then
         // returns its id (commit) or inserts (rollback).
         for commit in [true, false] {
@@ -264,9 +266,10 @@ fn racing_enqueues_with_one_key_make_exactly_one_job() {
 /// A job that ran: its group (if any) and id.
 type Ran = (Option<String>, i64);
 
-#[test]
-fn a_group_runs_one_job_at_a_time_in_id_order() {
-    each(|db, _| {
+per_engine! {
+    fn a_group_runs_one_job_at_a_time_in_id_order(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("group");
         let g = |k: &str| format!(r#"{{"group_key": "{k}"}}"#);
@@ -328,12 +331,13 @@ fn a_group_runs_one_job_at_a_time_in_id_order() {
         let a4 = enqueue(db, &q, &g("a"), r#""a4""#);
         assert_eq!(claim(db, &q, "w", 10), [a4], "[{e}]");
         assert!(ack(db, a4, "w"), "[{e}]");
-    });
+    }
 }
 
-#[test]
-fn waiting_jobs_can_be_cancelled_expire_and_a_requeued_job_runs_next() {
-    each(|db, _| {
+per_engine! {
+    fn waiting_jobs_can_be_cancelled_expire_and_a_requeued_job_runs_next(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("group-edge");
         let h = enqueue(db, &q, r#"{"group_key": "g", "max_attempts": 1}"#, "1");
@@ -371,12 +375,13 @@ fn waiting_jobs_can_be_cancelled_expire_and_a_requeued_job_runs_next() {
             assert!(ack(db, *id, "w"), "[{e}]");
         }
         assert_eq!(stats(db, &q)["pending"], 0, "[{e}]");
-    });
+    }
 }
 
-#[test]
-fn an_expired_claim_on_a_head_is_reclaimed_before_the_group_moves_on() {
-    each(|db, _| {
+per_engine! {
+    fn an_expired_claim_on_a_head_is_reclaimed_before_the_group_moves_on(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("group-vt");
         db.ok(
@@ -391,12 +396,11 @@ fn an_expired_claim_on_a_head_is_reclaimed_before_the_group_moves_on() {
         assert!(!ack(db, h, "w1"), "[{e}]");
         assert!(ack(db, h, "w2"), "[{e}]");
         assert_eq!(claim(db, &q, "w2", 5), [n], "[{e}]");
-    });
+    }
 }
 
-#[test]
-fn workers_racing_on_grouped_jobs_never_run_two_of_a_group_at_once() {
-    for target in targets() {
+per_engine! {
+    fn workers_racing_on_grouped_jobs_never_run_two_of_a_group_at_once(target) {
         let q = fresh("group-race");
         let mut db = target.connect();
         let e = db.engine();
@@ -569,9 +573,10 @@ fn purging_while_groups_enqueue_ack_and_fail_strands_no_group() {
 
 // ---- C3 completed history and results ----
 
-#[test]
-fn completed_jobs_keep_their_results_while_retained() {
-    each(|db, _| {
+per_engine! {
+    fn completed_jobs_keep_their_results_while_retained(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("keep");
         // Without a retention an acked job is gone, its result dropped.
@@ -666,12 +671,13 @@ fn completed_jobs_keep_their_results_while_retained() {
             "ALK03",
             "[{e}]"
         );
-    });
+    }
 }
 
-#[test]
-fn retention_is_read_when_a_job_finishes_and_prune_deletes_what_outlived_it() {
-    each(|db, target| {
+per_engine! {
+    fn retention_is_read_when_a_job_finishes_and_prune_deletes_what_outlived_it(target) {
+        let mut db = target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("prune");
         let a = enqueue(db, &q, "{}", "1");
@@ -745,12 +751,11 @@ fn retention_is_read_when_a_job_finishes_and_prune_deletes_what_outlived_it() {
             enqueue(db, &q, r#"{"idempotency_key": "p"}"#, "6") > k,
             "[{e}]"
         );
-    });
+    }
 }
 
-#[test]
-fn pruning_while_workers_claim_loses_nothing() {
-    for target in targets() {
+per_engine! {
+    fn pruning_while_workers_claim_loses_nothing(target) {
         let q = fresh("prune-race");
         let mut db = target.connect();
         let e = db.engine();
@@ -808,9 +813,10 @@ fn pruning_while_workers_claim_loses_nothing() {
 
 // ---- C4 pause ----
 
-#[test]
-fn a_paused_queue_or_outbox_claims_nothing_and_everything_else_works() {
-    each(|db, _| {
+per_engine! {
+    fn a_paused_queue_or_outbox_claims_nothing_and_everything_else_works(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("pause");
         let running = enqueue(db, &q, "{}", "1");
@@ -870,12 +876,13 @@ fn a_paused_queue_or_outbox_claims_nothing_and_everything_else_works() {
             "[{e}]"
         );
         assert_eq!(db.code("alk_outbox_resume", &[t("")]), "ALK01", "[{e}]");
-    });
+    }
 }
 
-#[test]
-fn pause_and_retention_roll_back_with_the_transaction() {
-    each(|db, _| {
+per_engine! {
+    fn pause_and_retention_roll_back_with_the_transaction(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("pause-tx");
         enqueue(db, &q, "{}", "1");
@@ -884,12 +891,13 @@ fn pause_and_retention_roll_back_with_the_transaction() {
         db.rollback();
         assert_eq!(stats(db, &q)["paused"], false, "[{e}]");
         assert_eq!(claim(db, &q, "w", 1).len(), 1, "[{e}]");
-    });
+    }
 }
 
-#[test]
-fn sweeping_an_expired_waiting_job_keeps_its_group_consistent() {
-    each(|db, _| {
+per_engine! {
+    fn sweeping_an_expired_waiting_job_keeps_its_group_consistent(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let q = fresh("group-sweep");
         let head = enqueue(db, &q, r#"{"group_key": "g"}"#, "1");
@@ -910,7 +918,7 @@ fn sweeping_an_expired_waiting_job_keeps_its_group_consistent() {
         // The group is empty now: a new job heads it at once.
         let fresh_head = enqueue(db, &q, r#"{"group_key": "g"}"#, "4");
         assert_eq!(claim(db, &q, "w", 5), [fresh_head], "[{e}]");
-    });
+    }
 }
 
 #[test]
@@ -935,13 +943,14 @@ fn prune_deletes_old_sqlite_notification_rows() {
     }
 }
 
-/// One `alk_ack_batch` over every kind of id: a plain job, a group's head,
-/// a job of a queue that keeps completed jobs, one another worker holds,
-/// one that does not exist, and a duplicate. Exactly the held ones are
-/// acked, each in its own way.
-#[test]
-fn an_ack_batch_of_mixed_jobs_acks_exactly_the_held_ones() {
-    each(|db, _| {
+per_engine! {
+    /// One `alk_ack_batch` over every kind of id: a plain job, a group's head,
+    /// a job of a queue that keeps completed jobs, one another worker holds,
+    /// one that does not exist, and a duplicate. Exactly the held ones are
+    /// acked, each in its own way.
+    fn an_ack_batch_of_mixed_jobs_acks_exactly_the_held_ones(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let (plain, grouped, kept, other) = (
             fresh("mix-p"),
@@ -976,7 +985,7 @@ fn an_ack_batch_of_mixed_jobs_acks_exactly_the_held_ones() {
             [g2],
             "[{e}] the group moved on"
         );
-    });
+    }
 }
 
 /// Whether any queue keeps acked jobs decides how `alk_ack_batch` acks

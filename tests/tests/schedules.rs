@@ -188,9 +188,8 @@ fn both_engines_compute_the_same_fire_times() {
     }
 }
 
-#[test]
-fn invalid_specs_are_refused_with_the_reason_and_write_nothing() {
-    for target in targets() {
+per_engine! {
+    fn invalid_specs_are_refused_with_the_reason_and_write_nothing(target) {
         let mut db = target.connect();
         let e = db.engine();
         let name = fresh("bad-schedule");
@@ -293,9 +292,8 @@ fn jobs_of(db: &mut dyn Db, q: &str) -> i64 {
     s["pending"].as_i64().unwrap() + s["scheduled"].as_i64().unwrap()
 }
 
-#[test]
-fn eight_concurrent_tickers_enqueue_each_occurrence_once() {
-    for target in targets() {
+per_engine! {
+    fn eight_concurrent_tickers_enqueue_each_occurrence_once(target) {
         let mut db = target.connect();
         let e = db.engine();
         let (name, q) = (fresh("tick8"), fresh("tick8-q"));

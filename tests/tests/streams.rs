@@ -102,9 +102,10 @@ fn an_event_is_visible_to_others_once_its_publisher_commits() {
     }
 }
 
-#[test]
-fn stream_options_are_checked_merged_and_reset_with_null() {
-    each(|db, _| {
+per_engine! {
+    fn stream_options_are_checked_merged_and_reset_with_null(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
         let e = db.engine();
         let s = fresh("opts");
         for (opts, why) in [
@@ -162,7 +163,7 @@ fn stream_options_are_checked_merged_and_reset_with_null() {
                    "retain_s": 1.5, "retain_events": null}),
             "[{e}]"
         );
-    });
+    }
 }
 
 #[test]
@@ -276,16 +277,15 @@ fn retention_counts_from_when_an_event_became_readable() {
     }
 }
 
-/// Eight publishers on one stream, one of them holding its transaction open
-/// for two seconds (PostgreSQL: SQLite's one writer makes everyone wait
-/// there by design), while three readers (two on SQLite) read as fast as
-/// they can, in read committed, repeatable read and serializable
-/// transactions. The others keep publishing; no reader ever sees an offset
-/// appear behind one it read, nor a gap; every event is read once, in
-/// order; the long publisher's event is readable at once after it commits.
-#[test]
-fn publishers_never_wait_for_a_long_publisher_and_readers_see_no_gap() {
-    for target in targets() {
+per_engine! {
+    /// Eight publishers on one stream, one of them holding its transaction open
+    /// for two seconds (PostgreSQL: SQLite's one writer makes everyone wait
+    /// there by design), while three readers (two on SQLite) read as fast as
+    /// they can, in read committed, repeatable read and serializable
+    /// transactions. The others keep publishing; no reader ever sees an offset
+    /// appear behind one it read, nor a gap; every event is read once, in
+    /// order; the long publisher's event is readable at once after it commits.
+    fn publishers_never_wait_for_a_long_publisher_and_readers_see_no_gap(target) {
         let e = target.name();
         let s = fresh("race");
         let long = target.is_postgres();
@@ -597,12 +597,11 @@ fn postgres_events_of_transactions_open_during_an_assignment_are_read_after_they
     }
 }
 
-/// One transaction publishes, reads (PostgreSQL: giving its own event an
-/// offset) and publishes again: after it commits, both events are read,
-/// in order, on every engine.
-#[test]
-fn a_transaction_that_reads_its_stream_and_publishes_again_loses_nothing() {
-    for target in targets() {
+per_engine! {
+    /// One transaction publishes, reads (PostgreSQL: giving its own event an
+    /// offset) and publishes again: after it commits, both events are read,
+    /// in order, on every engine.
+    fn a_transaction_that_reads_its_stream_and_publishes_again_loses_nothing(target) {
         let e = target.name();
         let s = fresh("again");
         let mut a = target.connect();

@@ -284,9 +284,8 @@ fn an_alk_routine_planted_before_the_install_stops_it_and_names_it() {
     }
 }
 
-#[test]
-fn an_admin_resets_an_offset_backwards_on_every_engine() {
-    for target in targets() {
+per_engine! {
+    fn an_admin_resets_an_offset_backwards_on_every_engine(target) {
         let mut db = target.connect();
         let s = fresh("reset");
         let max = Arg::Int(i64::MAX);
@@ -496,12 +495,11 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
     }
 }
 
-/// Issue 15 items 13 and 15: every name kind is at most 1024 bytes on both
-/// engines (PostgreSQL failed long ones with 54000, the index row limit),
-/// and an error quotes a short prefix of the value, never all of it.
-#[test]
-fn names_are_at_most_1024_bytes_and_errors_quote_a_prefix() {
-    for target in targets() {
+per_engine! {
+    /// Issue 15 items 13 and 15: every name kind is at most 1024 bytes on both
+    /// engines (PostgreSQL failed long ones with 54000, the index row limit),
+    /// and an error quotes a short prefix of the value, never all of it.
+    fn names_are_at_most_1024_bytes_and_errors_quote_a_prefix(target) {
         let mut db = target.connect();
         let engine = target.name();
         let longest = "é".repeat(512); // 1024 bytes

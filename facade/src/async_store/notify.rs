@@ -1,10 +1,9 @@
 //! Async notifications (contract §8) and leases (contract §9).
 
 use super::{AsyncEngine, AsyncStore, DefaultEngine};
+use crate::call;
 use crate::error::{Error, Result};
-use crate::sql::{boolean, Arg};
 use crate::types::Notification;
-use alkstore_core::{names, NameKind};
 use serde_json::Value;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -63,10 +62,8 @@ impl<DB: AsyncEngine> AsyncLockGuard<DB> {
         owner: &str,
         ttl: Duration,
     ) -> Result<Option<AsyncLockGuard<DB>>> {
-        names::validate(NameKind::Lock, name)?;
-        let args = [name.into(), owner.into(), Arg::Num(ttl.as_secs_f64())];
-        let v = store.call("alk_lock_acquire", &args).await?;
-        Ok(v.as_i64().map(|token| AsyncLockGuard {
+        let token = store.run(call::lock_acquire(name, owner, ttl)?).await?;
+        Ok(token.map(|token| AsyncLockGuard {
             store: store.clone(),
             name: name.into(),
             owner: owner.into(),
@@ -82,19 +79,17 @@ impl<DB: AsyncEngine> AsyncLockGuard<DB> {
 
     /// Extends the lease; false if it had expired (it is no longer held).
     pub async fn renew(&self, ttl: Duration) -> Result<bool> {
-        let args = [
-            self.name.as_str().into(),
-            self.owner.as_str().into(),
-            Arg::Num(ttl.as_secs_f64()),
-        ];
-        boolean(self.store.call("alk_lock_renew", &args).await?)
+        self.store
+            .run(call::lock_renew(&self.name, &self.owner, ttl)?)
+            .await
     }
 
     /// Releases the lease; false if it had expired.
     pub async fn release(mut self) -> Result<bool> {
         self.released = true;
-        let args = [self.name.as_str().into(), self.owner.as_str().into()];
-        boolean(self.store.call("alk_lock_release", &args).await?)
+        self.store
+            .run(call::lock_release(&self.name, &self.owner)?)
+            .await
     }
 }
 
@@ -107,8 +102,9 @@ impl<DB: AsyncEngine> Drop for AsyncLockGuard<DB> {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (store, name, owner) = (self.store.clone(), self.name.clone(), self.owner.clone());
             rt.spawn(async move {
-                let args = [name.as_str().into(), owner.as_str().into()];
-                let _ = store.call("alk_lock_release", &args).await;
+                if let Ok(release) = call::lock_release(&name, &owner) {
+                    let _ = store.run(release).await;
+                }
             });
         }
     }

@@ -4,9 +4,9 @@
 use super::wakeups::Watched;
 use super::{AsyncConn, AsyncEngine, AsyncStore, DefaultEngine, FALLBACK_POLL};
 use crate::async_tx::{claim_with, AsyncTxHandle};
+use crate::call;
 use crate::error::Result;
 use crate::opts::EnqueueOpts;
-use crate::sql::{boolean, Arg};
 use crate::types::{Job, Retried};
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
@@ -124,9 +124,9 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         worker: &str,
         result: &T,
     ) -> Result<bool> {
-        names::validate(NameKind::Worker, worker)?;
-        let args = [job_id.into(), worker.into(), crate::sql::payload(result)?];
-        boolean(self.store.call("alk_ack", &args).await?)
+        self.store
+            .run(call::ack_with_result(job_id, worker, result)?)
+            .await
     }
 
     /// Gives a job back after an error: pending after `delay` (`None`: the
@@ -160,9 +160,9 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         worker: &str,
         extend: Option<Duration>,
     ) -> Result<bool> {
-        names::validate(NameKind::Worker, worker)?;
-        let args = [job_id.into(), worker.into(), Arg::opt_secs(extend)];
-        boolean(self.store.call("alk_heartbeat", &args).await?)
+        self.store
+            .run(call::heartbeat(job_id, worker, extend)?)
+            .await
     }
 }
 

@@ -2,9 +2,9 @@
 
 use super::wakeups::Watched;
 use super::{AsyncEngine, AsyncStore, DefaultEngine, FALLBACK_POLL};
+use crate::call;
 use crate::error::Result;
 use crate::opts::StreamOpts;
-use crate::sql::{boolean, int, payload, Arg};
 use crate::types::{Event, StreamInfo};
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
@@ -41,23 +41,16 @@ impl<DB: AsyncEngine> AsyncStream<DB> {
         &self.name
     }
 
-    async fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
-        self.store.call(function, args).await
-    }
-
     /// Sets the stream's retention (admin role) and returns it resolved.
     pub async fn configure(&self, opts: &StreamOpts) -> Result<Value> {
-        let args = [self.name.as_str().into(), Arg::json(&opts.to_json())];
-        self.call("alk_stream_configure", &args).await
+        self.store
+            .run(call::stream_configure(&self.name, opts)?)
+            .await
     }
 
     /// The stream's kept offsets and retention.
     pub async fn info(&self) -> Result<StreamInfo> {
-        StreamInfo::from_json(
-            &self
-                .call("alk_stream_info", &[self.name.as_str().into()])
-                .await?,
-        )
+        self.store.run(call::stream_info(&self.name)?).await
     }
 
     /// Publishes an event in its own transaction; returns its id.
@@ -66,35 +59,32 @@ impl<DB: AsyncEngine> AsyncStream<DB> {
         event: &T,
         key: Option<&str>,
     ) -> Result<i64> {
-        let args = [
-            self.name.as_str().into(),
-            payload(event)?,
-            Arg::opt_text(key),
-        ];
-        int(self.call("alk_publish", &args).await?)
+        self.store.run(call::publish(&self.name, event, key)?).await
     }
 
     /// Up to `max` events after `after`, ascending (unreadable payloads
-    /// skipped with a message on standard error).
+    /// skipped with a warning through `tracing`).
     pub async fn read(&self, after: i64, max: i64) -> Result<Vec<Event>> {
         Ok(self.read_page(after, max).await?.0)
     }
 
     async fn read_page(&self, after: i64, max: i64) -> Result<(Vec<Event>, Option<i64>)> {
-        let args = [self.name.as_str().into(), after.into(), max.into()];
-        Event::page(&self.call("alk_read", &args).await?, &self.name)
+        let page = self.store.run(call::read(&self.name, after, max)?).await?;
+        Ok((page.events, page.last))
     }
 
     /// Saves a consumer's offset; true if it advanced.
     pub async fn save_offset(&self, consumer: &str, offset: i64) -> Result<bool> {
-        let args = [self.name.as_str().into(), consumer.into(), offset.into()];
-        boolean(self.call("alk_save_offset", &args).await?)
+        self.store
+            .run(call::save_offset(&self.name, consumer, offset)?)
+            .await
     }
 
     /// A consumer's saved offset (0 if none).
     pub async fn get_offset(&self, consumer: &str) -> Result<i64> {
-        let args = [self.name.as_str().into(), consumer.into()];
-        int(self.call("alk_get_offset", &args).await?)
+        self.store
+            .run(call::get_offset(&self.name, consumer)?)
+            .await
     }
 
     /// A consumer that resumes from its saved offset.

@@ -1,0 +1,126 @@
+//! What both worker kinds ([`Worker`](crate::Worker), blocking, and
+//! `AsyncWorker`) decide the same way: when the chores are due, and how
+//! long to wait out a database that went away. Each runs the decisions with
+//! its own transport and its own way of sleeping.
+
+use crate::call::{self, Call};
+use crate::error::{Error, Result};
+use std::time::{Duration, Instant};
+
+/// Rows per `alk_prune` call: one short transaction each.
+pub(crate) const PRUNE_BATCH: i64 = 1000;
+
+/// The periodic chores of a worker: ticking schedules, pruning.
+pub(crate) struct Chores {
+    tick_every: Option<Duration>,
+    prune_every: Option<Duration>,
+    ticked_at: Option<Instant>,
+    pruned_at: Option<Instant>,
+}
+
+/// A chore that is due now.
+pub(crate) enum Chore {
+    /// One `alk_schedule_tick`.
+    Tick(Call<i64>),
+    /// `alk_prune` calls until one deletes fewer than [`PRUNE_BATCH`] rows
+    /// (or the worker stops).
+    Prune,
+}
+
+impl Chores {
+    pub(crate) fn new(tick_every: Option<Duration>, prune_every: Option<Duration>) -> Chores {
+        Chores {
+            tick_every,
+            prune_every,
+            ticked_at: None,
+            pruned_at: None,
+        }
+    }
+
+    /// The chores due now, each marked done as it is handed out.
+    pub(crate) fn due(&mut self) -> Vec<Chore> {
+        let now = Instant::now();
+        let due = |every: Option<Duration>, last: Option<Instant>| {
+            every.is_some_and(|e| last.is_none_or(|at| now.duration_since(at) >= e))
+        };
+        let mut out = Vec::new();
+        if due(self.tick_every, self.ticked_at) {
+            self.ticked_at = Some(now);
+            out.push(Chore::Tick(call::schedule_tick()));
+        }
+        if due(self.prune_every, self.pruned_at) {
+            self.pruned_at = Some(now);
+            out.push(Chore::Prune);
+        }
+        out
+    }
+
+    /// One prune call of a batch.
+    pub(crate) fn prune_call() -> Call<i64> {
+        call::prune(PRUNE_BATCH)
+    }
+}
+
+/// Rides out the database going away (a restart, a failover): wait and try
+/// again with a growing pause, up to a second. Errors that retrying cannot
+/// cure ([`Error::is_transient`] false: a contract error, a decode error)
+/// end the run.
+#[derive(Default)]
+pub(crate) struct Outage {
+    pause: Option<Duration>,
+}
+
+impl Outage {
+    /// How long to wait before trying again after `e`, or `e` itself when
+    /// waiting cannot help. The first pause of an outage is logged.
+    pub(crate) fn pause_after(&mut self, e: Error) -> Result<Duration> {
+        if !e.is_transient() {
+            return Err(e);
+        }
+        let pause = self.pause.map_or(Duration::from_millis(20), |p| {
+            (p * 2).min(Duration::from_secs(1))
+        });
+        if self.pause.is_none() {
+            tracing::warn!(error = %e, "alkstore: worker waiting for the database");
+        }
+        self.pause = Some(pause);
+        Ok(pause)
+    }
+
+    /// A call went through: the next outage starts from the shortest pause.
+    pub(crate) fn over(&mut self) {
+        self.pause = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outage_pauses_double_up_to_a_second_and_reset_when_over() {
+        let down = || Error::engine("postgres", "57P01", "terminating connection");
+        let mut o = Outage::default();
+        let pauses: Vec<u128> = (0..8)
+            .map(|_| o.pause_after(down()).unwrap().as_millis())
+            .collect();
+        assert_eq!(pauses, [20, 40, 80, 160, 320, 640, 1000, 1000]);
+        o.over();
+        assert_eq!(o.pause_after(down()).unwrap().as_millis(), 20);
+        let contract = Error::InvalidName("empty".into());
+        assert_eq!(o.pause_after(contract.clone()), Err(contract));
+        let decode = Error::Decode("x".into());
+        assert_eq!(o.pause_after(decode.clone()), Err(decode));
+    }
+
+    #[test]
+    fn each_chore_is_due_once_per_interval_and_never_when_off() {
+        let mut c = Chores::new(Some(Duration::from_secs(60)), None);
+        let first = c.due();
+        assert!(matches!(first.as_slice(), [Chore::Tick(_)]));
+        assert!(c.due().is_empty());
+        let mut both = Chores::new(Some(Duration::ZERO), Some(Duration::ZERO));
+        assert_eq!(both.due().len(), 2);
+        assert_eq!(both.due().len(), 2);
+    }
+}
