@@ -1,5 +1,5 @@
 //! SQLite-specific queue checks. The contract's queue behaviour is tested
-//! once for every engine by the cross-engine suite (`tests/tests/contract.rs`),
+//! once for every engine by the cross-engine suite (`tests/tests/queues.rs` and beside it),
 //! which runs on SQLite files in WAL mode too.
 
 mod common;

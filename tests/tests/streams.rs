@@ -674,3 +674,64 @@ fn postgres_a_hot_standby_reads_the_offsets_the_primary_gave() {
         "the primary's offsets"
     );
 }
+
+per_engine! {
+    fn stream_offsets_are_dense_and_saved_offsets_only_advance(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let (s, other) = (fresh("stream"), fresh("stream-b"));
+        // alk_publish returns the event's id (v1.1 §E); offsets come with reads.
+        let first = db.int("alk_publish", &[t(&s), j(r#"{"n": 1}"#)]);
+        let elsewhere = db.int("alk_publish", &[t(&other), j("1")]);
+        assert_ne!(first, elsewhere, "[{}] ids are unique", db.engine());
+        db.begin();
+        db.int("alk_publish", &[t(&s), j("2")]);
+        db.rollback();
+        let second = db.int("alk_publish", &[t(&s), j("2"), t("key-2")]);
+        let third = db.int("alk_publish", &[t(&s), j("3"), Arg::Null]);
+        assert!(first < second && second < third, "[{}]", db.engine());
+        assert_eq!(
+            db.ok("alk_read", &[t(&other), Arg::Int(0), Arg::Int(10)])[0]["offset"],
+            1
+        );
+        let events = db.ok("alk_read", &[t(&s), Arg::Int(0), Arg::Int(100)]);
+        let offsets: Vec<i64> = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["offset"].as_i64().unwrap())
+            .collect();
+        assert_eq!(
+            offsets,
+            vec![1, 2, 3],
+            "[{}] no gap after rollback",
+            db.engine()
+        );
+        let event_ids: Vec<i64> = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(event_ids, vec![first, second, third]);
+        assert_eq!(
+            (
+                events[0]["payload"].clone(),
+                events[0]["key"].clone(),
+                events[1]["key"].clone()
+            ),
+            (json!({"n": 1}), Value::Null, json!("key-2"))
+        );
+        instant(&events[0]["created_at"]);
+        assert_eq!(
+            db.ok("alk_read", &[t(&s), Arg::Int(1), Arg::Int(1)])[0]["offset"],
+            2
+        );
+        assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 0);
+        assert!(db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(5)]));
+        assert!(!db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(3)]));
+        assert!(!db.yes("alk_save_offset", &[t(&s), t("c"), Arg::Int(5)]));
+        assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 5);
+        assert!(!db.yes("alk_save_offset", &[t(&s), t("fresh"), Arg::Int(0)]));
+    }
+}
