@@ -10,7 +10,7 @@ use crate::async_tx::AsyncTxHandle;
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::{Error, Result};
 use crate::types::Job;
-use crate::worker_core::{Chore, Chores, Outage, PRUNE_BATCH};
+use crate::worker_core::{Chore, Chores, Outage, Settlement, PRUNE_BATCH};
 use serde_json::Value;
 use std::fmt::Display;
 use std::future::Future;
@@ -363,45 +363,38 @@ impl<DB: AsyncEngine> Slots<DB> {
         };
         let outcome = self.run_handler(job.clone(), stop).await;
         heartbeat.abort();
-        let outcome = outcome?;
-        let q = &self.queue;
-        match outcome {
-            Outcome::Done(None) => q.ack(job.id, me).await.map(drop),
-            Outcome::Done(Some(result)) => q.ack_with_result(job.id, me, &result).await.map(drop),
+        let settlement = match outcome? {
+            Outcome::Done(result) => Settlement::Ack(result),
             Outcome::Committed(mut tx) => {
                 match AsyncConn::<DB>(&mut *tx).ack_tx(job.id, me).await {
                     Ok(true) => match AsyncTransactionEnd::commit(tx).await {
-                        Ok(()) => Ok(()),
+                        Ok(()) => return Ok(()),
                         // Not committed (or not known to be): give the job back;
                         // if the commit did land, the retry finds it acked.
-                        Err(e) => q
-                            .retry(job.id, me, &format!("commit failed: {e}"), None)
-                            .await
-                            .map(drop),
+                        Err(e) => Settlement::Retry(format!("commit failed: {e}")),
                     },
                     Ok(false) => {
                         tracing::warn!("alkstore: the job was no longer this worker's to ack (claim expired or cancelled); its transaction was rolled back");
-                        AsyncTransactionEnd::rollback(tx).await
+                        return AsyncTransactionEnd::rollback(tx).await;
                     }
                     // The handler left its transaction unusable (a failed
                     // statement): nothing of it commits; the job is retried.
                     Err(e) => {
                         drop(tx);
-                        q.retry(job.id, me, &e.to_string(), None).await.map(drop)
+                        Settlement::Retry(e.to_string())
                     }
                 }
             }
             Outcome::Failed(e) => {
                 tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
-                q.retry(job.id, me, &e, None).await.map(drop)
+                Settlement::Retry(e)
             }
             Outcome::Cancelled => {
                 tracing::warn!("alkstore: handler still running at the shutdown deadline: cancelled, job given back");
-                q.heartbeat(job.id, me, Some(Duration::from_millis(1)))
-                    .await
-                    .map(drop)
+                Settlement::GiveBack
             }
-        }
+        };
+        self.queue.store().run(settlement.call(job.id, me)?).await
     }
 
     /// The handler as its own task (a panic ends only that task), cancelled

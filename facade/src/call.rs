@@ -75,6 +75,20 @@ impl<T> Call<T> {
         (self.decode)(result)
     }
 
+    /// The same call with its result dropped (a settlement whose answer the
+    /// caller does not use).
+    pub(crate) fn discard(self) -> Call<()>
+    where
+        T: 'static,
+    {
+        let decode = self.decode;
+        Call {
+            function: self.function,
+            args: self.args,
+            decode: Box::new(move |v| decode(v).map(drop)),
+        }
+    }
+
     /// Runs it in a blocking transaction (or any [`TxHandle`](crate::TxHandle)).
     #[cfg(feature = "blocking")]
     pub fn run<H: crate::TxHandle + ?Sized>(self, tx: &mut H) -> Result<T> {

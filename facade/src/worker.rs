@@ -8,7 +8,7 @@ use crate::outbox::Outbox;
 use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
 use crate::types::Job;
-use crate::worker_core::{Chore, Chores, Outage, PRUNE_BATCH};
+use crate::worker_core::{Chore, Chores, Outage, Settlement, PRUNE_BATCH};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -276,15 +276,14 @@ impl Worker {
                 // A job whose ack or retry is lost with the connection stays
                 // claimed until its visibility timeout, then runs again:
                 // at least once, never lost.
-                let settled = match outcome {
-                    Ok(Settle::Done) => Ok(()),
-                    Ok(Settle::Ack(None)) => self.queue.ack(job.id, worker).map(|_| ()),
-                    Ok(Settle::Ack(Some(result))) => self
-                        .queue
-                        .ack_with_result(job.id, worker, &result)
-                        .map(|_| ()),
-                    Err(e) => self.queue.retry(job.id, worker, &e, None).map(|_| ()),
+                let settlement = match outcome {
+                    Ok(Settle::Done) => None,
+                    Ok(Settle::Ack(result)) => Some(Settlement::Ack(result)),
+                    Err(e) => Some(Settlement::Retry(e)),
                 };
+                let settled = settlement.map_or(Ok(()), |s| {
+                    s.call(job.id, worker)?.run_on(&*self.queue.engine)
+                });
                 if let Err(e) = settled {
                     wait_out(&mut outage, e, stop)?;
                 }

@@ -1,7 +1,8 @@
 //! What both worker kinds ([`Worker`](crate::Worker), blocking, and
-//! `AsyncWorker`) decide the same way: when the chores are due, and how
-//! long to wait out a database that went away. Each runs the decisions with
-//! its own transport and its own way of sleeping.
+//! `AsyncWorker`) decide the same way: how a handled job is settled, when
+//! the chores are due, and how long to wait out a database that went away.
+//! Each runs the decisions with its own transport and its own way of
+//! sleeping.
 
 use crate::call::{self, Call};
 use crate::error::{Error, Result};
@@ -9,6 +10,48 @@ use std::time::{Duration, Instant};
 
 /// Rows per `alk_prune` call: one short transaction each.
 pub(crate) const PRUNE_BATCH: i64 = 1000;
+
+/// How a job ends once its handler is done.
+pub(crate) enum Settlement {
+    /// It succeeded: ack, keeping the result while the queue retains
+    /// completed jobs.
+    Ack(Option<serde_json::Value>),
+    /// It failed (an error, a panic, a commit that did not land): retry
+    /// with the stamped backoff, or dead when its attempts are used up.
+    Retry(String),
+    /// It was still running at the shutdown deadline: give the claim back
+    /// (it expires at once) without spending an attempt's outcome. (Only
+    /// the async worker cancels handlers.)
+    #[cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres"
+    ))]
+    GiveBack,
+}
+
+impl Settlement {
+    /// The call that settles `job_id` for `worker`. A settlement lost with
+    /// the connection leaves the job claimed until its claim expires; then
+    /// it runs again: at least once, never lost.
+    pub(crate) fn call(self, job_id: i64, worker: &str) -> Result<Call<()>> {
+        Ok(match self {
+            Settlement::Ack(None) => call::ack(job_id, worker)?.discard(),
+            Settlement::Ack(Some(result)) => {
+                call::ack_with_result(job_id, worker, &result)?.discard()
+            }
+            Settlement::Retry(error) => call::retry(job_id, worker, &error, None)?.discard(),
+            #[cfg(any(
+                feature = "sqlx-postgres",
+                feature = "sqlx-sqlite",
+                feature = "tokio-postgres"
+            ))]
+            Settlement::GiveBack => {
+                call::heartbeat(job_id, worker, Some(Duration::from_millis(1)))?.discard()
+            }
+        })
+    }
+}
 
 /// The periodic chores of a worker: ticking schedules, pruning.
 pub(crate) struct Chores {
