@@ -62,11 +62,6 @@ macro_rules! routine {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Db(NonNull<sqlite3>);
 
-// SAFETY: a connection may be used from any thread (SQLite's default
-// serialized or multi-thread mode: the host passes one connection to one
-// thread at a time, and every call below is made during a call from it).
-unsafe impl Send for Db {}
-
 impl Db {
     /// Wraps a connection pointer; `None` if it is null.
     ///

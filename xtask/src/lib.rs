@@ -433,7 +433,12 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    // Unique per process and per call: threads of one test binary build
+    // the plain script at once, and a shared temporary file would let one
+    // rename the other's half-written copy into place.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp.{}.{n}", std::process::id()));
     std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -465,6 +470,33 @@ mod tests {
         for b in &bodies {
             assert_eq!(b.matches("SET state = 'running', attempts").count(), 2);
         }
+    }
+
+    #[test]
+    fn writers_racing_on_one_file_never_leave_it_half_written() {
+        let dir = std::env::temp_dir().join(format!("xtask-atomic-{}", std::process::id()));
+        let path = dir.join("script.sql");
+        let texts: Vec<String> = (0..8).map(|i| format!("{i}").repeat(200_000)).collect();
+        std::thread::scope(|s| {
+            for t in &texts {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..5 {
+                        write_atomically(path, t).unwrap();
+                    }
+                });
+            }
+            for _ in 0..200 {
+                if let Ok(have) = std::fs::read_to_string(&path) {
+                    assert!(
+                        texts.contains(&have),
+                        "a half-written file: {} bytes",
+                        have.len()
+                    );
+                }
+            }
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
