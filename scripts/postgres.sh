@@ -44,7 +44,12 @@ case "${1:-}" in
     cat > /etc/postgresql/15/main/conf.d/alkstore.conf <<'CONF'
 shared_preload_libraries = 'alkstore'
 alkstore.maintenance_databases = 'alkstore_test_worker'
-alkstore.maintenance_interval_ms = 100
+# Chores every 100 ms; streams only when a commit wakes the worker (the
+# fallback interval is long, so a missed wake-up fails the tests).
+alkstore.sweep_interval_ms = 100
+alkstore.schedule_interval_ms = 100
+alkstore.prune_interval_ms = 100
+alkstore.sequence_interval_ms = 30000
 CONF
     # Backends that loaded an older alkstore.so must not keep running.
     pg_ctlcluster 15 main restart

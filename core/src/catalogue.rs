@@ -69,6 +69,8 @@ pub struct Function {
     pub returns: Returns,
     /// Who may call it on PostgreSQL.
     pub role: Role,
+    /// A procedure on PostgreSQL (`CALL`, a row of its INOUT arguments).
+    pub procedure: bool,
 }
 
 impl Function {
@@ -87,7 +89,7 @@ impl Function {
         self.engines != Engines::Sqlite
     }
 
-    /// The PostgreSQL signature, as `GRANT … ON FUNCTION` spells it.
+    /// The PostgreSQL signature, as `GRANT … ON ROUTINE` spells it.
     pub fn pg_signature(&self) -> String {
         format!("{}({})", self.name, self.pg_args.join(", "))
     }
@@ -108,6 +110,7 @@ const fn f(
         required,
         returns,
         role,
+        procedure: false,
     }
 }
 
@@ -259,6 +262,12 @@ pub const FUNCTIONS: &[Function] = &[
         Admin,
     ),
     f("alk_stream_info", Both, &["text"], 1, Json, User),
+    // Sequencing (v1.2 §K): a procedure on PostgreSQL (its second argument
+    // is the INOUT result, passed NULL), a function returning 0 on SQLite.
+    Function {
+        procedure: true,
+        ..f("alk_sequence", Both, &["text", "bigint"], 1, Int, User)
+    },
     // Schedules (v1.1 §F).
     f(
         "alk_schedule",
@@ -370,6 +379,7 @@ pub fn name_args(function: &str) -> &'static [(usize, NameKind)] {
         | "alk_read"
         | "alk_stream_configure"
         | "alk_stream_info"
+        | "alk_sequence"
         | "alk_listen_stream"
         | "alk_unlisten_stream" => &[(0, Stream)],
         "alk_save_offset" | "alk_get_offset" | "alk_reset_offset" => &[(0, Stream), (1, Consumer)],

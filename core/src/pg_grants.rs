@@ -86,7 +86,7 @@ BEGIN
      WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'S', 'v', 'm', 'p')
        AND a.grantee <> c.relowner
     UNION
-    SELECT format('FUNCTION %s', p.oid::regprocedure), a.grantee
+    SELECT format('ROUTINE %s', p.oid::regprocedure), a.grantee
       FROM pg_catalog.pg_proc p,
            pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
      WHERE (p.pronamespace = 'alkstore'::regnamespace
@@ -118,10 +118,21 @@ BEGIN
     let _ = write!(
         out,
         "{}\n  ) AS g(signature, role) LOOP\n    \
-         EXECUTE format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', current_schema(), r.signature, r.role);\n  \
+         EXECUTE format('GRANT EXECUTE ON ROUTINE %I.%s TO %I', current_schema(), r.signature, r.role);\n  \
          END LOOP;\nEND $alkstore_grants$;\n",
         rows.join(",\n")
     );
+    out.push_str(INVOKER_HELPERS);
     out.push_str(CALLERS_BEFORE);
     out
 }
+
+/// `alk_sequence` is a procedure that commits, so it runs with its caller's
+/// rights (PostgreSQL lets no SECURITY DEFINER routine commit): its caller
+/// may look up the schema `alkstore` and run the two SECURITY DEFINER
+/// functions it calls between commits — nothing else in that schema.
+const INVOKER_HELPERS: &str = r#"
+-- What alk_sequence (a procedure with its caller's rights) calls.
+GRANT USAGE ON SCHEMA alkstore TO alkstore_user;
+GRANT EXECUTE ON FUNCTION alkstore.sequence_streams(text), alkstore.sequence_stream(text) TO alkstore_user;
+"#;

@@ -449,6 +449,7 @@ impl<DB: AsyncEngine> Slots<DB> {
                     store.run(tick).await?;
                 }
                 Chore::Prune => {
+                    store.run(Chores::sequence_call()?).await?;
                     while !*stop.borrow() && store.run(Chores::prune_call()).await? == PRUNE_BATCH {
                     }
                 }

@@ -313,6 +313,18 @@ pub fn sweep(queue: Option<&str>) -> Result<Call<i64>> {
     Ok(Call::new("alk_sweep", vec![Arg::opt_text(queue)], int))
 }
 
+/// `alk_sequence` (contract v1.2 §K): how many committed events it gave
+/// their offsets; `None`: every stream. On PostgreSQL a procedure that
+/// commits transactions of its own: run it on a connection outside any
+/// transaction (a store runs it so); in a transaction it fails with
+/// `InvalidArgument`. On SQLite it returns 0 (a publish gives the offset).
+pub fn sequence(stream: Option<&str>) -> Result<Call<i64>> {
+    if let Some(s) = stream {
+        check(NameKind::Stream, s)?;
+    }
+    Ok(Call::new("alk_sequence", vec![Arg::opt_text(stream)], int))
+}
+
 /// `alk_queue_pause`: true if the queue was running.
 pub fn queue_pause(queue: &str) -> Result<Call<bool>> {
     check(NameKind::Queue, queue)?;
@@ -425,6 +437,15 @@ pub struct Page {
     pub events: Vec<Event>,
     /// Where the next page starts.
     pub last: Option<i64>,
+    /// How many rows the page had, readable or not.
+    pub rows: usize,
+}
+
+impl Page {
+    /// Whether the page holds as many rows as asked for (more may follow).
+    pub fn full(&self, max: i64) -> bool {
+        i64::try_from(self.rows).is_ok_and(|n| n >= max)
+    }
 }
 
 /// `alk_read`: up to `max` events after `after`.
@@ -435,8 +456,9 @@ pub fn read(stream: &str, after: i64, max: i64) -> Result<Call<Page>> {
         "alk_read",
         vec![stream.into(), after.into(), max.into()],
         move |v| {
+            let rows = v.as_array().map_or(0, Vec::len);
             let (events, last) = Event::page(&v, &name)?;
-            Ok(Page { events, last })
+            Ok(Page { events, last, rows })
         },
     ))
 }

@@ -274,6 +274,9 @@ pub(crate) struct PgCall {
     pub(crate) sql: String,
     pub(crate) params: Vec<Option<String>>,
     res: Res,
+    /// A procedure: its one column is its INOUT result as `bigint`, not
+    /// JSON text (`alk_sequence`).
+    pub(crate) procedure: bool,
 }
 
 #[cfg(any(
@@ -291,6 +294,11 @@ impl PgCall {
             .collect();
         let call = format!("{f}({})", marks.join(", "));
         let sql = match res {
+            // The INOUT result arguments not given, passed NULL.
+            _ if entry.procedure => {
+                let nulls = vec!["NULL".to_string(); types.len().saturating_sub(args.len())];
+                format!("CALL {f}({})", [marks, nulls].concat().join(", "))
+            }
             Res::Rows => {
                 format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text FROM {call} r")
             }
@@ -310,7 +318,12 @@ impl PgCall {
                 )),
             })
             .collect();
-        Ok(PgCall { sql, params, res })
+        Ok(PgCall {
+            sql,
+            params,
+            res,
+            procedure: entry.procedure,
+        })
     }
 
     /// The statement with its parameters written in as quoted literals, for
@@ -364,11 +377,20 @@ pub fn call_postgres(
     // through a transaction-pooling PgBouncer too (a named prepared statement
     // would live on a server connection other clients then share).
     let row = client.query_typed_one(call.sql.as_str(), &call.typed_params())?;
-    call.result(row.get(0))
+    call.result(call.column(&row)?)
 }
 
 #[cfg(any(feature = "blocking", feature = "tokio-postgres"))]
 impl PgCall {
+    /// The result column as text.
+    pub(crate) fn column(&self, row: &tokio_postgres::Row) -> Result<Option<String>> {
+        Ok(if self.procedure {
+            row.try_get::<_, Option<i64>>(0)?.map(|n| n.to_string())
+        } else {
+            row.try_get(0)?
+        })
+    }
+
     /// The parameters for `query_typed`: every one declared text.
     pub(crate) fn typed_params(
         &self,

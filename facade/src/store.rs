@@ -278,7 +278,9 @@ pub(crate) fn wait_for<T>(
     }
 }
 
-/// `alk_prune` on an engine.
+/// `alk_prune` on an engine, once committed stream events have their
+/// offsets (retention counts from then: `alk_sequence(NULL)` first).
 pub(crate) fn prune(engine: &dyn Engine, max_rows: i64) -> Result<i64> {
+    call::sequence(None)?.run_on(engine)?;
     call::prune(max_rows).run_on(engine)
 }

@@ -35,10 +35,20 @@ impl Stream {
         call::stream_configure(&self.name, opts)?.run_on(&*self.engine)
     }
 
-    /// The stream's kept offsets and retention. On PostgreSQL this also
-    /// gives offsets to events committed since the last read.
+    /// The stream's kept offsets and retention, after giving offsets to the
+    /// events committed since the last sequencer ran ([`Stream::sequence`]).
     pub fn info(&self) -> Result<StreamInfo> {
+        self.sequence()?;
         call::stream_info(&self.name)?.run_on(&*self.engine)
+    }
+
+    /// Gives the stream's committed events their offsets (`alk_sequence`,
+    /// contract v1.2 §K) in transactions of their own, on this store's own
+    /// connection; returns how many. Reads call it when they reach the end
+    /// of what has offsets, so a database without the extension's
+    /// background worker reads new events at once as well.
+    pub fn sequence(&self) -> Result<i64> {
+        call::sequence(Some(&self.name))?.run_on(&*self.engine)
     }
 
     /// Publishes an event in its own transaction; returns its id.
@@ -53,8 +63,13 @@ impl Stream {
     }
 
     /// A page of events and the offset of the last row read, readable or not.
+    /// At the end of what has offsets, events may be committed without
+    /// theirs yet: they get them, and the page is read again.
     fn read_page(&self, after: i64, max: i64) -> Result<(Vec<Event>, Option<i64>)> {
-        let page = call::read(&self.name, after, max)?.run_on(&*self.engine)?;
+        let mut page = call::read(&self.name, after, max)?.run_on(&*self.engine)?;
+        if !page.full(max) && self.sequence()? > 0 {
+            page = call::read(&self.name, after, max)?.run_on(&*self.engine)?;
+        }
         Ok((page.events, page.last))
     }
 

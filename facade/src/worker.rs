@@ -303,6 +303,7 @@ impl Worker {
                     tick.run_on(engine)?;
                 }
                 Chore::Prune => {
+                    Chores::sequence_call()?.run_on(engine)?;
                     while !stop.is_stopped() && Chores::prune_call().run_on(engine)? == PRUNE_BATCH
                     {
                     }

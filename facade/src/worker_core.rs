@@ -98,6 +98,12 @@ impl Chores {
         out
     }
 
+    /// Before pruning: gives committed stream events their offsets
+    /// (`alk_sequence(NULL)`, v1.2 §K), which retention counts from.
+    pub(crate) fn sequence_call() -> Result<Call<i64>> {
+        call::sequence(None)
+    }
+
     /// One prune call of a batch.
     pub(crate) fn prune_call() -> Call<i64> {
         call::prune(PRUNE_BATCH)

@@ -189,6 +189,13 @@ SELECT 'waiters_before_upgrade_until', extract(epoch FROM max(expires_at))::text
   FROM alkstore.waiters HAVING count(*) > 0
 ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
+-- Readers no longer give offsets; sequencers do (contract v1.2 §K:
+-- stream.sql). The functions readers called are gone; alk_sequence and the
+-- functions it calls take their place.
+DROP FUNCTION IF EXISTS alkstore.sequence_all();
+DROP FUNCTION IF EXISTS alkstore.sequence(text);
+DROP FUNCTION IF EXISTS alkstore.sequence_locked(text);
+
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
@@ -1899,9 +1906,7 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     done := done + n;
   END IF;
-  -- Stream events past their stream's retention (v1.1 §E), once every
-  -- committed event has its offset (which also serves readers on a standby).
-  PERFORM alkstore.sequence_all();
+  -- Stream events past their stream's retention (v1.1 §E).
   IF done < max_rows THEN
     done := done + alkstore.prune_events(max_rows - done);
   END IF;
@@ -2182,37 +2187,53 @@ BEGIN
   RETURN n;
 END $$;
 
--- ---- sql/postgres/stream.sql ----
--- Streams (contract §7, v1.1 §E). A publisher only inserts its event into
--- alkstore.published, with an id and no offset, so no publisher ever waits
--- for another. alkstore.sequence, which every read calls, moves committed
--- events into alkstore.events with their offsets: an event is readable as
--- soon as its publisher commits.
+-- ---- sql/postgres/sequencer.sql ----
+-- The extension's sequencer functions, in its library
+-- (pg_ext/src/sequencer.rs). The plain install has SQL stand-ins
+-- (sequencer_plain.sql).
 
--- Moves the stream's committed published events into events with the next
--- offsets. One session at a time per stream, under a transaction-scoped
--- advisory lock. Each assignment commits whole and after the one before it,
--- so offsets stay dense (a rolled-back assignment is made again) and a
--- reader never sees a new offset appear behind one it has read.
--- The lock is held until the caller's transaction ends: a reader that finds
--- it taken waits at most sequence_wait_ms() for that transaction (usually
--- another reader's one-statement read), then reads what is assigned.
--- Nothing is assigned where nothing can be written (a read-only
--- transaction, a hot standby): those read what is assigned.
+-- Returns id; at this transaction's commit, wakes the background worker
+-- that sequences this database's streams (when one runs), so a committed
+-- event gets its offset within milliseconds, with no polling.
+CREATE OR REPLACE FUNCTION alkstore.wake_sequencer(id bigint) RETURNS bigint
+LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'alkstore_wake_sequencer_wrapper';
+
+-- Whether this call runs inside a transaction block (BEGIN … COMMIT), where
+-- alk_sequence, which commits its own transactions, cannot run.
+CREATE OR REPLACE FUNCTION alkstore.in_transaction_block() RETURNS boolean
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'alkstore_in_transaction_block_wrapper';
+
+-- ---- sql/postgres/stream.sql ----
+-- Streams (contract §7, v1.1 §E, v1.2 §K). A publisher only inserts its
+-- event into alkstore.published, with an id and no offset, so no publisher
+-- ever waits for another. A sequencer -- the extension's background worker,
+-- or alk_sequence called by the facade, the CLI or the user's scheduler --
+-- moves committed events into alkstore.events with their offsets, in short
+-- transactions of its own. Readers only read: no reader's transaction, of
+-- any isolation level and however long, holds anything another reader, a
+-- publisher or a sequencer waits for.
+
+-- Gives the stream's committed published events their offsets and returns
+-- how many; the caller commits. One sequencer at a time per stream, under
+-- a transaction-scoped advisory lock. Each assignment commits whole and
+-- after the one before it, so offsets stay dense (a rolled-back assignment
+-- is made again) and a reader never sees a new offset appear behind one it
+-- has read. Nothing is assigned where nothing can be written (a read-only
+-- transaction, a hot standby).
 --
 -- What is new since the last assignment: every published event it did not
 -- move belongs to a transaction that was in progress (seq_xip) or not yet
 -- started (>= seq_xmax) at its snapshot, so the check probes those
 -- transactions' index ranges and never walks the entries of events already
 -- moved (dead until vacuum).
-CREATE OR REPLACE FUNCTION alkstore.sequence(s text) RETURNS void
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION alkstore.sequence_stream(s text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   newer   xid8;   -- the last assignment's snapshot: its xmax
   running xid8[]; -- and the transactions it saw in progress
 BEGIN
   IF current_setting('transaction_read_only') = 'on' THEN
-    RETURN;
+    RETURN 0;
   END IF;
   SELECT t.seq_xmax, t.seq_xip INTO newer, running FROM alkstore.streams t
    -- Kept since this server started: a snapshot lists transaction ids of
@@ -2222,35 +2243,74 @@ BEGIN
    WHERE t.stream = s AND t.seq_started = pg_catalog.pg_postmaster_start_time();
   IF newer IS NULL THEN
     IF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s) THEN
-      RETURN;
+      RETURN 0;
     END IF;
   ELSIF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s AND p.txid >= newer)
         AND NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s AND p.txid = ANY (running)) THEN
-    RETURN;
+    RETURN 0;
   END IF;
   IF current_setting('transaction_isolation') = 'read committed' THEN
-    PERFORM alkstore.sequence_locked(s);
-    RETURN;
+    RETURN alkstore.sequence_move(s);
   END IF;
-  -- REPEATABLE READ and SERIALIZABLE: the snapshot is older than this
-  -- statement. Every assignment writes the stream's row first, so if one
-  -- committed after this snapshot, that write fails with a serialization
-  -- failure before anything moves; the block is rolled back, lock
-  -- included, and the reader reads what its snapshot shows. Otherwise this
-  -- snapshot has seen every assignment, and the reader assigns (and reads
-  -- its own assignment) like any other.
+  -- REPEATABLE READ and SERIALIZABLE (a session default): the snapshot is
+  -- older than this statement. Every assignment writes the stream's row
+  -- first, so if one committed after this snapshot, that write fails with a
+  -- serialization failure before anything moves; the block is rolled back,
+  -- lock included, and nothing is assigned this time.
   BEGIN
-    PERFORM alkstore.sequence_locked(s);
+    RETURN alkstore.sequence_move(s);
   EXCEPTION WHEN serialization_failure THEN
-    NULL;
+    RETURN 0;
   END;
 END $$;
 
--- The assignment itself, for alkstore.sequence. Planned to read published
+-- The streams alk_sequence(stream) works on: the one named, or every one
+-- with events waiting. Refuses a call inside a transaction block: it
+-- commits its own transactions.
+CREATE OR REPLACE FUNCTION alkstore.sequence_streams(stream text) RETURNS text[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF stream IS NOT NULL THEN
+    PERFORM alkstore.name('stream', stream);
+  END IF;
+  IF alkstore.in_transaction_block() THEN
+    PERFORM alkstore.raise('ALK05',
+      'alk_sequence commits transactions of its own and cannot run inside a transaction block: '
+      || 'CALL it on its own (CALL alk_sequence(NULL))');
+  END IF;
+  IF stream IS NOT NULL THEN
+    RETURN ARRAY[stream];
+  END IF;
+  RETURN ARRAY(SELECT DISTINCT p.stream FROM alkstore.published p ORDER BY 1);
+END $$;
+
+-- Contract v1.2 §K: gives committed events their offsets, a transaction per
+-- stream, and returns how many in sequenced. A procedure, because only a
+-- procedure commits; SECURITY INVOKER, because one that is not cannot (the
+-- work is done by the SECURITY DEFINER functions it calls between commits).
+CREATE OR REPLACE PROCEDURE alk_sequence(stream text, INOUT sequenced bigint DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+  names text[] := alkstore.sequence_streams(stream);
+  i     integer;
+BEGIN
+  sequenced := 0;
+  -- Also refuses a transaction block that alkstore.in_transaction_block
+  -- could not see (the plain install: one that wrote nothing yet), before
+  -- anything is done.
+  COMMIT;
+  FOR i IN 1 .. coalesce(pg_catalog.array_length(names, 1), 0) LOOP
+    sequenced := sequenced + alkstore.sequence_stream(names[i]);
+    COMMIT;
+  END LOOP;
+END $$;
+
+-- The assignment itself, for alkstore.sequence_stream; returns how many
+-- events it moved. Planned to read published
 -- in index order from where each batch starts (the table's statistics are
 -- those of a small table: a bitmap scan and a sort of every row waiting
 -- would make a large backlog quadratic).
-CREATE OR REPLACE FUNCTION alkstore.sequence_locked(s text) RETURNS void
+CREATE OR REPLACE FUNCTION alkstore.sequence_move(s text) RETURNS bigint
 LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
   started timestamptz := pg_catalog.pg_postmaster_start_time();
@@ -2263,6 +2323,7 @@ DECLARE
   at_txid xid8 := '0'; -- where the next batch starts, (txid, id) order
   at_id   bigint := 0;
   kept    boolean := false;
+  first   bigint;
 BEGIN
   IF NOT pg_try_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s)) THEN
     timeout := current_setting('lock_timeout');
@@ -2270,15 +2331,15 @@ BEGIN
       PERFORM set_config('lock_timeout', alkstore.sequence_wait_ms()::text, true);
       PERFORM pg_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s));
       PERFORM set_config('lock_timeout', timeout, true);
-    -- A reader of two streams can meet another reading them the other way
-    -- round: the timeout (below deadlock_timeout) or the detector ends the
-    -- wait, never the caller's transaction.
+    -- Another sequencer is assigning (a short transaction): wait for it a
+    -- little, else leave the stream to it.
     EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-      RETURN; -- the setting went back with the failed block
+      RETURN 0; -- the setting went back with the failed block
     END;
   END IF;
   -- Read committed: a new statement, so a new snapshot that sees the
-  -- previous holder's work (see alkstore.sequence for older snapshots).
+  -- previous holder's work (see alkstore.sequence_stream for older
+  -- snapshots).
   INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
   ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
   RETURNING t.last_offset, CASE WHEN t.seq_started = started THEN t.seq_xmax END,
@@ -2286,6 +2347,7 @@ BEGIN
   INTO last, newer, running;
   newer := coalesce(newer, '0');
   running := coalesce(running, '{}');
+  first := last;
   -- A bounded batch at a time in (txid, id) order: a transaction's events
   -- keep their order. Each batch starts after the last one moved, so no
   -- batch walks the entries the ones before it deleted; each row is deleted
@@ -2334,22 +2396,12 @@ BEGIN
     EXIT WHEN n < 500;
   END LOOP;
   UPDATE alkstore.streams t SET last_offset = last WHERE t.stream = s;
+  RETURN last - first;
 END $$;
 
--- How long a reader waits for another session's assignment to commit.
+-- How long a sequencer waits for another one's assignment to commit.
 CREATE OR REPLACE FUNCTION alkstore.sequence_wait_ms() RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
-
--- Every stream with events waiting for their offset.
-CREATE OR REPLACE FUNCTION alkstore.sequence_all() RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-  s text;
-BEGIN
-  FOR s IN SELECT DISTINCT p.stream FROM alkstore.published p LOOP
-    PERFORM alkstore.sequence(s);
-  END LOOP;
-END $$;
 
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -2363,7 +2415,7 @@ BEGIN
   END IF;
   INSERT INTO alkstore.published (stream, key, payload, created_at)
   VALUES (s, key, p, clock_timestamp())
-  RETURNING alkstore.wake('s', s, id) INTO id_;
+  RETURNING alkstore.wake_sequencer(alkstore.wake('s', s, id)) INTO id_;
   RETURN id_;
 END $$;
 
@@ -2384,7 +2436,6 @@ BEGIN
   IF (alkstore.name_ok('stream', s) AND alkstore.batch_ok(n) AND a >= 0) IS NOT TRUE THEN
     PERFORM alkstore.name('stream', s), alkstore.batch('max_events', n), alkstore.offset_arg('after_offset', a);
   END IF;
-  PERFORM alkstore.sequence(s);
   RETURN QUERY
   SELECT e."offset", e.key, e.payload, e.created_at, e.id FROM alkstore.events e
    WHERE e.stream = s AND e."offset" > a
@@ -2444,7 +2495,6 @@ DECLARE
   s text := alkstore.name('stream', stream);
   r record;
 BEGIN
-  PERFORM alkstore.sequence(s);
   SELECT t.retain_ms, t.retain_events INTO r FROM alkstore.streams t WHERE t.stream = s;
   RETURN jsonb_build_object(
     'stream', s,
@@ -2883,12 +2933,11 @@ END $$;
 
 -- Every stream (published to, or with a saved offset): its first and last
 -- kept offsets (0 and 0 with none) and its consumers with their lag.
--- Committed events get their offsets first, as a read would give them.
+-- Events waiting for a sequencer (alk_sequence) are not counted yet.
 CREATE OR REPLACE FUNCTION alk_streams()
 RETURNS TABLE (stream text, first_offset bigint, last_offset bigint, consumers jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  PERFORM alkstore.sequence_all();
   RETURN QUERY
   WITH names AS (
     SELECT s.stream AS n FROM alkstore.streams s UNION SELECT o.stream FROM alkstore.offsets o
@@ -3096,7 +3145,7 @@ BEGIN
      WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'S', 'v', 'm', 'p')
        AND a.grantee <> c.relowner
     UNION
-    SELECT format('FUNCTION %s', p.oid::regprocedure), a.grantee
+    SELECT format('ROUTINE %s', p.oid::regprocedure), a.grantee
       FROM pg_catalog.pg_proc p,
            pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
      WHERE (p.pronamespace = 'alkstore'::regnamespace
@@ -3155,6 +3204,7 @@ BEGIN
     ('alk_streams()', 'alkstore_admin'),
     ('alk_stream_configure(text, jsonb)', 'alkstore_admin'),
     ('alk_stream_info(text)', 'alkstore_user'),
+    ('alk_sequence(text, bigint)', 'alkstore_user'),
     ('alk_schedule(text, text, jsonb, jsonb, jsonb)', 'alkstore_admin'),
     ('alk_unschedule(text)', 'alkstore_admin'),
     ('alk_schedules()', 'alkstore_user'),
@@ -3172,9 +3222,13 @@ BEGIN
     ('alk_lock_release(text, text)', 'alkstore_user'),
     ('alk_locks()', 'alkstore_admin')
   ) AS g(signature, role) LOOP
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', current_schema(), r.signature, r.role);
+    EXECUTE format('GRANT EXECUTE ON ROUTINE %I.%s TO %I', current_schema(), r.signature, r.role);
   END LOOP;
 END $alkstore_grants$;
+
+-- What alk_sequence (a procedure with its caller's rights) calls.
+GRANT USAGE ON SCHEMA alkstore TO alkstore_user;
+GRANT EXECUTE ON FUNCTION alkstore.sequence_streams(text), alkstore.sequence_stream(text) TO alkstore_user;
 
 -- Roles that could call alk_* before an upgrade restricted them (recorded by
 -- the upgrade step in alkstore.meta) keep calling them: granted alkstore_user.

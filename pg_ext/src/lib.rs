@@ -8,7 +8,10 @@
 //!
 //! - [`settings`]: the `alkstore.*` settings (GUCs);
 //! - [`maintenance`]: the background worker that runs the chores in the
-//!   database (loaded through `shared_preload_libraries`).
+//!   database (loaded through `shared_preload_libraries`);
+//! - [`sequencer`]: how a publisher's commit wakes that worker to give its
+//!   events their offsets, and the transaction-block check of
+//!   `alk_sequence`.
 //!
 //! Rust that replaces PL/pgSQL on a hot path goes in a module of its own,
 //! calling `alkstore-core` (the validation and option resolution the SQLite
@@ -18,6 +21,7 @@
 ::pgrx::pg_module_magic!();
 
 pub mod maintenance;
+pub mod sequencer;
 pub mod settings;
 
 /// Runs when the library loads: at server start from
@@ -27,6 +31,9 @@ pub mod settings;
 pub extern "C-unwind" fn _PG_init() {
     let preloading = maintenance::preloading();
     settings::define(preloading);
+    if preloading {
+        sequencer::init_shared_memory();
+    }
     if let Err(why) = maintenance::register(preloading) {
         pgrx::warning!("{why}");
     }
@@ -85,7 +92,9 @@ mod tests {
 
     #[pg_test]
     fn stream_offsets_are_dense() {
-        // alk_publish returns the event's id; a read gives it its offset.
+        // alk_publish returns the event's id; a sequencer gives it its
+        // offset (here in the publishing transaction itself, which the
+        // tests' one transaction allows: alk_sequence would commit).
         let mut ids = Vec::new();
         for _ in 1..=3 {
             ids.push(
@@ -94,6 +103,10 @@ mod tests {
                     .unwrap(),
             );
         }
+        let moved = Spi::get_one::<i64>("SELECT alkstore.sequence_stream('pgrx-s')")
+            .unwrap()
+            .unwrap();
+        assert_eq!(moved, 3);
         let read = Spi::get_one::<String>(
             "SELECT string_agg(\"offset\" || ':' || id, ',' ORDER BY \"offset\") \
              FROM alk_read('pgrx-s', 0, 10)",

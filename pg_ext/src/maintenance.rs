@@ -1,9 +1,12 @@
 //! The maintenance worker: one background worker per database named in
 //! `alkstore.maintenance_databases`, running the chores that otherwise need
-//! a caller — dead-lettering expired claims and jobs (`alk_sweep`), ticking
-//! schedules (`alk_schedule_tick`) and pruning what outlived its retention
-//! (`alk_prune`) — every `alkstore.maintenance_interval_ms`, each in a short
-//! transaction of its own.
+//! a caller, each in short transactions of its own: sequencing streams (at
+//! once when a publisher's commit sets its latch — see [`crate::sequencer`]
+//! — else every `alkstore.sequence_interval_ms`), dead-lettering expired
+//! claims and jobs (`alk_sweep`, every `alkstore.sweep_interval_ms`),
+//! ticking schedules (`alk_schedule_tick`, `alkstore.schedule_interval_ms`)
+//! and pruning what outlived its retention (`alk_prune`,
+//! `alkstore.prune_interval_ms`).
 //!
 //! Background workers are registered by the postmaster while it loads
 //! `shared_preload_libraries`; loaded any other way the library starts none
@@ -14,21 +17,40 @@
 //! after it ends for any reason other than the server's shutdown — an error
 //! in a chore, `pg_terminate_backend`, its database dropped and made again.
 
-use crate::settings;
+use crate::{sequencer, settings};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
+use pgrx::guc::GucSetting;
 use pgrx::prelude::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// `pg_stat_activity.backend_type` of the workers.
 pub const WORKER_TYPE: &str = "alkstore maintenance";
 
-/// The chores of one round, in order; `{s}` is the extension's schema.
-const CHORES: [&str; 2] = [
-    "SELECT {s}.alk_sweep(NULL)",
-    "SELECT {s}.alk_schedule_tick()",
-];
+/// The chores run on their own intervals, in this order when due together;
+/// `{s}` is the extension's schema. Sequencing runs on every wake-up too.
+#[derive(Copy, Clone)]
+enum Chore {
+    Sequence,
+    Sweep,
+    Tick,
+    Prune,
+}
+
+const CHORES: [Chore; 4] = [Chore::Sequence, Chore::Sweep, Chore::Tick, Chore::Prune];
+
+impl Chore {
+    fn interval(self) -> Duration {
+        let setting: &GucSetting<i32> = match self {
+            Chore::Sequence => &settings::SEQUENCE_INTERVAL_MS,
+            Chore::Sweep => &settings::SWEEP_INTERVAL_MS,
+            Chore::Tick => &settings::SCHEDULE_INTERVAL_MS,
+            Chore::Prune => &settings::PRUNE_INTERVAL_MS,
+        };
+        Duration::from_millis(setting.get().max(10) as u64)
+    }
+}
 
 /// Rows one prune deletes; a round prunes again while a call fills it, at
 /// most `PRUNE_CALLS` times (a backlog drains over several rounds).
@@ -84,14 +106,35 @@ pub extern "C-unwind" fn alkstore_maintenance_main(_arg: pg_sys::Datum) {
         "alkstore maintenance {}: serving database \"{db}\"",
         alkstore_core::VERSION
     );
+    let announced = sequencer::announce();
     let mut last_seen = None;
-    while BackgroundWorker::wait_latch(Some(interval())) {
+    let now = Instant::now();
+    let mut due = [now; CHORES.len()];
+    let mut timeout = Duration::ZERO;
+    // Woken by a publisher's commit (its latch), a signal, or the next due
+    // chore: sequencing runs every time, the other chores when due.
+    while BackgroundWorker::wait_latch(Some(timeout)) {
         if BackgroundWorker::sighup_received() {
             // SAFETY: the main loop, outside any transaction: where
             // PostgreSQL's own workers re-read the configuration.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
-        round(&mut last_seen);
+        if let Some(schema) = installed(&mut last_seen) {
+            let now = Instant::now();
+            for (k, chore) in CHORES.into_iter().enumerate() {
+                if matches!(chore, Chore::Sequence) || due[k] <= now {
+                    run(chore, &schema);
+                    due[k] = Instant::now() + chore.interval();
+                }
+            }
+        } else {
+            due = [Instant::now() + Chore::Sequence.interval(); CHORES.len()];
+        }
+        let next = due.iter().min().copied().unwrap_or_else(Instant::now);
+        timeout = next.saturating_duration_since(Instant::now());
+    }
+    if let Some(mine) = announced {
+        sequencer::withdraw(mine);
     }
     // Only a SIGTERM ends the loop. A worker that exits with 0 is never
     // started again, so exit with 1: after a server shutdown nothing
@@ -100,15 +143,11 @@ pub extern "C-unwind" fn alkstore_maintenance_main(_arg: pg_sys::Datum) {
     unsafe { pg_sys::proc_exit(1) };
 }
 
-fn interval() -> Duration {
-    Duration::from_millis(settings::MAINTENANCE_INTERVAL_MS.get().max(10) as u64)
-}
-
-/// One round of chores, each in a transaction of its own; nothing when the
-/// extension is not installed in this database, or installed at another
-/// version than this library's (an `ALTER EXTENSION alkstore UPDATE` is
-/// pending: the functions may not be the ones the chores call).
-fn round(last_seen: &mut Option<String>) {
+/// The extension's schema when the extension is installed in this database
+/// at this library's version; else None (an `ALTER EXTENSION alkstore
+/// UPDATE` may be pending: the functions may not be the ones the chores
+/// call). Said once per change, in the server log.
+fn installed(last_seen: &mut Option<String>) -> Option<String> {
     let found = BackgroundWorker::transaction(|| {
         Spi::get_two::<String, String>(
             "SELECT pg_catalog.quote_ident(n.nspname), e.extversion FROM pg_catalog.pg_extension e \
@@ -120,7 +159,6 @@ fn round(last_seen: &mut Option<String>) {
         Ok((Some(schema), Some(version))) => (schema, version),
         _ => (String::new(), String::from("none")),
     };
-    // Said once per change, in the server log.
     if last_seen.as_deref() != Some(version.as_str()) {
         match version.as_str() {
             "none" => log!("alkstore maintenance: the extension is not installed here; waiting"),
@@ -133,18 +171,44 @@ fn round(last_seen: &mut Option<String>) {
         }
         *last_seen = Some(version.clone());
     }
-    if version != alkstore_core::VERSION {
-        return;
-    }
-    for chore in CHORES {
-        let sql = chore.replace("{s}", &schema);
-        let _ = BackgroundWorker::transaction(|| chore_tx(&sql).map(drop));
-    }
-    let sql = format!("SELECT {schema}.alk_prune({PRUNE_BATCH})");
-    for _ in 0..PRUNE_CALLS {
-        let pruned = BackgroundWorker::transaction(|| chore_tx(&sql));
-        if pruned.unwrap_or(0) < PRUNE_BATCH {
-            break;
+    (version == alkstore_core::VERSION).then_some(schema)
+}
+
+/// One chore, in transactions of its own; an error is logged by PostgreSQL
+/// and the chore is tried again when next due.
+fn run(chore: Chore, schema: &str) {
+    match chore {
+        Chore::Sequence => {
+            // A transaction per stream, as alk_sequence does.
+            let streams = BackgroundWorker::transaction(|| {
+                Spi::get_one::<Vec<String>>("SELECT alkstore.sequence_streams(NULL)")
+            });
+            for stream in streams.ok().flatten().unwrap_or_default() {
+                let _ = BackgroundWorker::transaction(|| {
+                    Spi::run("SET LOCAL statement_timeout = '60s'")?;
+                    Spi::get_one_with_args::<i64>(
+                        "SELECT alkstore.sequence_stream($1)",
+                        &[stream.as_str().into()],
+                    )
+                });
+            }
+        }
+        Chore::Sweep => {
+            let sql = format!("SELECT {schema}.alk_sweep(NULL)");
+            let _ = BackgroundWorker::transaction(|| chore_tx(&sql).map(drop));
+        }
+        Chore::Tick => {
+            let sql = format!("SELECT {schema}.alk_schedule_tick()");
+            let _ = BackgroundWorker::transaction(|| chore_tx(&sql).map(drop));
+        }
+        Chore::Prune => {
+            let sql = format!("SELECT {schema}.alk_prune({PRUNE_BATCH})");
+            for _ in 0..PRUNE_CALLS {
+                let pruned = BackgroundWorker::transaction(|| chore_tx(&sql));
+                if pruned.unwrap_or(0) < PRUNE_BATCH {
+                    break;
+                }
+            }
         }
     }
 }

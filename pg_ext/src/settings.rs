@@ -3,7 +3,10 @@
 //! | setting | context | default | what |
 //! |---|---|---|---|
 //! | `alkstore.maintenance_databases` | server start | empty | databases the maintenance worker serves (comma-separated); empty: none |
-//! | `alkstore.maintenance_interval_ms` | reload | 1000 | how often the worker runs its tasks |
+//! | `alkstore.sequence_interval_ms` | reload | 1000 | how often the worker sequences streams when no publisher's commit woke it |
+//! | `alkstore.sweep_interval_ms` | reload | 1000 | how often it dead-letters expired claims (`alk_sweep`) |
+//! | `alkstore.schedule_interval_ms` | reload | 1000 | how often it ticks schedules (`alk_schedule_tick`) |
+//! | `alkstore.prune_interval_ms` | reload | 10000 | how often it prunes (`alk_prune`) |
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CString;
@@ -13,8 +16,15 @@ use std::ffi::CString;
 pub static MAINTENANCE_DATABASES: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(None);
 
-/// `alkstore.maintenance_interval_ms`: read again on every reload.
-pub static MAINTENANCE_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `alkstore.sequence_interval_ms`: read again on every reload, as every
+/// interval below.
+pub static SEQUENCE_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `alkstore.sweep_interval_ms`.
+pub static SWEEP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `alkstore.schedule_interval_ms`.
+pub static SCHEDULE_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `alkstore.prune_interval_ms`.
+pub static PRUNE_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 
 /// Defines every setting; `_PG_init` calls it once per process.
 /// `alkstore.maintenance_databases` is a server-start setting, which
@@ -33,16 +43,40 @@ pub fn define(preloading: bool) {
             GucFlags::default(),
         );
     }
-    GucRegistry::define_int_guc(
-        c"alkstore.maintenance_interval_ms",
-        c"How often alkstore's maintenance worker runs its tasks, in milliseconds.",
-        c"",
-        &MAINTENANCE_INTERVAL_MS,
-        10,
-        3_600_000,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
+    let intervals = [
+        (
+            c"alkstore.sequence_interval_ms",
+            c"How often alkstore's maintenance worker sequences streams when no commit woke it, in milliseconds.",
+            &SEQUENCE_INTERVAL_MS,
+        ),
+        (
+            c"alkstore.sweep_interval_ms",
+            c"How often alkstore's maintenance worker dead-letters expired claims, in milliseconds.",
+            &SWEEP_INTERVAL_MS,
+        ),
+        (
+            c"alkstore.schedule_interval_ms",
+            c"How often alkstore's maintenance worker ticks schedules, in milliseconds.",
+            &SCHEDULE_INTERVAL_MS,
+        ),
+        (
+            c"alkstore.prune_interval_ms",
+            c"How often alkstore's maintenance worker prunes, in milliseconds.",
+            &PRUNE_INTERVAL_MS,
+        ),
+    ];
+    for (name, short, setting) in intervals {
+        GucRegistry::define_int_guc(
+            name,
+            short,
+            c"",
+            setting,
+            10,
+            3_600_000,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+        );
+    }
 }
 
 /// The databases of `alkstore.maintenance_databases`, trimmed, each once,

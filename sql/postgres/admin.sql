@@ -197,12 +197,11 @@ END $$;
 
 -- Every stream (published to, or with a saved offset): its first and last
 -- kept offsets (0 and 0 with none) and its consumers with their lag.
--- Committed events get their offsets first, as a read would give them.
+-- Events waiting for a sequencer (alk_sequence) are not counted yet.
 CREATE OR REPLACE FUNCTION alk_streams()
 RETURNS TABLE (stream text, first_offset bigint, last_offset bigint, consumers jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  PERFORM alkstore.sequence_all();
   RETURN QUERY
   WITH names AS (
     SELECT s.stream AS n FROM alkstore.streams s UNION SELECT o.stream FROM alkstore.offsets o

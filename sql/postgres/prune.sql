@@ -33,9 +33,7 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     done := done + n;
   END IF;
-  -- Stream events past their stream's retention (v1.1 §E), once every
-  -- committed event has its offset (which also serves readers on a standby).
-  PERFORM alkstore.sequence_all();
+  -- Stream events past their stream's retention (v1.1 §E).
   IF done < max_rows THEN
     done := done + alkstore.prune_events(max_rows - done);
   END IF;

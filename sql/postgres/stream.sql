@@ -1,33 +1,33 @@
--- Streams (contract §7, v1.1 §E). A publisher only inserts its event into
--- alkstore.published, with an id and no offset, so no publisher ever waits
--- for another. alkstore.sequence, which every read calls, moves committed
--- events into alkstore.events with their offsets: an event is readable as
--- soon as its publisher commits.
+-- Streams (contract §7, v1.1 §E, v1.2 §K). A publisher only inserts its
+-- event into alkstore.published, with an id and no offset, so no publisher
+-- ever waits for another. A sequencer -- the extension's background worker,
+-- or alk_sequence called by the facade, the CLI or the user's scheduler --
+-- moves committed events into alkstore.events with their offsets, in short
+-- transactions of its own. Readers only read: no reader's transaction, of
+-- any isolation level and however long, holds anything another reader, a
+-- publisher or a sequencer waits for.
 
--- Moves the stream's committed published events into events with the next
--- offsets. One session at a time per stream, under a transaction-scoped
--- advisory lock. Each assignment commits whole and after the one before it,
--- so offsets stay dense (a rolled-back assignment is made again) and a
--- reader never sees a new offset appear behind one it has read.
--- The lock is held until the caller's transaction ends: a reader that finds
--- it taken waits at most sequence_wait_ms() for that transaction (usually
--- another reader's one-statement read), then reads what is assigned.
--- Nothing is assigned where nothing can be written (a read-only
--- transaction, a hot standby): those read what is assigned.
+-- Gives the stream's committed published events their offsets and returns
+-- how many; the caller commits. One sequencer at a time per stream, under
+-- a transaction-scoped advisory lock. Each assignment commits whole and
+-- after the one before it, so offsets stay dense (a rolled-back assignment
+-- is made again) and a reader never sees a new offset appear behind one it
+-- has read. Nothing is assigned where nothing can be written (a read-only
+-- transaction, a hot standby).
 --
 -- What is new since the last assignment: every published event it did not
 -- move belongs to a transaction that was in progress (seq_xip) or not yet
 -- started (>= seq_xmax) at its snapshot, so the check probes those
 -- transactions' index ranges and never walks the entries of events already
 -- moved (dead until vacuum).
-CREATE OR REPLACE FUNCTION alkstore.sequence(s text) RETURNS void
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION alkstore.sequence_stream(s text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   newer   xid8;   -- the last assignment's snapshot: its xmax
   running xid8[]; -- and the transactions it saw in progress
 BEGIN
   IF current_setting('transaction_read_only') = 'on' THEN
-    RETURN;
+    RETURN 0;
   END IF;
   SELECT t.seq_xmax, t.seq_xip INTO newer, running FROM alkstore.streams t
    -- Kept since this server started: a snapshot lists transaction ids of
@@ -37,35 +37,74 @@ BEGIN
    WHERE t.stream = s AND t.seq_started = pg_catalog.pg_postmaster_start_time();
   IF newer IS NULL THEN
     IF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s) THEN
-      RETURN;
+      RETURN 0;
     END IF;
   ELSIF NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s AND p.txid >= newer)
         AND NOT EXISTS (SELECT FROM alkstore.published p WHERE p.stream = s AND p.txid = ANY (running)) THEN
-    RETURN;
+    RETURN 0;
   END IF;
   IF current_setting('transaction_isolation') = 'read committed' THEN
-    PERFORM alkstore.sequence_locked(s);
-    RETURN;
+    RETURN alkstore.sequence_move(s);
   END IF;
-  -- REPEATABLE READ and SERIALIZABLE: the snapshot is older than this
-  -- statement. Every assignment writes the stream's row first, so if one
-  -- committed after this snapshot, that write fails with a serialization
-  -- failure before anything moves; the block is rolled back, lock
-  -- included, and the reader reads what its snapshot shows. Otherwise this
-  -- snapshot has seen every assignment, and the reader assigns (and reads
-  -- its own assignment) like any other.
+  -- REPEATABLE READ and SERIALIZABLE (a session default): the snapshot is
+  -- older than this statement. Every assignment writes the stream's row
+  -- first, so if one committed after this snapshot, that write fails with a
+  -- serialization failure before anything moves; the block is rolled back,
+  -- lock included, and nothing is assigned this time.
   BEGIN
-    PERFORM alkstore.sequence_locked(s);
+    RETURN alkstore.sequence_move(s);
   EXCEPTION WHEN serialization_failure THEN
-    NULL;
+    RETURN 0;
   END;
 END $$;
 
--- The assignment itself, for alkstore.sequence. Planned to read published
+-- The streams alk_sequence(stream) works on: the one named, or every one
+-- with events waiting. Refuses a call inside a transaction block: it
+-- commits its own transactions.
+CREATE OR REPLACE FUNCTION alkstore.sequence_streams(stream text) RETURNS text[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF stream IS NOT NULL THEN
+    PERFORM alkstore.name('stream', stream);
+  END IF;
+  IF alkstore.in_transaction_block() THEN
+    PERFORM alkstore.raise('ALK05',
+      'alk_sequence commits transactions of its own and cannot run inside a transaction block: '
+      || 'CALL it on its own (CALL alk_sequence(NULL))');
+  END IF;
+  IF stream IS NOT NULL THEN
+    RETURN ARRAY[stream];
+  END IF;
+  RETURN ARRAY(SELECT DISTINCT p.stream FROM alkstore.published p ORDER BY 1);
+END $$;
+
+-- Contract v1.2 §K: gives committed events their offsets, a transaction per
+-- stream, and returns how many in sequenced. A procedure, because only a
+-- procedure commits; SECURITY INVOKER, because one that is not cannot (the
+-- work is done by the SECURITY DEFINER functions it calls between commits).
+CREATE OR REPLACE PROCEDURE alk_sequence(stream text, INOUT sequenced bigint DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+  names text[] := alkstore.sequence_streams(stream);
+  i     integer;
+BEGIN
+  sequenced := 0;
+  -- Also refuses a transaction block that alkstore.in_transaction_block
+  -- could not see (the plain install: one that wrote nothing yet), before
+  -- anything is done.
+  COMMIT;
+  FOR i IN 1 .. coalesce(pg_catalog.array_length(names, 1), 0) LOOP
+    sequenced := sequenced + alkstore.sequence_stream(names[i]);
+    COMMIT;
+  END LOOP;
+END $$;
+
+-- The assignment itself, for alkstore.sequence_stream; returns how many
+-- events it moved. Planned to read published
 -- in index order from where each batch starts (the table's statistics are
 -- those of a small table: a bitmap scan and a sort of every row waiting
 -- would make a large backlog quadratic).
-CREATE OR REPLACE FUNCTION alkstore.sequence_locked(s text) RETURNS void
+CREATE OR REPLACE FUNCTION alkstore.sequence_move(s text) RETURNS bigint
 LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
   started timestamptz := pg_catalog.pg_postmaster_start_time();
@@ -78,6 +117,7 @@ DECLARE
   at_txid xid8 := '0'; -- where the next batch starts, (txid, id) order
   at_id   bigint := 0;
   kept    boolean := false;
+  first   bigint;
 BEGIN
   IF NOT pg_try_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s)) THEN
     timeout := current_setting('lock_timeout');
@@ -85,15 +125,15 @@ BEGIN
       PERFORM set_config('lock_timeout', alkstore.sequence_wait_ms()::text, true);
       PERFORM pg_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s));
       PERFORM set_config('lock_timeout', timeout, true);
-    -- A reader of two streams can meet another reading them the other way
-    -- round: the timeout (below deadlock_timeout) or the detector ends the
-    -- wait, never the caller's transaction.
+    -- Another sequencer is assigning (a short transaction): wait for it a
+    -- little, else leave the stream to it.
     EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-      RETURN; -- the setting went back with the failed block
+      RETURN 0; -- the setting went back with the failed block
     END;
   END IF;
   -- Read committed: a new statement, so a new snapshot that sees the
-  -- previous holder's work (see alkstore.sequence for older snapshots).
+  -- previous holder's work (see alkstore.sequence_stream for older
+  -- snapshots).
   INSERT INTO alkstore.streams AS t (stream, last_offset) VALUES (s, 0)
   ON CONFLICT ON CONSTRAINT streams_pkey DO UPDATE SET last_offset = t.last_offset
   RETURNING t.last_offset, CASE WHEN t.seq_started = started THEN t.seq_xmax END,
@@ -101,6 +141,7 @@ BEGIN
   INTO last, newer, running;
   newer := coalesce(newer, '0');
   running := coalesce(running, '{}');
+  first := last;
   -- A bounded batch at a time in (txid, id) order: a transaction's events
   -- keep their order. Each batch starts after the last one moved, so no
   -- batch walks the entries the ones before it deleted; each row is deleted
@@ -149,22 +190,12 @@ BEGIN
     EXIT WHEN n < 500;
   END LOOP;
   UPDATE alkstore.streams t SET last_offset = last WHERE t.stream = s;
+  RETURN last - first;
 END $$;
 
--- How long a reader waits for another session's assignment to commit.
+-- How long a sequencer waits for another one's assignment to commit.
 CREATE OR REPLACE FUNCTION alkstore.sequence_wait_ms() RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
-
--- Every stream with events waiting for their offset.
-CREATE OR REPLACE FUNCTION alkstore.sequence_all() RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-  s text;
-BEGIN
-  FOR s IN SELECT DISTINCT p.stream FROM alkstore.published p LOOP
-    PERFORM alkstore.sequence(s);
-  END LOOP;
-END $$;
 
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -178,7 +209,7 @@ BEGIN
   END IF;
   INSERT INTO alkstore.published (stream, key, payload, created_at)
   VALUES (s, key, p, clock_timestamp())
-  RETURNING alkstore.wake('s', s, id) INTO id_;
+  RETURNING alkstore.wake_sequencer(alkstore.wake('s', s, id)) INTO id_;
   RETURN id_;
 END $$;
 
@@ -199,7 +230,6 @@ BEGIN
   IF (alkstore.name_ok('stream', s) AND alkstore.batch_ok(n) AND a >= 0) IS NOT TRUE THEN
     PERFORM alkstore.name('stream', s), alkstore.batch('max_events', n), alkstore.offset_arg('after_offset', a);
   END IF;
-  PERFORM alkstore.sequence(s);
   RETURN QUERY
   SELECT e."offset", e.key, e.payload, e.created_at, e.id FROM alkstore.events e
    WHERE e.stream = s AND e."offset" > a
@@ -259,7 +289,6 @@ DECLARE
   s text := alkstore.name('stream', stream);
   r record;
 BEGIN
-  PERFORM alkstore.sequence(s);
   SELECT t.retain_ms, t.retain_events INTO r FROM alkstore.streams t WHERE t.stream = s;
   RETURN jsonb_build_object(
     'stream', s,

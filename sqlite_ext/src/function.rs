@@ -79,6 +79,7 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_reset_offset", WRITES, stream::reset_offset),
     (c"alk_stream_configure", WRITES, stream::configure),
     (c"alk_stream_info", READS, stream::info),
+    (c"alk_sequence", READS, stream::sequence),
     (c"alk_schedule", WRITES, schedule::schedule),
     (c"alk_unschedule", WRITES, schedule::unschedule),
     (c"alk_schedules", READS, schedule::schedules),

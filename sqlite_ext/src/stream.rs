@@ -133,6 +133,20 @@ pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
     Ok(Out::Text(merged.to_json().to_string()))
 }
 
+/// `alk_sequence(stream)` → 0 (contract v1.2 §K): SQLite has one writer at
+/// a time, so a publish gives its event its offset at once and nothing ever
+/// waits for a sequencer. It exists so that portable code can call it; the
+/// stream name (NULL: every stream) is checked as on PostgreSQL.
+pub fn sequence(_conn: &Conn, args: &Args) -> Result<Out> {
+    if args
+        .get(0)
+        .is_some_and(|a| a.kind() != crate::ffi::Kind::Null)
+    {
+        args.name(0, NameKind::Stream)?;
+    }
+    Ok(Out::Int(0))
+}
+
 /// `alk_stream_info(stream)` → its kept offsets (0 and 0 with none) and options.
 pub fn info(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;

@@ -279,6 +279,8 @@ per_engine! {
         db.yes("alk_save_offset", &[t(&s), t("caught-up"), Arg::Int(3)]);
         db.yes("alk_save_offset", &[t(&empty), t("early"), Arg::Int(0)]);
         db.ok("alk_reset_offset", &[t(&empty), t("ahead"), Arg::Int(5)]);
+        // Events count once a sequencer gave them offsets (v1.2 §K).
+        db.int("alk_sequence", &[t(&s)]);
         let all = db.ok("alk_streams", &[]);
         let row = find(&all, "stream", &s).unwrap_or_else(|| panic!("[{e}] {s}"));
         assert_eq!(

@@ -1,7 +1,8 @@
 //! The extension's maintenance worker (pg_ext/src/maintenance.rs), on the
 //! test cluster as `scripts/postgres.sh install` sets it up: the library
 //! preloaded, one worker for `alkstore_test_worker`
-//! (`ALKSTORE_PG_WORKER_URL`), a round every 100 ms, no worker for the
+//! (`ALKSTORE_PG_WORKER_URL`), its chores every 100 ms and streams when a
+//! commit wakes it, no worker for the
 //! other test databases.
 
 use alkstore_tests::*;
@@ -142,4 +143,65 @@ fn databases_without_a_worker_see_no_chore_they_did_not_call() {
     assert_eq!(state, "running");
     let swept: i32 = c.query_one("SELECT alk_sweep($1)", &[&q]).unwrap().get(0);
     assert_eq!(swept, 1);
+}
+
+/// Contract v1.2 §K: with the worker, a committed event is readable at once
+/// by a reader that cannot give offsets (a READ ONLY transaction, as on a
+/// hot standby), with nobody calling `alk_sequence`: the publisher's commit
+/// wakes the worker (the test cluster's fallback interval is 30 s, so a
+/// missed wake-up fails here). Also after the worker was terminated and
+/// came back.
+#[test]
+fn the_worker_sequences_a_committed_event_within_a_second() {
+    let Some(mut c) = worker_db() else { return };
+    let mut reader = worker_db().unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || workers_on(
+            &mut c,
+            "alkstore_test_worker"
+        ) == 1),
+        "no maintenance worker"
+    );
+    let stream = format!("worker-seq-{}", std::process::id());
+    let readable = |reader: &mut postgres::Client, id: i64| {
+        let mut tx = reader.build_transaction().read_only(true).start().unwrap();
+        let n: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM alk_read($1, 0, 1000) WHERE id = $2",
+                &[&stream, &id],
+            )
+            .unwrap()
+            .get(0);
+        tx.commit().unwrap();
+        n == 1
+    };
+    for round in 0..2 {
+        let id: i64 = c
+            .query_one("SELECT alk_publish($1, '{}')", &[&stream])
+            .unwrap()
+            .get(0);
+        assert!(
+            eventually(Duration::from_secs(1), || readable(&mut reader, id)),
+            "round {round}: the event was not readable within 1 s"
+        );
+        if round == 0 {
+            // Terminated: the postmaster starts it again within 5 s.
+            c.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                  WHERE backend_type = 'alkstore maintenance' AND datname = current_database()",
+                &[],
+            )
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(
+                eventually(Duration::from_secs(30), || workers_on(
+                    &mut c,
+                    "alkstore_test_worker"
+                ) == 1),
+                "the worker did not come back"
+            );
+            // Announced itself before its first round: give it that round.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
 }

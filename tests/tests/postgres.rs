@@ -144,6 +144,9 @@ fn racing_publishers_keep_offsets_dense_and_a_reader_never_sees_one_appear_behin
                 let mut last = 0i64;
                 loop {
                     let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+                    // The reader is its own sequencer (v1.2 §K), as the
+                    // facade's readers are.
+                    c.execute("CALL alk_sequence($1, NULL)", &[&s]).unwrap();
                     let rows = c
                         .query(
                             "SELECT \"offset\" FROM alk_read($1, $2, 1000)",
@@ -197,6 +200,7 @@ fn racing_publishers_keep_offsets_dense_and_a_reader_never_sees_one_appear_behin
         let mut c = client(&target);
         let mut all = Vec::new();
         let mut after = 0i64;
+        c.execute("CALL alk_sequence($1, NULL)", &[&s]).unwrap();
         loop {
             let rows = c
                 .query(
@@ -318,6 +322,12 @@ fn an_application_role_can_use_every_function_but_not_the_tables() {
              SELECT alk_queue_stats('{q}'); SELECT alk_sweep('{q}'); SELECT alk_listen_queue('{q}');"
         ))
         .unwrap();
+        // The procedure runs with the caller's rights (docs/security.md).
+        let sequenced: i64 = c
+            .query_one("CALL alk_sequence($1, NULL)", &[&q])
+            .unwrap()
+            .get(0);
+        assert_eq!(sequenced, 1, "the event published above");
         for sql in [
             "SELECT count(*) FROM alkstore.jobs",
             "INSERT INTO alkstore.jobs (queue) VALUES ('x')",

@@ -1,7 +1,13 @@
-//! Contract v1.1 §E (streams): event ids, offsets that stay dense and
-//! commit-ordered while no publisher waits for another, retention, and
+//! Contract v1.1 §E and v1.2 §K (streams): event ids, offsets that stay
+//! dense and commit-ordered while no publisher waits for another and no
+//! reader waits for anyone, `alk_sequence`, retention, and
 //! `alk_stream_info` — one body per rule on SQLite, the extension, the plain
 //! install and PgBouncer; the races on real concurrent connections.
+//!
+//! On PostgreSQL a read only reads: offsets are given by a sequencer. The
+//! test databases other than the worker's have no background worker, so
+//! the helper `read` plays the facade's reader: it calls `alk_sequence` on
+//! a connection of its own (kept per thread), then reads on the caller's.
 
 use alkstore_tests::*;
 use serde_json::{json, Value};
@@ -23,8 +29,41 @@ fn publish(db: &mut dyn Db, s: &str, payload: &str) -> i64 {
     db.int("alk_publish", &[t(s), j(payload), Arg::Null])
 }
 
-/// (offset, id) of each event after `after`.
+thread_local! {
+    /// Each thread's sequencer connection per PostgreSQL target.
+    static SEQUENCERS: std::cell::RefCell<std::collections::HashMap<String, Box<dyn Db>>> =
+        Default::default();
+}
+
+/// Gives the stream's committed events their offsets as a sequencer does:
+/// `alk_sequence(s)` on a connection of its own, outside any transaction
+/// (nothing on SQLite, which gives offsets at publish; nothing for a
+/// target not in `targets()`).
+fn sequence(engine: &str, s: &str) -> i64 {
+    if engine == "sqlite" {
+        return 0;
+    }
+    SEQUENCERS.with(|map| {
+        let mut map = map.borrow_mut();
+        if !map.contains_key(engine) {
+            let Some(target) = targets().into_iter().find(|t| t.name() == engine) else {
+                return 0;
+            };
+            map.insert(engine.to_string(), target.connect());
+        }
+        let db = map.get_mut(engine).unwrap();
+        db.int("alk_sequence", &[t(s)])
+    })
+}
+
+/// (offset, id) of each event after `after`, once a sequencer has run.
 fn read(db: &mut dyn Db, s: &str, after: i64, max: i64) -> Vec<(i64, i64)> {
+    sequence(&db.engine(), s);
+    read_only(db, s, after, max)
+}
+
+/// (offset, id) of each event after `after` that has an offset now.
+fn read_only(db: &mut dyn Db, s: &str, after: i64, max: i64) -> Vec<(i64, i64)> {
     db.ok("alk_read", &[t(s), Arg::Int(after), Arg::Int(max)])
         .as_array()
         .unwrap()
@@ -50,6 +89,7 @@ fn offsets(db: &mut dyn Db, s: &str) -> Vec<i64> {
 }
 
 fn span(db: &mut dyn Db, s: &str) -> (i64, i64) {
+    sequence(&db.engine(), s);
     let info = db.ok("alk_stream_info", &[t(s)]);
     (
         info["first_offset"].as_i64().unwrap(),
@@ -57,7 +97,10 @@ fn span(db: &mut dyn Db, s: &str) -> (i64, i64) {
     )
 }
 
-fn prune_all(db: &mut dyn Db) {
+/// Prunes everything due, once the stream's committed events have offsets
+/// (a prune gives none: it counts from when an event became readable).
+fn prune_all(db: &mut dyn Db, s: &str) {
+    sequence(&db.engine(), s);
     while db.int("alk_prune", &[Arg::Int(1000)]) > 0 {}
 }
 
@@ -73,10 +116,17 @@ fn an_event_is_visible_to_others_once_its_publisher_commits() {
         b.ok("alk_version", &[]);
         a.begin();
         let id = publish(&mut *a, &s, r#"{"n": 1}"#);
+        // SQLite's one writer gives the offset at publish; on PostgreSQL a
+        // sequencer gives offsets to committed events only.
+        let own = if target.is_postgres() {
+            vec![]
+        } else {
+            vec![(1, id)]
+        };
         assert_eq!(
             read(&mut *a, &s, 0, 10),
-            [(1, id)],
-            "[{e}] the publisher reads its own event"
+            own,
+            "[{e}] the publisher reads its own event on SQLite only"
         );
         assert_eq!(read(&mut *b, &s, 0, 10), [], "[{e}] not before commit");
         assert_eq!(span(&mut *b, &s), (0, 0), "[{e}]");
@@ -181,7 +231,7 @@ fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
             publish(db, &s, &n.to_string());
         }
         assert_eq!(span(db, &s), (1, 5), "[{e}] nothing goes before a prune");
-        prune_all(db);
+        prune_all(db, &s);
         assert_eq!(offsets(db, &s), [3, 4, 5], "[{e}]");
         assert_eq!(
             read(db, &s, 1, 10).first().map(|r| r.0),
@@ -196,16 +246,16 @@ fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
         let s = fresh("by-age");
         db.ok("alk_stream_configure", &[t(&s), j(r#"{"retain_s": 0.3}"#)]);
         let old = [publish(db, &s, "1"), publish(db, &s, "2")];
-        prune_all(db);
+        prune_all(db, &s);
         sleep_ms(450);
         publish(db, &s, "3");
-        prune_all(db);
+        prune_all(db, &s);
         assert_eq!(offsets(db, &s), [3], "[{e}]");
 
         // Everything gone: 0 and 0; the next event takes the next offset and
         // a new id, never an old one.
         sleep_ms(450);
-        prune_all(db);
+        prune_all(db, &s);
         assert_eq!(span(db, &s), (0, 0), "[{e}]");
         assert_eq!(offsets(db, &s), Vec::<i64>::new(), "[{e}]");
         let new = publish(db, &s, "4");
@@ -215,7 +265,7 @@ fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
         // A stream without retention keeps everything.
         let keep = fresh("keep");
         publish(db, &keep, "1");
-        prune_all(db);
+        prune_all(db, &s);
         assert_eq!(offsets(db, &keep), [1], "[{e}]");
 
         // max_rows bounds one call.
@@ -228,7 +278,7 @@ fn retention_prunes_a_prefix_and_offsets_go_on_from_the_last() {
             publish(db, &s, &n.to_string());
         }
         assert!(db.int("alk_prune", &[Arg::Int(2)]) <= 2, "[{e}]");
-        prune_all(db);
+        prune_all(db, &s);
         assert_eq!(offsets(db, &s), [6], "[{e}]");
     });
 }
@@ -249,30 +299,35 @@ fn retention_counts_from_when_an_event_became_readable() {
         let id = publish(&mut *a, &s, r#"{"late": true}"#);
         sleep_ms(1500);
         a.commit();
-        prune_all(&mut *b);
-        prune_all(&mut *b);
+        prune_all(&mut *b, &s);
+        prune_all(&mut *b, &s);
         assert_eq!(
             read(&mut *b, &s, 0, 10),
             [(1, id)],
             "[{e}] pruned at once after a late commit"
         );
         sleep_ms(1200);
-        prune_all(&mut *b);
+        prune_all(&mut *b, &s);
         assert_eq!(
             read(&mut *b, &s, 0, 10),
             [],
             "[{e}] kept past its retention"
         );
-        // A transaction that reads its own event back before it commits
-        // (PostgreSQL gives it its offset then): counted from the commit too.
+        // A transaction that reads back before it commits (SQLite: its own
+        // event too): counted from the commit too.
         let s = fresh("own-read");
         b.ok("alk_stream_configure", &[t(&s), j(r#"{"retain_s": 1}"#)]);
         a.begin();
         let id = publish(&mut *a, &s, "1");
-        assert_eq!(read(&mut *a, &s, 0, 10), [(1, id)], "[{e}]");
+        let own = if target.is_postgres() {
+            vec![]
+        } else {
+            vec![(1, id)]
+        };
+        assert_eq!(read(&mut *a, &s, 0, 10), own, "[{e}]");
         sleep_ms(1500);
         a.commit();
-        prune_all(&mut *b);
+        prune_all(&mut *b, &s);
         assert_eq!(read(&mut *b, &s, 0, 10), [(1, id)], "[{e}] own read");
     }
 }
@@ -460,63 +515,78 @@ per_engine! {
     }
 }
 
-/// A read-only transaction (as on a hot standby) reads what is already
-/// sequenced and assigns nothing. A REPEATABLE READ or SERIALIZABLE reader
-/// assigns offsets like any other when its snapshot has seen every earlier
-/// assignment, so an event is readable at once there too; when an
-/// assignment committed after its snapshot, it reads what that snapshot
-/// shows, without an error, and the offsets stay the ones others read.
+/// Contract v1.2 §K: a reader in a READ ONLY, REPEATABLE READ or
+/// SERIALIZABLE transaction reads what a sequencer gave offsets, and a
+/// sequencer never waits for an open reader (before, the first reader gave
+/// offsets under a lock held until its transaction ended). `alk_sequence`
+/// in a transaction block fails with InvalidArgument and changes nothing.
 #[test]
-fn postgres_readers_sequence_unless_read_only_or_behind() {
-    let _serial = serial();
+fn postgres_readers_of_every_kind_read_what_a_sequencer_gave_and_hold_up_nobody() {
     for target in pg_targets() {
         let e = target.name();
         let s = fresh("iso");
         let mut a = target.connect();
         let mut r = target.connect();
-        let first = publish(&mut *a, &s, "1");
-        assert_eq!(read(&mut *a, &s, 0, 10), [(1, first)], "[{e}]");
-        let second = publish(&mut *a, &s, "2");
-        r.exec("BEGIN TRANSACTION READ ONLY");
-        assert_eq!(read(&mut *r, &s, 0, 10), [(1, first)], "[{e}] read-only");
-        r.exec("COMMIT");
-        let mut want = vec![(1, first)];
-        let mut next = second;
-        for level in ["REPEATABLE READ", "SERIALIZABLE"] {
-            want.push((want.len() as i64 + 1, next));
-            r.exec(&format!("BEGIN ISOLATION LEVEL {level}"));
-            assert_eq!(read(&mut *r, &s, 0, 10), want, "[{e}] {level}");
+        publish(&mut *a, &s, "1");
+        let mut sequenced = 0;
+        for level in [
+            "READ ONLY",
+            "ISOLATION LEVEL REPEATABLE READ",
+            "ISOLATION LEVEL SERIALIZABLE",
+        ] {
+            r.exec(&format!("BEGIN TRANSACTION {level}"));
+            let before = read_only(&mut *r, &s, 0, 10);
+            assert_eq!(
+                before.len(),
+                sequenced,
+                "[{e}] {level}: the new event has no offset yet"
+            );
+            // The reader's transaction stays open: the sequencer does not
+            // wait for it.
+            assert_eq!(sequence(&e, &s), 1, "[{e}] {level}");
+            sequenced += 1;
+            let after = read_only(&mut *r, &s, 0, 10);
+            if level == "READ ONLY" {
+                // Read committed: each statement sees what committed.
+                assert_eq!(after.len(), sequenced, "[{e}] {level}");
+            } else {
+                assert_eq!(after, before, "[{e}] {level}: what its snapshot shows");
+            }
             r.exec("COMMIT");
             assert_eq!(
-                read(&mut *a, &s, 0, 10),
-                want,
-                "[{e}] {level}: as others read it"
+                read_only(&mut *r, &s, 0, 10).len(),
+                sequenced,
+                "[{e}] {level}"
             );
-            next = publish(&mut *a, &s, "3");
+            publish(&mut *a, &s, "2");
         }
-        // A snapshot taken before another reader's assignment.
-        r.exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
-        assert_eq!(r.query_i64("SELECT 1::bigint"), 1);
-        let last = publish(&mut *a, &s, "4");
-        let n = want.len() as i64;
-        let all = [want.clone(), vec![(n + 1, next), (n + 2, last)]].concat();
-        assert_eq!(read(&mut *a, &s, 0, 10), all, "[{e}]");
+        // Dense, in commit order, the same for every reader.
+        let all = read(&mut *a, &s, 0, 10);
         assert_eq!(
-            read(&mut *r, &s, 0, 10),
-            want,
-            "[{e}] behind: what its snapshot shows"
+            all.iter().map(|r| r.0).collect::<Vec<_>>(),
+            [1, 2, 3, 4],
+            "[{e}]"
         );
-        r.exec("COMMIT");
-        assert_eq!(read(&mut *r, &s, 0, 10), all, "[{e}]");
-        // A read-only reader gets new events once anything on the primary
-        // sequences: a read-write read, or a prune.
-        let fifth = publish(&mut *a, &s, "5");
-        r.exec("BEGIN TRANSACTION READ ONLY");
-        assert_eq!(read(&mut *r, &s, 0, 10), all, "[{e}] read-only");
-        r.exec("COMMIT");
-        a.int("alk_prune", &[Arg::Int(1)]);
-        let all = [all.clone(), vec![(n + 3, fifth)]].concat();
-        assert_eq!(read(&mut *r, &s, 0, 10), all, "[{e}]");
+        assert_eq!(read_only(&mut *r, &s, 0, 10), all, "[{e}]");
+        // Refused in a transaction block: one that wrote (every install
+        // sees it), and one that did not (the extension sees it; the plain
+        // install's COMMIT refuses it, with PostgreSQL's own code).
+        r.begin();
+        publish(&mut *r, &s, "5");
+        assert_eq!(r.code("alk_sequence", &[t(&s)]), "ALK05", "[{e}]");
+        r.rollback();
+        r.begin();
+        let code = r.code("alk_sequence", &[Arg::Null]);
+        let want_code = if e.contains("plain") {
+            "2D000"
+        } else {
+            "ALK05"
+        };
+        assert_eq!(code, want_code, "[{e}]");
+        r.rollback();
+        assert_eq!(read(&mut *r, &s, 0, 10), all, "[{e}] nothing changed");
+        // Its argument is checked like every stream name.
+        assert_eq!(r.code("alk_sequence", &[t("")]), "ALK01", "[{e}]");
     }
 }
 
@@ -598,9 +668,9 @@ fn postgres_events_of_transactions_open_during_an_assignment_are_read_after_they
 }
 
 per_engine! {
-    /// One transaction publishes, reads (PostgreSQL: giving its own event an
-    /// offset) and publishes again: after it commits, both events are read,
-    /// in order, on every engine.
+    /// One transaction publishes, reads (SQLite: its own event too;
+    /// PostgreSQL: what a sequencer gave offsets) and publishes again: after
+    /// it commits, both events are read, in order, on every engine.
     fn a_transaction_that_reads_its_stream_and_publishes_again_loses_nothing(target) {
         let e = target.name();
         let s = fresh("again");
@@ -614,7 +684,12 @@ per_engine! {
             // (SQLite's one writer: a is it until it commits).
             publish(&mut *other, &fresh("busy"), "0");
         }
-        assert_eq!(read(&mut *a, &s, 0, 10), [(1, zero), (2, first)], "[{e}]");
+        let seen = if target.is_postgres() {
+            vec![(1, zero)]
+        } else {
+            vec![(1, zero), (2, first)]
+        };
+        assert_eq!(read(&mut *a, &s, 0, 10), seen, "[{e}]");
         let second = publish(&mut *a, &s, "2");
         a.commit();
         assert_eq!(
@@ -626,9 +701,9 @@ per_engine! {
 }
 
 /// A hot standby (streaming replication, `scripts/postgres.sh standby`):
-/// a read there gives no offsets and never fails; once a read on the
-/// primary gave them, the standby reads the same events with the same
-/// offsets and ids (contract v1.1 §E, docs/decisions.md).
+/// a read there never fails and alk_sequence gives nothing; once a
+/// sequencer on the primary gave offsets, the standby reads the same events
+/// with the same offsets and ids (contract v1.2 §K, docs/decisions.md).
 #[test]
 fn postgres_a_hot_standby_reads_the_offsets_the_primary_gave() {
     let (Ok(primary), Ok(standby)) = (
@@ -651,12 +726,13 @@ fn postgres_a_hot_standby_reads_the_offsets_the_primary_gave() {
     };
     let s = fresh("standby");
     let first = publish(&mut *p, &s, "1");
+    assert_eq!(p.int("alk_sequence", &[t(&s)]), 1);
     assert_eq!(read(&mut *p, &s, 0, 10), [(1, first)]);
     let second = publish(&mut *p, &s, "2");
     replayed(&mut *p, &mut *r);
-    // The second event has no offset unless another test's alk_prune or
-    // alk_streams on the primary (they sequence every stream) gave it one
-    // meanwhile. Read and info in one snapshot, so they agree.
+    // The second event has no offset unless another test's alk_sequence(NULL)
+    // on the primary gave it one meanwhile. Read and info in one snapshot,
+    // so they agree.
     r.exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
     let seen = read(&mut *r, &s, 0, 10);
     let info = r.ok("alk_stream_info", &[t(&s)]);
@@ -666,6 +742,9 @@ fn postgres_a_hot_standby_reads_the_offsets_the_primary_gave() {
         "what has offsets: {seen:?}"
     );
     assert_eq!(info["last_offset"], seen.len(), "{info}");
+    // On a standby nothing can be written: alk_sequence gives nothing there.
+    assert_eq!(r.int("alk_sequence", &[t(&s)]), 0);
+    p.int("alk_sequence", &[t(&s)]);
     assert_eq!(read(&mut *p, &s, 0, 10), [(1, first), (2, second)]);
     replayed(&mut *p, &mut *r);
     assert_eq!(
@@ -680,7 +759,7 @@ per_engine! {
         let mut db = _target.connect();
         let db = &mut *db;
         let (s, other) = (fresh("stream"), fresh("stream-b"));
-        // alk_publish returns the event's id (v1.1 §E); offsets come with reads.
+        // alk_publish returns the event's id (v1.1 §E); offsets come later.
         let first = db.int("alk_publish", &[t(&s), j(r#"{"n": 1}"#)]);
         let elsewhere = db.int("alk_publish", &[t(&other), j("1")]);
         assert_ne!(first, elsewhere, "[{}] ids are unique", db.engine());
@@ -690,6 +769,9 @@ per_engine! {
         let second = db.int("alk_publish", &[t(&s), j("2"), t("key-2")]);
         let third = db.int("alk_publish", &[t(&s), j("3"), Arg::Null]);
         assert!(first < second && second < third, "[{}]", db.engine());
+        // A sequencer gives offsets (v1.2 §K; SQLite gave them at publish).
+        db.int("alk_sequence", &[t(&other)]);
+        db.int("alk_sequence", &[t(&s)]);
         assert_eq!(
             db.ok("alk_read", &[t(&other), Arg::Int(0), Arg::Int(10)])[0]["offset"],
             1

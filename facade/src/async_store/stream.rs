@@ -48,9 +48,19 @@ impl<DB: AsyncEngine> AsyncStream<DB> {
             .await
     }
 
-    /// The stream's kept offsets and retention.
+    /// The stream's kept offsets and retention, after giving offsets to the
+    /// events committed since the last sequencer ran.
     pub async fn info(&self) -> Result<StreamInfo> {
+        self.sequence().await?;
         self.store.run(call::stream_info(&self.name)?).await
+    }
+
+    /// Gives the stream's committed events their offsets (`alk_sequence`,
+    /// contract v1.2 §K) in transactions of their own, on a connection of
+    /// the store's; returns how many. Reads call it when they reach the end
+    /// of what has offsets.
+    pub async fn sequence(&self) -> Result<i64> {
+        self.store.run(call::sequence(Some(&self.name))?).await
     }
 
     /// Publishes an event in its own transaction; returns its id.
@@ -69,7 +79,11 @@ impl<DB: AsyncEngine> AsyncStream<DB> {
     }
 
     async fn read_page(&self, after: i64, max: i64) -> Result<(Vec<Event>, Option<i64>)> {
-        let page = self.store.run(call::read(&self.name, after, max)?).await?;
+        let mut page = self.store.run(call::read(&self.name, after, max)?).await?;
+        // At the end of what has offsets: see the blocking Stream.
+        if !page.full(max) && self.sequence().await? > 0 {
+            page = self.store.run(call::read(&self.name, after, max)?).await?;
+        }
         Ok((page.events, page.last))
     }
 

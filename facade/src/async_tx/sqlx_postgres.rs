@@ -22,7 +22,11 @@ impl SqlxCall {
     }
 
     pub(crate) fn result(&self, row: PgRow) -> Result<Value> {
-        let text: Option<String> = sqlx::Row::try_get(&row, 0)?;
+        let text: Option<String> = if self.0.procedure {
+            sqlx::Row::try_get::<Option<i64>, _>(&row, 0)?.map(|n| n.to_string())
+        } else {
+            sqlx::Row::try_get(&row, 0)?
+        };
         self.0.result(text)
     }
 }

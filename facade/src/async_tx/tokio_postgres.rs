@@ -15,7 +15,7 @@ async fn call(
     let row = client
         .query_typed_one(&call.sql, &call.typed_params())
         .await?;
-    call.result(row.get(0))
+    call.result(call.column(&row)?)
 }
 
 /// A transaction the caller began (`client.transaction().await?`).

@@ -57,9 +57,14 @@
     requires = ["prune"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/sequencer.sql",
+    name = "sequencer",
+    requires = ["schedule"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/stream.sql",
     name = "stream",
-    requires = ["schedule"]
+    requires = ["sequencer"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/notify.sql",

@@ -40,7 +40,7 @@ BEGIN
      WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'S', 'v', 'm', 'p')
        AND a.grantee <> c.relowner
     UNION
-    SELECT format('FUNCTION %s', p.oid::regprocedure), a.grantee
+    SELECT format('ROUTINE %s', p.oid::regprocedure), a.grantee
       FROM pg_catalog.pg_proc p,
            pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
      WHERE (p.pronamespace = 'alkstore'::regnamespace
@@ -99,6 +99,7 @@ BEGIN
     ('alk_streams()', 'alkstore_admin'),
     ('alk_stream_configure(text, jsonb)', 'alkstore_admin'),
     ('alk_stream_info(text)', 'alkstore_user'),
+    ('alk_sequence(text, bigint)', 'alkstore_user'),
     ('alk_schedule(text, text, jsonb, jsonb, jsonb)', 'alkstore_admin'),
     ('alk_unschedule(text)', 'alkstore_admin'),
     ('alk_schedules()', 'alkstore_user'),
@@ -116,9 +117,13 @@ BEGIN
     ('alk_lock_release(text, text)', 'alkstore_user'),
     ('alk_locks()', 'alkstore_admin')
   ) AS g(signature, role) LOOP
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', current_schema(), r.signature, r.role);
+    EXECUTE format('GRANT EXECUTE ON ROUTINE %I.%s TO %I', current_schema(), r.signature, r.role);
   END LOOP;
 END $alkstore_grants$;
+
+-- What alk_sequence (a procedure with its caller's rights) calls.
+GRANT USAGE ON SCHEMA alkstore TO alkstore_user;
+GRANT EXECUTE ON FUNCTION alkstore.sequence_streams(text), alkstore.sequence_stream(text) TO alkstore_user;
 
 -- Roles that could call alk_* before an upgrade restricted them (recorded by
 -- the upgrade step in alkstore.meta) keep calling them: granted alkstore_user.

@@ -23,3 +23,10 @@ INSERT INTO alkstore.meta (key, value)
 SELECT 'waiters_before_upgrade_until', extract(epoch FROM max(expires_at))::text
   FROM alkstore.waiters HAVING count(*) > 0
 ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- Readers no longer give offsets; sequencers do (contract v1.2 §K:
+-- stream.sql). The functions readers called are gone; alk_sequence and the
+-- functions it calls take their place.
+DROP FUNCTION IF EXISTS alkstore.sequence_all();
+DROP FUNCTION IF EXISTS alkstore.sequence(text);
+DROP FUNCTION IF EXISTS alkstore.sequence_locked(text);
