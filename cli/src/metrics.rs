@@ -74,6 +74,8 @@ fn collect(store: &alkstore::Store, registry: &Registry) -> alkstore::Result<()>
             .with_label_values(&[q.queue.as_str()])
             .set(i64::from(q.paused));
     }
+    // Offsets (and so lag) of events committed since the last sequencer.
+    store.sequence(None)?;
     for s in store.streams()? {
         last.with_label_values(&[s.stream.as_str()])
             .set(s.last_offset);

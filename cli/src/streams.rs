@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 pub fn streams(store: &Store, out: &Output) -> Fallible {
+    store.sequence(None)?;
     let rows = store.call("alk_streams", &[])?;
     let rows = rows.as_array().map_or(&[][..], |r| r);
     if out.json {

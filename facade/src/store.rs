@@ -128,6 +128,15 @@ impl Store {
         call::queues().run_on(&*self.engine)
     }
 
+    /// Gives committed stream events their offsets (`alk_sequence`,
+    /// contract v1.2 §K) in transactions of their own, on this store's own
+    /// connection; `None`: every stream. Returns how many. Listings
+    /// ([`Store::streams`]) count only events with offsets: call this first
+    /// where no background worker sequences (SQLite: always 0).
+    pub fn sequence(&self, stream: Option<&str>) -> Result<i64> {
+        call::sequence(stream)?.run_on(&*self.engine)
+    }
+
     /// Every stream with its consumers (`alk_streams`). Admin role on PostgreSQL.
     pub fn streams(&self) -> Result<Vec<call::StreamSummary>> {
         call::streams().run_on(&*self.engine)

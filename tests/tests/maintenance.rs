@@ -6,7 +6,16 @@
 //! other test databases.
 
 use alkstore_tests::*;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// Held by every test here: one of them drops the extension and restarts
+/// the server under the others.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The worker's database, or `None` when PostgreSQL is not configured (a
 /// failure when the test command requires it).
@@ -49,6 +58,7 @@ fn workers_on(c: &mut postgres::Client, db: &str) -> i64 {
 
 #[test]
 fn one_worker_serves_each_configured_database_and_no_other() {
+    let _serial = serial();
     let Some(mut c) = worker_db() else { return };
     // The database was just made again (scripts/postgres.sh testdbs): the
     // postmaster restarts its worker within 5 s.
@@ -69,6 +79,7 @@ fn one_worker_serves_each_configured_database_and_no_other() {
 
 #[test]
 fn expired_claims_and_due_schedules_are_handled_with_no_caller() {
+    let _serial = serial();
     let Some(mut c) = worker_db() else { return };
     let q = fresh("maint");
     let job_state = |c: &mut postgres::Client, db_id: i64| -> String {
@@ -118,6 +129,7 @@ fn expired_claims_and_due_schedules_are_handled_with_no_caller() {
 
 #[test]
 fn databases_without_a_worker_see_no_chore_they_did_not_call() {
+    let _serial = serial();
     let Some(_) = worker_db() else { return };
     let url = std::env::var("ALKSTORE_PG_URL").expect("ALKSTORE_PG_URL beside the worker's");
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
@@ -153,6 +165,7 @@ fn databases_without_a_worker_see_no_chore_they_did_not_call() {
 /// came back.
 #[test]
 fn the_worker_sequences_a_committed_event_within_a_second() {
+    let _serial = serial();
     let Some(mut c) = worker_db() else { return };
     let mut reader = worker_db().unwrap();
     assert!(
@@ -204,4 +217,81 @@ fn the_worker_sequences_a_committed_event_within_a_second() {
             std::thread::sleep(Duration::from_millis(300));
         }
     }
+}
+
+/// Publishes an event and waits at most 1 s for it to be readable with
+/// nobody calling alk_sequence.
+fn sequenced_by_the_worker(c: &mut postgres::Client, stream: &str) -> bool {
+    let id: i64 = c
+        .query_one("SELECT alk_publish($1, '{}')", &[&stream])
+        .unwrap()
+        .get(0);
+    eventually(Duration::from_secs(1), || {
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM alk_read($1, 0, 1000) WHERE id = $2",
+                &[&stream, &id],
+            )
+            .unwrap()
+            .get(0);
+        n == 1
+    })
+}
+
+/// The worker outlives its extension being dropped and created again (it
+/// idles meanwhile, and says so once in the log) and the server's restart
+/// (the postmaster starts it again); each time, a committed event is
+/// readable within a second afterwards.
+#[test]
+fn the_worker_comes_back_after_drop_create_extension_and_a_restart() {
+    let _serial = serial();
+    let Some(mut c) = worker_db() else { return };
+    let back = |c: &mut postgres::Client| {
+        eventually(Duration::from_secs(30), || {
+            workers_on(c, "alkstore_test_worker") == 1
+        })
+    };
+    assert!(back(&mut c), "no maintenance worker");
+    let stream = format!("worker-back-{}", std::process::id());
+    c.batch_execute("DROP EXTENSION alkstore CASCADE").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // (A chore that was calling a function as it went ends the worker
+    // with an error; the postmaster starts it again 5 s later.)
+    assert!(back(&mut c), "no worker without the extension");
+    c.batch_execute("CREATE EXTENSION alkstore").unwrap();
+    assert!(
+        (0..20).any(|_| back(&mut c) && sequenced_by_the_worker(&mut c, &stream)),
+        "not sequenced after CREATE EXTENSION"
+    );
+    let Ok(restart) = std::env::var("ALKSTORE_PG_RESTART") else {
+        assert!(
+            !alkstore_testkit::pg_required(),
+            "ALKSTORE_PG_RESTART is not set but ALKSTORE_REQUIRE_PG=1"
+        );
+        return;
+    };
+    let status = std::process::Command::new("sh")
+        .args(["-c", &restart])
+        .status()
+        .unwrap();
+    assert!(status.success(), "{restart}");
+    let mut c = None;
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            c = std::env::var("ALKSTORE_PG_WORKER_URL")
+                .ok()
+                .and_then(|url| postgres::Client::connect(&url, postgres::NoTls).ok());
+            c.is_some()
+        }),
+        "the server did not come back"
+    );
+    let mut c = c.unwrap();
+    assert!(
+        back(&mut c),
+        "the worker did not come back after the restart"
+    );
+    assert!(
+        (0..20).any(|_| back(&mut c) && sequenced_by_the_worker(&mut c, &stream)),
+        "not sequenced after the restart"
+    );
 }

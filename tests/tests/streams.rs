@@ -337,9 +337,11 @@ per_engine! {
     /// for two seconds (PostgreSQL: SQLite's one writer makes everyone wait
     /// there by design), while three readers (two on SQLite) read as fast as
     /// they can, in read committed, repeatable read and serializable
-    /// transactions. The others keep publishing; no reader ever sees an offset
-    /// appear behind one it read, nor a gap; every event is read once, in
-    /// order; the long publisher's event is readable at once after it commits.
+    /// transactions, and (PostgreSQL) a fourth holds one REPEATABLE READ
+    /// transaction for 2.5 s. The others keep publishing; no reader ever sees
+    /// an offset appear behind one it read, nor a gap; every event is read
+    /// once, in order; the long publisher's event is readable at once after
+    /// it commits.
     fn publishers_never_wait_for_a_long_publisher_and_readers_see_no_gap(target) {
         let e = target.name();
         let s = fresh("race");
@@ -423,6 +425,30 @@ per_engine! {
             threads.push(std::thread::spawn(move || {
                 sleep_ms(1500);
                 stop.store(true, Ordering::SeqCst);
+            }));
+        }
+        if long {
+            // A consumer that holds one REPEATABLE READ transaction open for
+            // two seconds while the others publish, sequence and read (v1.2
+            // §K): it reads the same snapshot each time, and nobody waits
+            // for it (the long event above is readable right after its
+            // commit, which falls inside this hold).
+            let (target, s, e) = (target.clone(), s.clone(), e.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut db = target.connect();
+                sleep_ms(200);
+                db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
+                let first = read(&mut *db, &s, 0, 1000);
+                let until = Instant::now() + Duration::from_millis(2500);
+                while Instant::now() < until {
+                    assert_eq!(
+                        read(&mut *db, &s, 0, 1000),
+                        first,
+                        "[{e}] a held REPEATABLE READ snapshot"
+                    );
+                    sleep_ms(100);
+                }
+                db.commit();
             }));
         }
         // Set once every publisher has returned: readers then read to the end.
