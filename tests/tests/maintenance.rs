@@ -63,10 +63,7 @@ fn one_worker_serves_each_configured_database_and_no_other() {
     // The database was just made again (scripts/postgres.sh testdbs): the
     // postmaster restarts its worker within 5 s.
     assert!(
-        eventually(Duration::from_secs(30), || workers_on(
-            &mut c,
-            "alkstore_test_worker"
-        ) == 1),
+        worker_back(&mut c),
         "no maintenance worker in alkstore_test_worker"
     );
     assert_eq!(workers_on(&mut c, "alkstore_test_ext"), 0);
@@ -168,33 +165,11 @@ fn the_worker_sequences_a_committed_event_within_a_second() {
     let _serial = serial();
     let Some(mut c) = worker_db() else { return };
     let mut reader = worker_db().unwrap();
-    assert!(
-        eventually(Duration::from_secs(30), || workers_on(
-            &mut c,
-            "alkstore_test_worker"
-        ) == 1),
-        "no maintenance worker"
-    );
+    assert!(worker_back(&mut c), "no maintenance worker");
     let stream = format!("worker-seq-{}", std::process::id());
-    let readable = |reader: &mut postgres::Client, id: i64| {
-        let mut tx = reader.build_transaction().read_only(true).start().unwrap();
-        let n: i64 = tx
-            .query_one(
-                "SELECT count(*) FROM alk_read($1, 0, 1000) WHERE id = $2",
-                &[&stream, &id],
-            )
-            .unwrap()
-            .get(0);
-        tx.commit().unwrap();
-        n == 1
-    };
     for round in 0..2 {
-        let id: i64 = c
-            .query_one("SELECT alk_publish($1, '{}')", &[&stream])
-            .unwrap()
-            .get(0);
         assert!(
-            eventually(Duration::from_secs(1), || readable(&mut reader, id)),
+            sequenced_by_the_worker(&mut c, &mut reader, &stream),
             "round {round}: the event was not readable within 1 s"
         );
         if round == 0 {
@@ -206,34 +181,42 @@ fn the_worker_sequences_a_committed_event_within_a_second() {
             )
             .unwrap();
             std::thread::sleep(Duration::from_millis(200));
-            assert!(
-                eventually(Duration::from_secs(30), || workers_on(
-                    &mut c,
-                    "alkstore_test_worker"
-                ) == 1),
-                "the worker did not come back"
-            );
+            assert!(worker_back(&mut c), "the worker did not come back");
             // Announced itself before its first round: give it that round.
             std::thread::sleep(Duration::from_millis(300));
         }
     }
 }
 
-/// Publishes an event and waits at most 1 s for it to be readable with
-/// nobody calling alk_sequence.
-fn sequenced_by_the_worker(c: &mut postgres::Client, stream: &str) -> bool {
+/// Whether the worker's database has its one worker within 30 s.
+fn worker_back(c: &mut postgres::Client) -> bool {
+    eventually(Duration::from_secs(30), || {
+        workers_on(c, "alkstore_test_worker") == 1
+    })
+}
+
+/// Publishes an event on `c` and waits at most 1 s for `reader` to read
+/// it in a READ ONLY transaction (which gives no offsets), with nobody
+/// calling alk_sequence.
+fn sequenced_by_the_worker(
+    c: &mut postgres::Client,
+    reader: &mut postgres::Client,
+    stream: &str,
+) -> bool {
     let id: i64 = c
         .query_one("SELECT alk_publish($1, '{}')", &[&stream])
         .unwrap()
         .get(0);
     eventually(Duration::from_secs(1), || {
-        let n: i64 = c
+        let mut tx = reader.build_transaction().read_only(true).start().unwrap();
+        let n: i64 = tx
             .query_one(
                 "SELECT count(*) FROM alk_read($1, 0, 1000) WHERE id = $2",
                 &[&stream, &id],
             )
             .unwrap()
             .get(0);
+        tx.commit().unwrap();
         n == 1
     })
 }
@@ -246,21 +229,18 @@ fn sequenced_by_the_worker(c: &mut postgres::Client, stream: &str) -> bool {
 fn the_worker_comes_back_after_drop_create_extension_and_a_restart() {
     let _serial = serial();
     let Some(mut c) = worker_db() else { return };
-    let back = |c: &mut postgres::Client| {
-        eventually(Duration::from_secs(30), || {
-            workers_on(c, "alkstore_test_worker") == 1
-        })
-    };
-    assert!(back(&mut c), "no maintenance worker");
+    let mut reader = worker_db().unwrap();
+    assert!(worker_back(&mut c), "no maintenance worker");
     let stream = format!("worker-back-{}", std::process::id());
     c.batch_execute("DROP EXTENSION alkstore CASCADE").unwrap();
     std::thread::sleep(Duration::from_millis(300));
     // (A chore that was calling a function as it went ends the worker
     // with an error; the postmaster starts it again 5 s later.)
-    assert!(back(&mut c), "no worker without the extension");
+    assert!(worker_back(&mut c), "no worker without the extension");
     c.batch_execute("CREATE EXTENSION alkstore").unwrap();
     assert!(
-        (0..20).any(|_| back(&mut c) && sequenced_by_the_worker(&mut c, &stream)),
+        (0..20)
+            .any(|_| worker_back(&mut c) && sequenced_by_the_worker(&mut c, &mut reader, &stream)),
         "not sequenced after CREATE EXTENSION"
     );
     let Ok(restart) = std::env::var("ALKSTORE_PG_RESTART") else {
@@ -286,12 +266,14 @@ fn the_worker_comes_back_after_drop_create_extension_and_a_restart() {
         "the server did not come back"
     );
     let mut c = c.unwrap();
+    let mut reader = worker_db().unwrap();
     assert!(
-        back(&mut c),
+        worker_back(&mut c),
         "the worker did not come back after the restart"
     );
     assert!(
-        (0..20).any(|_| back(&mut c) && sequenced_by_the_worker(&mut c, &stream)),
+        (0..20)
+            .any(|_| worker_back(&mut c) && sequenced_by_the_worker(&mut c, &mut reader, &stream)),
         "not sequenced after the restart"
     );
 }
