@@ -2226,12 +2226,18 @@ LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'alkstore_in_transaction_block_wrapper
 -- started (>= seq_xmax) at its snapshot, so the check probes those
 -- transactions' index ranges and never walks the entries of events already
 -- moved (dead until vacuum).
+-- alkstore_user may call it (alk_sequence runs with its caller's rights), so
+-- it refuses a transaction block as alk_sequence does: the lock and the
+-- stream's row it takes are held until the caller's transaction ends, and a
+-- caller that held them open would hold up every other sequencer.
 CREATE OR REPLACE FUNCTION alkstore.sequence_stream(s text) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   newer   xid8;   -- the last assignment's snapshot: its xmax
   running xid8[]; -- and the transactions it saw in progress
 BEGIN
+  PERFORM alkstore.name('stream', s);
+  PERFORM alkstore.refuse_transaction_block();
   IF current_setting('transaction_read_only') = 'on' THEN
     RETURN 0;
   END IF;
@@ -2264,6 +2270,18 @@ BEGIN
   END;
 END $$;
 
+-- ALK05 inside a transaction block (as far as this install can tell:
+-- alkstore.in_transaction_block).
+CREATE OR REPLACE FUNCTION alkstore.refuse_transaction_block() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF alkstore.in_transaction_block() THEN
+    PERFORM alkstore.raise('ALK05',
+      'alk_sequence commits transactions of its own and cannot run inside a transaction block: '
+      || 'CALL it on its own (CALL alk_sequence(NULL))');
+  END IF;
+END $$;
+
 -- The streams alk_sequence(stream) works on: the one named, or every one
 -- with events waiting. Refuses a call inside a transaction block: it
 -- commits its own transactions.
@@ -2273,11 +2291,7 @@ BEGIN
   IF stream IS NOT NULL THEN
     PERFORM alkstore.name('stream', stream);
   END IF;
-  IF alkstore.in_transaction_block() THEN
-    PERFORM alkstore.raise('ALK05',
-      'alk_sequence commits transactions of its own and cannot run inside a transaction block: '
-      || 'CALL it on its own (CALL alk_sequence(NULL))');
-  END IF;
+  PERFORM alkstore.refuse_transaction_block();
   IF stream IS NOT NULL THEN
     RETURN ARRAY[stream];
   END IF;

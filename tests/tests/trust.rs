@@ -161,6 +161,21 @@ fn roles_granted_nothing_call_nothing_and_read_nothing_whatever_the_default_priv
                 f.name
             );
         }
+        // The one function of the schema alkstore a user may run (for
+        // alk_sequence) cannot be held open in a transaction of the user's,
+        // where its lock would hold up every other sequencer: refused with
+        // ALK05 (the plain install sees only a block that has written).
+        let held = "BEGIN; SELECT alk_publish('held', '1'); \
+                    SELECT alkstore.sequence_stream('held'); COMMIT";
+        assert_eq!(
+            as_role(&mut c, &user, held).as_deref(),
+            Some("ALK05"),
+            "[{install:?}]"
+        );
+        if install == Install::Extension {
+            let empty = "BEGIN; SELECT alkstore.sequence_stream('held'); COMMIT";
+            assert_eq!(as_role(&mut c, &user, empty).as_deref(), Some("ALK05"));
+        }
     }
 }
 
