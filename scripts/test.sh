@@ -52,6 +52,12 @@ for app in rust-rusqlite rust-sqlx-sqlite; do
 done
 
 step "the crates package and build as crates.io would publish them"
+# Verification unpacks and builds the packaged crates as registry crates,
+# which cargo never unpacks or rebuilds again for the same version: drop what
+# an earlier run left, or it checks the facade against an older core.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/alkstore-core-* \
+  "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/alkstore-sqlite-*
+cargo clean --locked -q -p alkstore-core -p alkstore-sqlite -p alkstore
 cargo publish --locked --workspace --dry-run --allow-dirty 2>&1 | tee "$log.publish" | grep -E '^ *(Packaged|Verifying)'
 
 step "core and SQLite engine: unit, integration and doc tests"
