@@ -196,6 +196,21 @@ DROP FUNCTION IF EXISTS alkstore.sequence_all();
 DROP FUNCTION IF EXISTS alkstore.sequence(text);
 DROP FUNCTION IF EXISTS alkstore.sequence_locked(text);
 
+-- Strict commit order for stream offsets (v1.2 §L): a ticket drawn while
+-- the publishing transaction commits (stream.sql, alkstore.ticket). The
+-- events published before this step keep the order 0.2.0 would have given
+-- them: by transaction id, ahead of every later one. (ALTER TABLE waits
+-- for the publishers in progress: none publishes the old way after it.)
+ALTER TABLE alkstore.published ADD COLUMN tx_first boolean NOT NULL DEFAULT false,
+                               ADD COLUMN ticket bigint;
+CREATE SEQUENCE alkstore.commit_ticket;
+UPDATE alkstore.published p SET ticket = t.ticket
+  FROM (SELECT d.txid, dense_rank() OVER (ORDER BY d.txid) AS ticket
+          FROM (SELECT DISTINCT q.txid FROM alkstore.published q) d) t
+ WHERE p.txid = t.txid;
+SELECT pg_catalog.setval('alkstore.commit_ticket', coalesce(max(p.ticket), 0) + 1, false)
+  FROM alkstore.published p;
+
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
@@ -2320,10 +2335,14 @@ BEGIN
 END $$;
 
 -- The assignment itself, for alkstore.sequence_stream; returns how many
--- events it moved. Planned to read published
--- in index order from where each batch starts (the table's statistics are
--- those of a small table: a bitmap scan and a sort of every row waiting
--- would make a large backlog quadratic).
+-- events it moved. Offsets follow commit order (v1.2 §L): transactions in
+-- the order of their tickets (alkstore.ticket), a transaction's events in
+-- the order it published them. One snapshot lists the transactions of a
+-- pass, so a transaction that commits during it waits for the next pass:
+-- its COMMIT was sent before the moved ones' had returned, and either order
+-- keeps the rule. Planned to probe published by the transactions' index
+-- ranges (the table's statistics are those of a small table: a bitmap scan
+-- or a sequential scan would read every row waiting, and every dead one).
 CREATE OR REPLACE FUNCTION alkstore.sequence_move(s text) RETURNS bigint
 LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
@@ -2333,10 +2352,10 @@ DECLARE
   timeout text;
   newer   xid8;        -- the last assignment's snapshot: its xmax
   running xid8[];      -- and the transactions it saw in progress
-  snap    pg_snapshot; -- this assignment's first snapshot
-  at_txid xid8 := '0'; -- where the next batch starts, (txid, id) order
-  at_id   bigint := 0;
-  kept    boolean := false;
+  snap    pg_snapshot; -- this assignment's snapshot
+  txs     xid8[];      -- the committed transactions to move, in commit order
+  chunk   xid8[];
+  i       integer := 1;
   first   bigint;
 BEGIN
   IF NOT pg_try_advisory_xact_lock(hashtext('alkstore.sequence'), hashtext(s)) THEN
@@ -2362,52 +2381,54 @@ BEGIN
   newer := coalesce(newer, '0');
   running := coalesce(running, '{}');
   first := last;
-  -- A bounded batch at a time in (txid, id) order: a transaction's events
-  -- keep their order. Each batch starts after the last one moved, so no
-  -- batch walks the entries the ones before it deleted; each row is deleted
-  -- by its ctid (a TID scan: no join whose plan could go bad). Only a
-  -- sequencer deletes published rows, and this one holds the lock.
+  -- The transactions with events waiting that this snapshot sees committed
+  -- (their rows and tickets commit together), by ticket (a transaction's
+  -- last: see alkstore.ticket). Rows without one
+  -- were published before tickets existed (the upgrade to 0.3.0 numbered
+  -- them by transaction id): they go first.
+  SELECT coalesce(array_agg(w.txid ORDER BY w.ticket, w.txid), '{}'), pg_current_snapshot()
+    INTO txs, snap
+    FROM (SELECT c.txid, coalesce(max(c.ticket), 0) AS ticket
+            FROM ((SELECT c.txid, c.ticket FROM alkstore.published c
+                    WHERE c.stream = s AND c.txid = ANY (running))
+                  UNION ALL
+                  (SELECT c.txid, c.ticket FROM alkstore.published c
+                    WHERE c.stream = s AND c.txid >= newer)) c
+           GROUP BY c.txid) w;
+  IF pg_catalog.cardinality(txs) = 0 THEN
+    RETURN 0;
+  END IF;
+  -- Recorded for the next pass: everything this snapshot saw is moved
+  -- below; what it did not see is of a transaction it saw in progress or
+  -- not at all. A snapshot does not list its own transaction, which may
+  -- still publish after this: it is recorded as in progress too.
+  UPDATE alkstore.streams t
+     SET seq_started = started, seq_xmax = pg_snapshot_xmax(snap),
+         seq_xip = ARRAY(SELECT pg_snapshot_xip(snap)) || pg_current_xact_id()
+   WHERE t.stream = s;
+  -- A bounded number of transactions at a time, each row deleted through
+  -- its transaction's index range: a committed transaction's rows are all
+  -- there already, and only a sequencer deletes them (this one holds the
+  -- lock).
   LOOP
+    chunk := txs[i : i + 99];
+    EXIT WHEN pg_catalog.cardinality(chunk) = 0;
     WITH moved AS (
       DELETE FROM alkstore.published p
-       WHERE p.ctid = ANY (ARRAY(
-         SELECT b.ctid FROM (
-           (SELECT c.ctid, c.txid, c.id FROM alkstore.published c
-             WHERE c.stream = s AND c.txid = ANY (running) AND (c.txid, c.id) > (at_txid, at_id))
-           UNION ALL
-           (SELECT c.ctid, c.txid, c.id FROM alkstore.published c
-             WHERE c.stream = s AND c.txid >= newer AND (c.txid, c.id) > (at_txid, at_id)
-             ORDER BY c.txid, c.id LIMIT 500)) b
-         ORDER BY b.txid, b.id LIMIT 500))
+       WHERE p.stream = s AND p.txid = ANY (chunk)
       RETURNING p.id, p.txid, p.key, p.payload, p.created_at
     ), added AS (
       INSERT INTO alkstore.events (stream, "offset", key, payload, created_at, id, readable_at)
-      SELECT s, last + row_number() OVER (ORDER BY m.txid, m.id), m.key, m.payload, m.created_at, m.id,
+      SELECT s, last + row_number() OVER (ORDER BY o.n, m.id), m.key, m.payload, m.created_at, m.id,
              -- Readable from now, to others. This transaction's own events
              -- only once it commits: 'infinity' until a prune stamps them.
              CASE WHEN m.txid = pg_current_xact_id_if_assigned() THEN 'infinity' ELSE clock_timestamp() END
-        FROM moved m
+        FROM moved m JOIN unnest(chunk) WITH ORDINALITY o (txid, n) ON o.txid = m.txid
       RETURNING 1
     )
-    SELECT (SELECT count(*) FROM added), l.txid, l.id, pg_current_snapshot()
-      INTO n, at_txid, at_id, snap
-      FROM (SELECT m.txid, m.id FROM moved m ORDER BY m.txid DESC, m.id DESC LIMIT 1) l;
-    n := coalesce(n, 0);
-    -- Recorded: the first batch's snapshot. Everything it saw was moved (by
-    -- it, or by a later batch: those take up after it in the same order);
-    -- what a later batch skipped, behind its start, is of a transaction
-    -- this snapshot saw in progress or not at all. A snapshot does not list
-    -- its own transaction, which may still publish after this: it is
-    -- recorded as in progress too.
-    IF NOT kept AND n > 0 THEN
-      UPDATE alkstore.streams t
-         SET seq_started = started, seq_xmax = pg_snapshot_xmax(snap),
-             seq_xip = ARRAY(SELECT pg_snapshot_xip(snap)) || pg_current_xact_id()
-       WHERE t.stream = s;
-      kept := true;
-    END IF;
+    SELECT count(*) INTO n FROM added;
     last := last + n;
-    EXIT WHEN n < 500;
+    i := i + 100;
   END LOOP;
   UPDATE alkstore.streams t SET last_offset = last WHERE t.stream = s;
   RETURN last - first;
@@ -2420,18 +2441,57 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
 CREATE OR REPLACE FUNCTION alk_publish(stream text, payload jsonb, key text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  s   ALIAS FOR $1;
-  p   ALIAS FOR $2;
-  id_ bigint;
+  s     ALIAS FOR $1;
+  p     ALIAS FOR $2;
+  id_   bigint;
+  txid_ xid8 := pg_current_xact_id();
+  -- The stream this transaction published to last (see alkstore.ticket).
+  memo  text := txid_::text || ':' || s;
+  first boolean := current_setting('alkstore.published_to', true) IS DISTINCT FROM memo;
 BEGIN
   IF (alkstore.name_ok('stream', s) AND p IS NOT NULL) IS NOT TRUE THEN
     PERFORM alkstore.name('stream', s), alkstore.payload('payload', p); -- (one expression: alk_claim)
   END IF;
-  INSERT INTO alkstore.published (stream, key, payload, created_at)
-  VALUES (s, key, p, clock_timestamp())
+  IF first THEN
+    PERFORM set_config('alkstore.published_to', memo, true);
+  END IF;
+  INSERT INTO alkstore.published (stream, key, payload, created_at, txid, tx_first)
+  VALUES (s, key, p, clock_timestamp(), txid_, first)
   RETURNING alkstore.wake_sequencer(alkstore.wake('s', s, id)) INTO id_;
   RETURN id_;
 END $$;
+
+-- Commit order (v1.2 §L): a publishing transaction's ticket, drawn while it
+-- commits (a deferred trigger runs inside COMMIT, before the commit is
+-- recorded) for its first event in each stream. So if one publisher's
+-- COMMIT returned before another's was sent, the first has the lower
+-- ticket, and the sequencer gives its events the lower offsets. (A
+-- prepared transaction draws it at PREPARE TRANSACTION.) A transaction that
+-- publishes to streams in turn gets a ticket at each turn, and the highest
+-- counts; so does one whose deferred triggers run before COMMIT (SET
+-- CONSTRAINTS ALL IMMEDIATE) and publishes again: the next event is a
+-- first one again. Restored rows come with their tickets (no event is
+-- queued for them). SECURITY DEFINER: it runs as whoever commits.
+CREATE OR REPLACE FUNCTION alkstore.ticket() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  UPDATE alkstore.published p SET ticket = nextval('alkstore.commit_ticket')
+   WHERE p.stream = NEW.stream AND p.txid = NEW.txid AND p.id = NEW.id;
+  PERFORM set_config('alkstore.published_to', '', true);
+  RETURN NULL;
+END $$;
+
+-- A constraint trigger cannot be replaced: made once, by whichever install
+-- or upgrade runs this first.
+DO $alkstore_ticket$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                  WHERE t.tgrelid = 'alkstore.published'::regclass AND t.tgname = 'published_ticket') THEN
+    CREATE CONSTRAINT TRIGGER published_ticket AFTER INSERT ON alkstore.published
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+      WHEN (NEW.tx_first AND NEW.ticket IS NULL) EXECUTE FUNCTION alkstore.ticket();
+  END IF;
+END $alkstore_ticket$;
 
 -- A page is read in offset order straight from the primary key, whatever
 -- the statistics say: right after a burst they are those of a much smaller
@@ -3018,7 +3078,7 @@ END $alkstore_check$;
 -- ---- sql/postgres/backup.sql ----
 -- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
 -- extension's tables unless the extension registers them: every table whose
--- rows are state is registered, and the job and event id sequences, so a restore brings
+-- rows are state is registered, the job and event id sequences and the commit tickets, so a restore brings
 -- back every job, option, pause, group, idempotency key, schedule,
 -- event, offset and lease, and ids continue above the old ones. Not the
 -- waiters: registrations of sessions that are gone.
@@ -3036,6 +3096,7 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.published', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.published_id_seq', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.commit_ticket', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.offsets', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.locks', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.paused', '');

@@ -1,6 +1,6 @@
 -- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
 -- extension's tables unless the extension registers them: every table whose
--- rows are state is registered, and the job and event id sequences, so a restore brings
+-- rows are state is registered, the job and event id sequences and the commit tickets, so a restore brings
 -- back every job, option, pause, group, idempotency key, schedule,
 -- event, offset and lease, and ids continue above the old ones. Not the
 -- waiters: registrations of sessions that are gone.
@@ -18,6 +18,7 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.published', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.published_id_seq', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.commit_ticket', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.offsets', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.locks', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.paused', '');

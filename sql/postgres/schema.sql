@@ -195,9 +195,16 @@ CREATE TABLE alkstore.published (
   created_at timestamptz NOT NULL,
   -- The publishing transaction (top level): the sequencing check finds
   -- new events by it, past the entries of events already moved.
-  txid       xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
+  txid       xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+  -- Commit order (v1.2 §L): the transaction's first event in the stream
+  -- gets a ticket while the transaction commits (alkstore.ticket), and
+  -- the sequencer gives transactions their offsets in ticket order.
+  tx_first   boolean     NOT NULL DEFAULT false,
+  ticket     bigint
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 CREATE INDEX published_stream ON alkstore.published (stream, txid, id);
+-- Tickets, drawn in commit order (see alkstore.ticket).
+CREATE SEQUENCE alkstore.commit_ticket;
 
 CREATE TABLE alkstore.offsets (
   stream     text        NOT NULL,

@@ -693,6 +693,47 @@ fn postgres_events_of_transactions_open_during_an_assignment_are_read_after_they
     }
 }
 
+/// Contract v1.2 §L: commit order is strict, even when no sequencer ran
+/// between two commits. A transaction that published first (the lower
+/// transaction id) and committed last gets the higher offsets, its events
+/// in the order it published them, also when it published to another
+/// stream in between; and so does one whose deferred triggers ran before
+/// its COMMIT (`SET CONSTRAINTS ALL IMMEDIATE`) and that published again.
+#[test]
+fn postgres_offsets_follow_commit_order_when_no_sequencer_ran_between_the_commits() {
+    for target in pg_targets() {
+        let e = target.name();
+        let (s, elsewhere) = (fresh("order"), fresh("order-other"));
+        let (mut a, mut b, mut c) = (target.connect(), target.connect(), target.connect());
+        a.begin();
+        let early = publish(&mut *a, &s, "1");
+        publish(&mut *a, &elsewhere, "7");
+        let early_again = publish(&mut *a, &s, "2");
+        b.begin();
+        let late = publish(&mut *b, &s, "3");
+        b.commit();
+        a.commit();
+        assert_eq!(
+            read(&mut *c, &s, 0, 10),
+            [(1, late), (2, early), (3, early_again)],
+            "[{e}] the transaction that committed first comes first"
+        );
+        a.begin();
+        let checked = publish(&mut *a, &s, "4");
+        a.exec("SET CONSTRAINTS ALL IMMEDIATE");
+        b.begin();
+        let between = publish(&mut *b, &s, "5");
+        b.commit();
+        let after_check = publish(&mut *a, &s, "6");
+        a.commit();
+        assert_eq!(
+            read(&mut *c, &s, 3, 10),
+            [(4, between), (5, checked), (6, after_check)],
+            "[{e}] a transaction that checked its constraints early and published again"
+        );
+    }
+}
+
 per_engine! {
     /// One transaction publishes, reads (SQLite: its own event too;
     /// PostgreSQL: what a sequencer gave offsets) and publishes again: after

@@ -30,3 +30,18 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 DROP FUNCTION IF EXISTS alkstore.sequence_all();
 DROP FUNCTION IF EXISTS alkstore.sequence(text);
 DROP FUNCTION IF EXISTS alkstore.sequence_locked(text);
+
+-- Strict commit order for stream offsets (v1.2 §L): a ticket drawn while
+-- the publishing transaction commits (stream.sql, alkstore.ticket). The
+-- events published before this step keep the order 0.2.0 would have given
+-- them: by transaction id, ahead of every later one. (ALTER TABLE waits
+-- for the publishers in progress: none publishes the old way after it.)
+ALTER TABLE alkstore.published ADD COLUMN tx_first boolean NOT NULL DEFAULT false,
+                               ADD COLUMN ticket bigint;
+CREATE SEQUENCE alkstore.commit_ticket;
+UPDATE alkstore.published p SET ticket = t.ticket
+  FROM (SELECT d.txid, dense_rank() OVER (ORDER BY d.txid) AS ticket
+          FROM (SELECT DISTINCT q.txid FROM alkstore.published q) d) t
+ WHERE p.txid = t.txid;
+SELECT pg_catalog.setval('alkstore.commit_ticket', coalesce(max(p.ticket), 0) + 1, false)
+  FROM alkstore.published p;
