@@ -2223,12 +2223,12 @@ BEGIN
   first := last;
   -- The transactions with events waiting that this snapshot sees committed
   -- (their rows and tickets commit together), by ticket (a transaction's
-  -- last: see alkstore.ticket). Rows without one
-  -- were published before tickets existed (the upgrade to 0.3.0 numbered
-  -- them by transaction id): they go first.
-  SELECT coalesce(array_agg(w.txid ORDER BY w.ticket, w.txid), '{}'), pg_current_snapshot()
+  -- last: see alkstore.ticket). One without any skipped its ticket by
+  -- forging the setting alk_publish keeps: it goes last, so it can only
+  -- delay its own events.
+  SELECT coalesce(array_agg(w.txid ORDER BY w.ticket NULLS LAST, w.txid), '{}'), pg_current_snapshot()
     INTO txs, snap
-    FROM (SELECT c.txid, coalesce(max(c.ticket), 0) AS ticket
+    FROM (SELECT c.txid, max(c.ticket) AS ticket
             FROM ((SELECT c.txid, c.ticket FROM alkstore.published c
                     WHERE c.stream = s AND c.txid = ANY (running))
                   UNION ALL

@@ -698,7 +698,8 @@ fn postgres_events_of_transactions_open_during_an_assignment_are_read_after_they
 /// transaction id) and committed last gets the higher offsets, its events
 /// in the order it published them, also when it published to another
 /// stream in between; and so does one whose deferred triggers ran before
-/// its COMMIT (`SET CONSTRAINTS ALL IMMEDIATE`) and that published again.
+/// its COMMIT (`SET CONSTRAINTS ALL IMMEDIATE`) and that published again;
+/// one that skipped its ticket goes last.
 #[test]
 fn postgres_offsets_follow_commit_order_when_no_sequencer_ran_between_the_commits() {
     for target in pg_targets() {
@@ -730,6 +731,22 @@ fn postgres_offsets_follow_commit_order_when_no_sequencer_ran_between_the_commit
             read(&mut *c, &s, 3, 10),
             [(4, between), (5, checked), (6, after_check)],
             "[{e}] a transaction that checked its constraints early and published again"
+        );
+        // A publisher that forges the setting alk_publish keeps, to skip its
+        // ticket, goes after one that committed later: it can only delay
+        // itself.
+        a.begin();
+        let txid = a.query_i64("SELECT pg_current_xact_id()::text::bigint");
+        a.exec(&format!(
+            "SELECT set_config('alkstore.published_to', '{txid}:{s}', true)"
+        ));
+        let forged = publish(&mut *a, &s, "7");
+        a.commit();
+        let honest = publish(&mut *b, &s, "8");
+        assert_eq!(
+            read(&mut *c, &s, 6, 10),
+            [(7, honest), (8, forged)],
+            "[{e}] a transaction without a ticket"
         );
     }
 }
