@@ -11,7 +11,10 @@
 # a job table with nothing but the stamped columns, a primary key and a
 # claim index, sent, in a function, and in a function with alk_enqueue's
 # name check, stamping and wake-up; ALK_BENCH_OPS picks operations (default
-# "enqueue batch claim1 claim32"). About 2 minutes, 9 with the peers.
+# "enqueue batch claim1 claim32"; also "publish publish10": alk_publish 1
+# and 10 per transaction, with a "no ticket" column beside them — the same
+# with the commit-ticket trigger disabled, contract v1.2 §L). About 2
+# minutes, 9 with the peers.
 #
 # Why: on a small shared machine, pgbench figures move by 20-30% between
 # identical runs, more than most changes worth making. Instruction counts
@@ -53,13 +56,14 @@ psql -X -q -d postgres -c "CREATE DATABASE bench"
 psql -X -q -v ON_ERROR_STOP=1 -f "$plain" 2>&1 | { grep -v NOTICE || true; }
 psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE TABLE raw_jobs (LIKE alkstore.jobs INCLUDING ALL);
+CREATE TABLE raw_published (LIKE alkstore.published INCLUDING ALL);
 SQL
 [ "$floor" = 1 ] && psql -X -q -v ON_ERROR_STOP=1 -f scripts/lib/bench-floor.sql
 if [ "$peers" = 1 ]; then
   scripts/bench-peers.sh postgres bench
   psql -X -q -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
 SELECT pgmq.create(q) FROM unnest(ARRAY['enq', 'batch', 'work']) q;
-SELECT pgq.create_queue(q) FROM unnest(ARRAY['enq', 'batch']) q;
+SELECT pgq.create_queue(q) FROM unnest(ARRAY['enq', 'batch', 'events']) q;
 SELECT graphile_worker.add_job('work', '{}'::json); -- registers the task
 SQL
 fi
@@ -86,8 +90,9 @@ pick=$(raw_pick raw_jobs)
 # pending jobs their loop needs.
 reset() { # system
   case $1 in
-    alk)  echo "TRUNCATE alkstore.jobs;" ;;
-    raw)  echo "TRUNCATE raw_jobs;" ;;
+    alk)  echo "TRUNCATE alkstore.jobs, alkstore.published; ALTER TABLE alkstore.published ENABLE TRIGGER published_ticket;" ;;
+    alknt) echo "TRUNCATE alkstore.published; ALTER TABLE alkstore.published DISABLE TRIGGER published_ticket;" ;;
+    raw)  echo "TRUNCATE raw_jobs, raw_published;" ;;
     floor*) echo "TRUNCATE floor_jobs;" ;;
     pgmq) echo "TRUNCATE pgmq.q_enq, pgmq.q_batch, pgmq.q_work;" ;;
     gw)   echo "TRUNCATE graphile_worker._private_jobs;" ;;
@@ -123,6 +128,12 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     batch:pgmq)   echo "PERFORM pgmq.send_batch('batch', ARRAY(SELECT jsonb_array_elements(b))); COMMIT;" ;;
     batch:gw)     echo "PERFORM graphile_worker.add_jobs(ARRAY(SELECT ('batch', e, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM json_array_elements(b::json) e)); COMMIT;" ;;
     batch:pgq)    echo "PERFORM count(pgq.insert_event('batch', 'job', e::text)) FROM jsonb_array_elements(b) e; COMMIT;" ;;
+    publish:alk | publish:alknt) echo "PERFORM alk_publish('events', p); COMMIT;" ;;
+    publish:raw)  echo "INSERT INTO raw_published (stream, payload, created_at) VALUES ('events', p, clock_timestamp()); COMMIT;" ;;
+    publish:pgq)  echo "PERFORM pgq.insert_event('events', 'event', p::text); COMMIT;" ;;
+    publish10:alk | publish10:alknt) echo "FOR j IN 1..10 LOOP PERFORM alk_publish('events', p); END LOOP; COMMIT;" ;;
+    publish10:raw) echo "FOR j IN 1..10 LOOP INSERT INTO raw_published (stream, payload, created_at) VALUES ('events', p, clock_timestamp()); END LOOP; COMMIT;" ;;
+    publish10:pgq) echo "FOR j IN 1..10 LOOP PERFORM pgq.insert_event('events', 'event', p::text); END LOOP; COMMIT;" ;;
     claim1:alk)   echo "SELECT c.id INTO x FROM alk_claim('work', 'w', 1) c; COMMIT;
     PERFORM alk_ack(x, 'w'); COMMIT;" ;;
     claim1:raw)   echo "UPDATE raw_jobs $raw_claim_set WHERE id = ($pick LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id INTO x; COMMIT;
@@ -147,8 +158,8 @@ per_op() { # operation system -> instructions per operation, or -
   b=$(body "$op" "$sys")
   [ -n "$b" ] || { echo -; return; }
   case $op in
-    enqueue|claim1) n1=100; n2=600 ;;
-    batch|claim32)  n1=10;  n2=60 ;;
+    enqueue|claim1|publish) n1=100; n2=600 ;;
+    batch|claim32|publish10) n1=10;  n2=60 ;;
   esac
   pre=$(reset "$sys")
   case $op in
@@ -184,9 +195,10 @@ CALL bench_loop($n2);")
 }
 
 systems=(alk raw)
+case " ${ALK_BENCH_OPS:-} " in *" publish"*) systems=(alk alknt raw) ;; esac
 [ "$peers" = 1 ] && systems+=(pgmq gw pgq)
 [ "$floor" = 1 ] && systems+=(floor floorf floors)
-declare -A head=([alk]=alkstore [raw]=raw [pgmq]=pgmq [gw]=graphile [pgq]=pgq
+declare -A head=([alk]=alkstore [alknt]="no ticket" [raw]=raw [pgmq]=pgmq [gw]=graphile [pgq]=pgq
                  [floor]=floor [floorf]="floor fn" [floors]="fn+stamp")
 printf '%-32s' "operation (instructions/op)"
 for s in "${systems[@]}"; do printf ' %10s' "${head[$s]}"; done
@@ -199,6 +211,8 @@ for op in ${ALK_BENCH_OPS:-enqueue batch claim1 claim32}; do
     batch)   label="enqueue 100/tx (batch)" ;;
     claim1)  label="claim 1 + ack (2 tx)" ;;
     claim32) label="claim 32 + ack (2 tx)" ;;
+    publish) label="publish 1/tx" ;;
+    publish10) label="publish 10/tx" ;;
   esac
   declare -A v=()
   printf '%-32s' "$label"
