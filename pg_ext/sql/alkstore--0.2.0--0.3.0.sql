@@ -2284,14 +2284,19 @@ DECLARE
   s     ALIAS FOR $1;
   p     ALIAS FOR $2;
   id_   bigint;
-  txid_ xid8 := pg_current_xact_id();
-  -- The stream this transaction published to last (see alkstore.ticket).
-  memo  text := txid_::text || ':' || s;
-  first boolean := current_setting('alkstore.published_to', true) IS DISTINCT FROM memo;
+  txid_ xid8;
+  memo  text;
+  first boolean;
 BEGIN
   IF (alkstore.name_ok('stream', s) AND p IS NOT NULL) IS NOT TRUE THEN
     PERFORM alkstore.name('stream', s), alkstore.payload('payload', p); -- (one expression: alk_claim)
   END IF;
+  -- Only after the arguments passed: bad input changes nothing (no xid
+  -- assigned) and gets its code on a standby too.
+  txid_ := pg_current_xact_id();
+  -- The stream this transaction published to last (see alkstore.ticket).
+  memo := txid_::text || ':' || s;
+  first := current_setting('alkstore.published_to', true) IS DISTINCT FROM memo;
   IF first THEN
     PERFORM set_config('alkstore.published_to', memo, true);
   END IF;

@@ -828,6 +828,9 @@ fn postgres_a_hot_standby_reads_the_offsets_the_primary_gave() {
     assert_eq!(info["last_offset"], seen.len(), "{info}");
     // On a standby nothing can be written: alk_sequence gives nothing there.
     assert_eq!(r.int("alk_sequence", &[t(&s)]), 0);
+    // Bad input gets its code before anything asks for a transaction id.
+    assert_eq!(r.code("alk_publish", &[t(""), j("1")]), "ALK01");
+    assert_eq!(r.code("alk_publish", &[t(&s), Arg::Null]), "ALK04");
     p.int("alk_sequence", &[t(&s)]);
     assert_eq!(read(&mut *p, &s, 0, 10), [(1, first), (2, second)]);
     replayed(&mut *p, &mut *r);
