@@ -7,6 +7,7 @@
 
 pub mod catalogue;
 pub mod error;
+pub mod limits;
 pub mod names;
 pub mod opts;
 pub mod pg_constants;
@@ -21,5 +22,6 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const SCHEMA_VERSION: i64 = 3;
 
 pub use error::{err, Code, ContractError};
+pub use limits::QueueLimits;
 pub use names::NameKind;
 pub use opts::{EnqueueOpts, QueueOpts};

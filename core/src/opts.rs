@@ -144,18 +144,25 @@ impl Default for QueueOpts {
     }
 }
 
-/// The option keys `alk_queue_configure` accepts.
-pub const QUEUE_KEYS: [&str; 6] = [
+/// The option keys `alk_queue_configure` accepts: the options stamped on
+/// jobs and read when they finish, then the limits ([`crate::limits`]).
+pub const QUEUE_KEYS: [&str; 12] = [
     "visibility_timeout_s",
     "max_attempts",
     "backoff_base_s",
     "backoff_max_s",
     "retain_completed_s",
     "retain_dead_s",
+    "max_running",
+    "rate_max",
+    "rate_per_s",
+    "key_max_running",
+    "key_rate_max",
+    "key_rate_per_s",
 ];
 
 /// The option keys the enqueue functions accept.
-pub const ENQUEUE_KEYS: [&str; 8] = [
+pub const ENQUEUE_KEYS: [&str; 9] = [
     "delay_s",
     "run_at",
     "priority",
@@ -164,12 +171,13 @@ pub const ENQUEUE_KEYS: [&str; 8] = [
     "idempotency_key",
     "idempotency_ttl_s",
     "group_key",
+    "limit_key",
 ];
 
 /// How long an idempotency key holds when no `idempotency_ttl_s` is given.
 pub const DEFAULT_IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
 
-/// The longest `idempotency_key` or `group_key`, in bytes.
+/// The longest `idempotency_key`, `group_key` or `limit_key`, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
 
 impl QueueOpts {
@@ -201,6 +209,8 @@ impl QueueOpts {
                 // null: keep dead jobs until requeued or purged (the default).
                 "retain_dead_s" if value.is_null() => self.retain_dead_ms = None,
                 "retain_dead_s" => self.retain_dead_ms = Some(duration(key, value, false)?),
+                // The limits: QueueLimits::merged.
+                k if crate::limits::LIMIT_KEYS.contains(&k) => {}
                 _ => unreachable!("object() rejects unknown keys"),
             }
         }
@@ -300,6 +310,8 @@ pub struct EnqueueOpts {
     pub idempotency_ttl_ms: Option<i64>,
     /// Jobs of one group run one at a time, in id order (contract v1.1 §C2).
     pub group_key: Option<String>,
+    /// The partition the job's per-key limits count in (contract v1.2 §I).
+    pub limit_key: Option<String>,
 }
 
 impl EnqueueOpts {
@@ -327,6 +339,7 @@ impl EnqueueOpts {
                 "idempotency_key" => out.idempotency_key = Some(key_text(key, value)?),
                 "idempotency_ttl_s" => out.idempotency_ttl_ms = Some(duration(key, value, true)?),
                 "group_key" => out.group_key = Some(key_text(key, value)?),
+                "limit_key" => out.limit_key = Some(key_text(key, value)?),
                 _ => unreachable!("object() rejects unknown keys"),
             }
         }
@@ -427,7 +440,7 @@ fn number(key: &str, value: &Value) -> Result<f64, ContractError> {
     })
 }
 
-fn duration(key: &str, value: &Value, positive: bool) -> Result<i64, ContractError> {
+pub(crate) fn duration(key: &str, value: &Value, positive: bool) -> Result<i64, ContractError> {
     let s = number(key, value)?;
     let ms = time::seconds_to_ms(s);
     if !(0.0..=MAX_DURATION_S).contains(&s) || (positive && ms < 1) {
@@ -447,7 +460,7 @@ fn duration(key: &str, value: &Value, positive: bool) -> Result<i64, ContractErr
     Ok(ms)
 }
 
-fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractError> {
+pub(crate) fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractError> {
     let n = number(key, value)?;
     // Exactly, not through f64: 2^63 rounds to i64::MAX as a float, and
     // PostgreSQL's bigint refuses it.
@@ -545,6 +558,9 @@ mod tests {
             json!({"idempotency_key": "k", "idempotency_ttl_s": 0}),
             json!({"group_key": ""}),
             json!({"group_key": null}),
+            json!({"limit_key": ""}),
+            json!({"limit_key": 7}),
+            json!({"limit_key": "k".repeat(1025)}),
         ] {
             assert_eq!(code(bad), Code::InvalidOptions);
         }

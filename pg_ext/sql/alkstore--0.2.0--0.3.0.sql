@@ -51,6 +51,29 @@ UPDATE alkstore.published p SET ticket = t.ticket
 SELECT pg_catalog.setval('alkstore.commit_ticket', coalesce(max(p.ticket), 0) + 1, false)
   FROM alkstore.published p;
 
+-- Flow control (contract v1.2 §I): limits per queue and per limit_key
+-- (limit.sql). No default on the new column: adding it rewrites nothing.
+ALTER TABLE alkstore.jobs ADD COLUMN limit_key text;
+ALTER TYPE alkstore.enqueue_opts ADD ATTRIBUTE limit_key text;
+CREATE TABLE alkstore.queue_limits (
+  queue           text PRIMARY KEY,
+  max_running     integer,
+  rate_max        integer,
+  rate_per_ms     bigint,
+  key_max_running integer,
+  key_rate_max    integer,
+  key_rate_per_ms bigint,
+  claimed_at      timestamptz
+);
+CREATE TABLE alkstore.claim_times (
+  queue      text        NOT NULL,
+  limit_key  text        NOT NULL,
+  claimed_at timestamptz NOT NULL
+);
+CREATE INDEX claim_times_window ON alkstore.claim_times (queue, limit_key, claimed_at);
+CREATE INDEX claim_times_age ON alkstore.claim_times (claimed_at);
+REVOKE ALL ON alkstore.queue_limits, alkstore.claim_times FROM PUBLIC;
+
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
@@ -377,8 +400,10 @@ BEGIN
       -- null: keep dead jobs until requeued or purged (the default).
       WHEN 'retain_dead_s' THEN r.retain_dead_ms :=
         CASE WHEN opts -> k = 'null'::jsonb THEN NULL ELSE alkstore.duration_ms(k, opts -> k, false) END;
+      -- The limits: alkstore.merge_limits (limit.sql).
+      WHEN 'max_running', 'rate_max', 'rate_per_s', 'key_max_running', 'key_rate_max', 'key_rate_per_s' THEN NULL;
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s, retain_completed_s, retain_dead_s)',
+        'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s, retain_completed_s, retain_dead_s, max_running, rate_max, rate_per_s, key_max_running, key_rate_max, key_rate_per_s)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;
@@ -396,7 +421,7 @@ LANGUAGE sql IMMUTABLE AS $$
     'retain_dead_s', coalesce(alkstore.seconds(o.retain_dead_ms), 'null'::jsonb))
 $$;
 
--- A key option (idempotency_key, group_key): a non-empty string of at most
+-- A key option (idempotency_key, group_key, limit_key): a non-empty string of at most
 -- max_name_bytes() bytes.
 CREATE OR REPLACE FUNCTION alkstore.key_opt(key text, v jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -424,7 +449,7 @@ DECLARE
   delay_ms bigint;
   at       timestamptz;
   secs     numeric;
-  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL);
+  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL, NULL);
 BEGIN
   IF opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb THEN
     RETURN r;
@@ -462,8 +487,9 @@ BEGIN
       WHEN 'idempotency_key' THEN r.idempotency_key := alkstore.key_opt(k, v);
       WHEN 'idempotency_ttl_s' THEN r.idempotency_ttl_ms := alkstore.duration_ms(k, v, true);
       WHEN 'group_key' THEN r.group_key := alkstore.key_opt(k, v);
+      WHEN 'limit_key' THEN r.limit_key := alkstore.key_opt(k, v);
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key)',
+        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key, limit_key)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;
@@ -827,6 +853,284 @@ LANGUAGE sql STABLE AS $$
   SELECT now + c.retain_dead_ms * interval '1 millisecond' FROM alkstore.queues c WHERE c.queue = q
 $$;
 
+-- ---- sql/postgres/limit.sql ----
+-- Flow control (contract v1.2 §I): concurrency and sliding-window rate
+-- limits per queue and per limit_key, kept in alkstore.queue_limits and
+-- alkstore.claim_times (schema.sql). Claims of a queue without limits never
+-- come here: the claim (templates/claim.sql) asks whether the queue has a
+-- row, in the statement it asks whether the queue is paused.
+
+-- Merges the limit keys of `opts` over `base` (the other keys are
+-- merge_queue_opts' business). With `pairs`, the result must have both or
+-- neither of each rate pair (contract: one without the other is
+-- InvalidOptions); the check of the arguments alone, before anything is
+-- read, merges over no limits without it.
+CREATE OR REPLACE FUNCTION alkstore.merge_limits(base alkstore.queue_limits, opts jsonb, pairs boolean)
+RETURNS alkstore.queue_limits
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  r alkstore.queue_limits := base;
+  k text;
+  v jsonb;
+BEGIN
+  IF jsonb_typeof(opts) IS DISTINCT FROM 'object' THEN
+    RETURN r; -- NULL or 'null' (no change); anything else merge_queue_opts refused
+  END IF;
+  FOR k, v IN SELECT * FROM jsonb_each(opts) LOOP
+    CASE k -- (null removes the limit)
+      WHEN 'max_running' THEN r.max_running := alkstore.limit_count(k, v);
+      WHEN 'rate_max' THEN r.rate_max := alkstore.limit_count(k, v);
+      WHEN 'rate_per_s' THEN
+        r.rate_per_ms := CASE WHEN v <> 'null'::jsonb THEN alkstore.duration_ms(k, v, true) END;
+      WHEN 'key_max_running' THEN r.key_max_running := alkstore.limit_count(k, v);
+      WHEN 'key_rate_max' THEN r.key_rate_max := alkstore.limit_count(k, v);
+      WHEN 'key_rate_per_s' THEN
+        r.key_rate_per_ms := CASE WHEN v <> 'null'::jsonb THEN alkstore.duration_ms(k, v, true) END;
+      ELSE NULL;
+    END CASE;
+  END LOOP;
+  IF pairs AND (r.rate_max IS NULL) <> (r.rate_per_ms IS NULL) THEN
+    PERFORM alkstore.raise('ALK03', 'rate_max and rate_per_s go together: give both, or set both to null');
+  END IF;
+  IF pairs AND (r.key_rate_max IS NULL) <> (r.key_rate_per_ms IS NULL) THEN
+    PERFORM alkstore.raise('ALK03', 'key_rate_max and key_rate_per_s go together: give both, or set both to null');
+  END IF;
+  RETURN r;
+END $$;
+
+-- A count limit: a whole number from 1, or null (no limit).
+CREATE OR REPLACE FUNCTION alkstore.limit_count(key text, v jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN v <> 'null'::jsonb THEN alkstore.whole(key, v, 1, 2147483647) END
+$$;
+
+-- The queue's limits: its row, or none set.
+CREATE OR REPLACE FUNCTION alkstore.queue_limits(q text) RETURNS alkstore.queue_limits
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT l FROM alkstore.queue_limits l WHERE l.queue = q),
+                  ROW(q, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::alkstore.queue_limits)
+$$;
+
+CREATE OR REPLACE FUNCTION alkstore.limits_json(l alkstore.queue_limits) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'max_running', l.max_running, 'rate_max', l.rate_max,
+    'rate_per_s', coalesce(alkstore.seconds(l.rate_per_ms), 'null'::jsonb),
+    'key_max_running', l.key_max_running, 'key_rate_max', l.key_rate_max,
+    'key_rate_per_s', coalesce(alkstore.seconds(l.key_rate_per_ms), 'null'::jsonb))
+$$;
+
+-- Stores the queue's limits (alk_queue_configure, which serialises
+-- configures of one queue); a queue left without any has no row.
+CREATE OR REPLACE FUNCTION alkstore.set_limits(l alkstore.queue_limits) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
+    DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
+    DELETE FROM alkstore.claim_times t WHERE t.queue = l.queue;
+    RETURN;
+  END IF;
+  INSERT INTO alkstore.queue_limits AS t (queue, max_running, rate_max, rate_per_ms, key_max_running,
+                                          key_rate_max, key_rate_per_ms)
+  VALUES (l.queue, l.max_running, l.rate_max, l.rate_per_ms, l.key_max_running, l.key_rate_max, l.key_rate_per_ms)
+  ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET
+    max_running = excluded.max_running, rate_max = excluded.rate_max, rate_per_ms = excluded.rate_per_ms,
+    key_max_running = excluded.key_max_running, key_rate_max = excluded.key_rate_max,
+    key_rate_per_ms = excluded.key_rate_per_ms;
+END $$;
+
+-- Room under one pair of limits at `now`: the queue's (key NULL) or one
+-- key's. room: how many more claims they allow now (may be 0 or less);
+-- free_at, when room is 0 or less: the earliest time it can be more — a
+-- rate window frees a slot when the rate_max-th latest claim leaves it; a
+-- running slot at the latest when the first of the running claims expires
+-- (sooner if a job finishes, which wakes waiting workers).
+CREATE OR REPLACE FUNCTION alkstore.limit_room(q text, key text, max_running integer, rate_max integer,
+                                               rate_per_ms bigint, now timestamptz,
+                                               OUT room integer, OUT free_at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  n     bigint;
+  first timestamptz;
+BEGIN
+  room := 2147483647;
+  IF max_running IS NOT NULL THEN
+    -- Running: claimed, claim not expired (an expired claim frees its slot).
+    SELECT count(*), min(e.claim_expires_at) INTO n, first FROM alkstore.jobs e
+     WHERE e.queue = q AND e.state = 'running'
+       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END > now
+       AND (key IS NULL OR e.limit_key = key);
+    room := max_running - n;
+    IF room <= 0 THEN
+      free_at := first;
+    END IF;
+  END IF;
+  IF rate_max IS NOT NULL THEN
+    SELECT count(*), (array_agg(t.claimed_at ORDER BY t.claimed_at DESC))[rate_max] INTO n, first
+      FROM alkstore.claim_times t
+     WHERE t.queue = q AND t.limit_key = coalesce(key, '')
+       AND t.claimed_at > now - rate_per_ms * interval '1 millisecond';
+    IF rate_max - n <= 0 THEN
+      free_at := greatest(free_at, first + rate_per_ms * interval '1 millisecond');
+    END IF;
+    room := least(room, rate_max - n);
+  END IF;
+END $$;
+
+-- Forgets the claim times that left a window: a window holds at most its
+-- rate_max rows.
+CREATE OR REPLACE FUNCTION alkstore.limit_forget(q text, key text, rate_per_ms bigint, now timestamptz) RETURNS void
+LANGUAGE sql AS $$
+  DELETE FROM alkstore.claim_times t
+   WHERE t.queue = q AND t.limit_key = key AND t.claimed_at <= now - rate_per_ms * interval '1 millisecond'
+$$;
+
+-- A claim of a queue with limits: up to n jobs in claim order among the
+-- claimable ones (pending and due, or running with an expired claim),
+-- stepping over those whose key is at its limit, and no more than the
+-- queue's limits allow. Never waits for a slot: fewer jobs, or none.
+CREATE OR REPLACE FUNCTION alkstore.claim_limited(q text, w text, n integer)
+RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
+               claim_expires_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  l      alkstore.queue_limits;
+  now    timestamptz;
+  room   integer;
+  r      record;
+  c      record;
+  keys   jsonb := '{}'; -- room left per key met so far
+  k_room integer;
+  chosen bigint[] := '{}';
+BEGIN
+  -- The order of the queue's claims: an UPDATE rather than FOR UPDATE, so
+  -- that a claim in a REPEATABLE READ transaction whose snapshot is older
+  -- than the last claim fails (40001) instead of counting from that
+  -- snapshot. Read committed: each statement below sees the last claim.
+  UPDATE alkstore.queue_limits t SET claimed_at = clock_timestamp() WHERE t.queue = q RETURNING t.* INTO l;
+  IF NOT FOUND THEN
+    l := alkstore.queue_limits(q); -- removed since the claim looked: none
+  END IF;
+  now := clock_timestamp(); -- after the wait for the last claim
+  IF l.rate_max IS NOT NULL THEN
+    PERFORM alkstore.limit_forget(q, '', l.rate_per_ms, now);
+  END IF;
+  r := alkstore.limit_room(q, NULL, l.max_running, l.rate_max, l.rate_per_ms, now);
+  room := least(n, r.room);
+  IF room <= 0 THEN
+    RETURN;
+  END IF;
+  -- Both sides in claim order, merged (each read in its index order).
+  FOR c IN
+    (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
+        AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
+      ORDER BY e.priority DESC, e.run_at, e.id)
+    UNION ALL
+    (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      WHERE e.queue = q AND e.state = 'running'
+        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+        AND e.attempts < e.max_attempts)
+    ORDER BY 3 DESC, 4, 1
+  LOOP
+    IF c.limit_key IS NOT NULL AND num_nonnulls(l.key_max_running, l.key_rate_max) > 0 THEN
+      IF NOT keys ? c.limit_key THEN
+        IF l.key_rate_max IS NOT NULL THEN
+          PERFORM alkstore.limit_forget(q, c.limit_key, l.key_rate_per_ms, now);
+        END IF;
+        r := alkstore.limit_room(q, c.limit_key, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
+        keys := keys || jsonb_build_object(c.limit_key, r.room);
+      END IF;
+      k_room := (keys ->> c.limit_key)::integer;
+      CONTINUE WHEN k_room <= 0; -- stepped over: the next job's key may have room
+      keys := keys || jsonb_build_object(c.limit_key, k_room - 1);
+    END IF;
+    chosen := chosen || c.id;
+    room := room - 1;
+    EXIT WHEN room = 0;
+  END LOOP;
+  -- Locked and claimed only now, the chosen that are still claimable
+  -- (nothing stepped over is locked; one another transaction holds is
+  -- left: fewer jobs). Each claim counts toward the rates at its time.
+  RETURN QUERY
+  WITH claimed AS (
+    UPDATE alkstore.jobs j
+       SET state = 'running', attempts = j.attempts + 1, claimed_by = w,
+           claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.id = ANY (chosen) AND e.queue = q
+                AND ((e.state = 'pending' COLLATE "C" AND e.run_at <= now
+                      AND (e.expires_at IS NULL OR e.expires_at > now))
+                     OR (e.state = 'running' COLLATE "C" AND e.claim_expires_at <= now
+                         AND e.attempts < e.max_attempts))
+              FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.claim_expires_at, j.priority, j.run_at,
+              j.limit_key
+  ), counted AS (
+    INSERT INTO alkstore.claim_times (queue, limit_key, claimed_at)
+    SELECT q, '', now FROM claimed WHERE l.rate_max IS NOT NULL
+    UNION ALL
+    SELECT q, k.limit_key, now FROM claimed k WHERE l.key_rate_max IS NOT NULL AND k.limit_key IS NOT NULL
+  )
+  SELECT k.id, k.queue, k.payload, k.attempts, k.max_attempts, k.claim_expires_at
+    FROM claimed k
+   ORDER BY k.priority DESC, k.run_at, k.id;
+END $$;
+
+-- When a claim of the queue can take a job next: NULL when its limits
+-- leave room now (or it has none), else the earliest time a slot frees
+-- (limit_room). Per-key limits count when every job a claim could take now
+-- (the first 1,000 in claim order) is of a key at its limit.
+CREATE OR REPLACE FUNCTION alkstore.next_slot_at(q text, now timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  l     alkstore.queue_limits;
+  r     record;
+  k     text;
+  first timestamptz;
+BEGIN
+  SELECT t.* INTO l FROM alkstore.queue_limits t WHERE t.queue = q;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  r := alkstore.limit_room(q, NULL, l.max_running, l.rate_max, l.rate_per_ms, now);
+  IF r.room <= 0 THEN
+    RETURN r.free_at;
+  END IF;
+  IF num_nonnulls(l.key_max_running, l.key_rate_max) = 0 THEN
+    RETURN NULL;
+  END IF;
+  FOR k IN
+    SELECT DISTINCT e.limit_key FROM (
+      SELECT e.limit_key FROM alkstore.jobs e
+       WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
+         AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
+       ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000) e
+  LOOP
+    IF k IS NULL THEN
+      RETURN NULL; -- a job without a key: only the queue's limits count
+    END IF;
+    r := alkstore.limit_room(q, k, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
+    IF r.room > 0 THEN
+      RETURN NULL;
+    END IF;
+    first := least(first, r.free_at);
+  END LOOP;
+  RETURN first;
+END $$;
+
+-- A job of the queue finished (acked, retried, failed, cancelled): where a
+-- running limit may have held claims back, wake a waiting worker, as an
+-- enqueue does. True, for use in a RETURNING list.
+CREATE OR REPLACE FUNCTION alkstore.freed(q text) RETURNS boolean
+LANGUAGE sql AS $$
+  SELECT CASE WHEN EXISTS (SELECT FROM alkstore.queue_limits l
+                            WHERE l.queue = q AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+              THEN CASE WHEN alkstore.wake('q', q) IS NULL THEN true ELSE true END ELSE true END
+$$;
+
 -- ---- sql/postgres/queue.sql ----
 -- Queues (contract §5). Public functions are SECURITY DEFINER with a pinned
 -- search_path: application roles need no rights on the tables, and a
@@ -864,19 +1168,20 @@ BEGIN
   END IF;
   IF id IS NULL THEN
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
-      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key)
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
+      limit_key)
     VALUES (q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key)
+      o.expires_at, o.group_key, o.limit_key)
     RETURNING j.id INTO id;
   ELSE
     INSERT INTO alkstore.jobs AS j (id, queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      idempotency_key)
+      idempotency_key, limit_key)
     OVERRIDING SYSTEM VALUE
     VALUES (id, q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.idempotency_key);
+      o.expires_at, o.group_key, o.idempotency_key, o.limit_key);
   END IF;
   IF state = 'pending' THEN
     PERFORM alkstore.wake('q', q);
@@ -907,11 +1212,12 @@ BEGIN
   END IF;
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
-      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key)
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
+      limit_key)
     SELECT q, CASE WHEN o.group_key IS NULL OR (head AND p.n = 1) THEN 'pending' ELSE 'waiting' END,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key
+      o.expires_at, o.group_key, o.limit_key
     FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n)
     ORDER BY p.n
     RETURNING id
@@ -976,6 +1282,7 @@ DECLARE
   now timestamptz;
   q   text;
   g   text;
+  woke boolean; -- alkstore.freed's (ignored) result
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
   -- evaluate a WHERE term once the job is not found. (One expression, the
@@ -986,7 +1293,7 @@ BEGIN
   DELETE FROM alkstore.jobs j
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
-  RETURNING j.queue, j.group_key INTO q, g;
+  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -994,7 +1301,7 @@ BEGIN
            prune_at = now + coalesce((SELECT c.retain_completed_ms FROM alkstore.queues c WHERE c.queue = j.queue), 0)
                             * interval '1 millisecond'
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-    RETURNING j.queue, j.group_key INTO q, g;
+    RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
@@ -1013,6 +1320,7 @@ DECLARE
   n   integer;
   qs  text[];
   gs  text[];
+  fq  text[]; -- the queues of the acked jobs
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (alkstore.job_ids_ok(job_ids) AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
@@ -1042,11 +1350,14 @@ BEGIN
     RETURNING j.queue, j.group_key
   )
   SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
-         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL)
-    INTO n, qs, gs
+         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue)
+    INTO n, qs, gs, fq
     FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
+  END IF;
+  IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
+    PERFORM alkstore.freed(x) FROM unnest(fq) x;
   END IF;
   RETURN n;
 END $$;
@@ -1079,6 +1390,7 @@ BEGIN
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING j.state, j.queue, j.group_key INTO result, q, g;
+  PERFORM alkstore.freed(q) WHERE q IS NOT NULL;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
   END IF;
@@ -1092,6 +1404,7 @@ DECLARE
   w   ALIAS FOR $2;
   q   text;
   g   text;
+  woke boolean; -- alkstore.freed's (ignored) result
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
@@ -1100,7 +1413,7 @@ BEGIN
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-  RETURNING j.queue, j.group_key INTO q, g;
+  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -1138,9 +1451,10 @@ DECLARE
   q   text;
   g   text;
   was text;
+  woke boolean; -- alkstore.freed's (ignored) result
 BEGIN
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting')
-  RETURNING j.queue, j.group_key, j.state INTO q, g, was;
+  RETURNING j.queue, j.group_key, j.state, j.state <> 'running' OR alkstore.freed(j.queue) INTO q, g, was, woke;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -1163,7 +1477,7 @@ LANGUAGE sql STABLE AS $$
     'run_at', alkstore.ts(j.run_at), 'created_at', alkstore.ts(j.created_at),
     'claimed_by', j.claimed_by, 'claim_expires_at', alkstore.ts(j.claim_expires_at),
     'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error,
-    'idempotency_key', j.idempotency_key, 'group_key', j.group_key,
+    'idempotency_key', j.idempotency_key, 'group_key', j.group_key, 'limit_key', j.limit_key,
     'completed_at', alkstore.ts(j.completed_at), 'result', j.result)
 $$;
 
@@ -1209,11 +1523,16 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q      text := alkstore.name('queue', queue);
   merged alkstore.queue_opts;
+  limits alkstore.queue_limits;
 BEGIN
-  PERFORM alkstore.merge_queue_opts(alkstore.default_queue_opts(), opts); -- check before locking
+  -- Check before locking (the rate pairs are checked on the merged limits).
+  PERFORM alkstore.merge_queue_opts(alkstore.default_queue_opts(), opts),
+          alkstore.merge_limits(alkstore.queue_limits(q), opts, false);
   -- Serialise configures of one queue (the row may not exist yet to lock).
   PERFORM pg_advisory_xact_lock(hashtext('alkstore.queues'), hashtext(q));
   merged := alkstore.merge_queue_opts(alkstore.queue_opts(q), opts);
+  limits := alkstore.merge_limits(alkstore.queue_limits(q), opts, true);
+  PERFORM alkstore.set_limits(limits);
   INSERT INTO alkstore.queues AS c (queue, visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms,
                                     retain_completed_ms, retain_dead_ms)
   VALUES (q, merged.visibility_timeout_ms, merged.max_attempts, merged.backoff_base_ms, merged.backoff_max_ms,
@@ -1222,13 +1541,15 @@ BEGIN
     visibility_timeout_ms = excluded.visibility_timeout_ms, max_attempts = excluded.max_attempts,
     backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
     retain_completed_ms = excluded.retain_completed_ms, retain_dead_ms = excluded.retain_dead_ms;
-  RETURN alkstore.queue_opts_json(merged);
+  RETURN alkstore.queue_opts_json(merged) || alkstore.limits_json(limits);
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_queue_opts(queue text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q text := alkstore.name('queue', queue);
 BEGIN
-  RETURN alkstore.queue_opts_json(alkstore.queue_opts(alkstore.name('queue', queue)));
+  RETURN alkstore.queue_opts_json(alkstore.queue_opts(q)) || alkstore.limits_json(alkstore.queue_limits(q));
 END $$;
 
 -- Each count reads one partial index, so stats cost does not grow with
@@ -1254,6 +1575,8 @@ BEGIN
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
     'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
     'paused', EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
+    'running_limit', (SELECT l.max_running FROM alkstore.queue_limits l WHERE l.queue = q),
+    'next_slot_at', alkstore.ts(alkstore.next_slot_at(q, now)),
     'oldest_runnable_age_s',
       CASE WHEN oldest IS NULL THEN NULL
            ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END);
@@ -1331,6 +1654,7 @@ DECLARE
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
   any_expired boolean; -- running jobs whose claim expired
   is_paused boolean;
+  is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
 BEGIN
@@ -1340,8 +1664,8 @@ BEGIN
   IF (alkstore.name_ok('queue', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('queue', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
-  -- Paused? Any deadline passed (an expired claim, or a pending job past
-  -- its expires_at)? Each is one index probe, both in one statement (each
+  -- Paused? Limited? Any deadline passed (an expired claim, or a pending
+  -- job past its expires_at)? Each is one index probe, all in one statement (each
   -- statement PL/pgSQL runs costs more to start than these probes).
   -- Passed deadlines are rare; the dead-lettering UPDATEs run only when the
   -- probe finds one: an UPDATE costs tens of microseconds to start (it
@@ -1350,12 +1674,13 @@ BEGIN
   -- plan for a plain EXISTS chose to scan the table. Bounded by now: the
   -- entries of jobs claimed and acked since the last VACUUM lie beyond it.)
   SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
+         EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = q),
          (SELECT CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END
             FROM alkstore.jobs e
            WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
              AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
            ORDER BY 1 LIMIT 1) IS NOT NULL
-    INTO is_paused, any_due;
+    INTO is_paused, is_limited, any_due;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
@@ -1434,6 +1759,11 @@ BEGIN
       )
       SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
     END IF;
+  END IF;
+  -- Limits: counted and stepped over there (limit.sql), in claim order.
+  IF is_limited THEN
+    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n);
+    RETURN;
   END IF;
   -- The claim. Pending jobs are found by jobs_pending's key, the hash of
   -- the queue's name, and the name rechecked (schema.sql). Without expired
@@ -1507,6 +1837,7 @@ DECLARE
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
   any_expired boolean; -- running jobs whose claim expired
   is_paused boolean;
+  is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
 BEGIN
@@ -1516,8 +1847,8 @@ BEGIN
   IF (alkstore.name_ok('outbox', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('outbox', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
-  -- Paused? Any deadline passed (an expired claim, or a pending job past
-  -- its expires_at)? Each is one index probe, both in one statement (each
+  -- Paused? Limited? Any deadline passed (an expired claim, or a pending
+  -- job past its expires_at)? Each is one index probe, all in one statement (each
   -- statement PL/pgSQL runs costs more to start than these probes).
   -- Passed deadlines are rare; the dead-lettering UPDATEs run only when the
   -- probe finds one: an UPDATE costs tens of microseconds to start (it
@@ -1526,12 +1857,13 @@ BEGIN
   -- plan for a plain EXISTS chose to scan the table. Bounded by now: the
   -- entries of jobs claimed and acked since the last VACUUM lie beyond it.)
   SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
+         EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = q),
          (SELECT CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END
             FROM alkstore.jobs e
            WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
              AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
            ORDER BY 1 LIMIT 1) IS NOT NULL
-    INTO is_paused, any_due;
+    INTO is_paused, is_limited, any_due;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
@@ -1610,6 +1942,11 @@ BEGIN
       )
       SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
     END IF;
+  END IF;
+  -- Limits: counted and stepped over there (limit.sql), in claim order.
+  IF is_limited THEN
+    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n);
+    RETURN;
   END IF;
   -- The claim. Pending jobs are found by jobs_pending's key, the hash of
   -- the queue's name, and the name rechecked (schema.sql). Without expired
@@ -1765,6 +2102,17 @@ BEGIN
   IF done < max_rows THEN
     done := done + alkstore.prune_events(max_rows - done);
   END IF;
+  -- Claim times that left their rate window (limit.sql), which claims of
+  -- idle keys and removed limits do not delete. Not counted: they are not
+  -- data a caller kept, and they never hold a later call back.
+  DELETE FROM alkstore.claim_times t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT e.ctid FROM alkstore.claim_times e
+             LEFT JOIN alkstore.queue_limits l ON l.queue = e.queue
+            WHERE e.claimed_at <= now - coalesce(CASE WHEN e.limit_key = '' THEN l.rate_per_ms
+                                                      ELSE l.key_rate_per_ms END, 0) * interval '1 millisecond'
+            ORDER BY e.claimed_at LIMIT max_rows
+            FOR UPDATE OF e SKIP LOCKED));
   RETURN done;
 END $$;
 
@@ -2924,7 +3272,7 @@ END $alkstore_check$;
 -- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
 -- extension's tables unless the extension registers them: every table whose
 -- rows are state is registered, the job and event id sequences and the commit tickets, so a restore brings
--- back every job, option, pause, group, idempotency key, schedule,
+-- back every job, option, limit, rate window, pause, group, idempotency key, schedule,
 -- event, offset and lease, and ids continue above the old ones. Not the
 -- waiters: registrations of sessions that are gone.
 -- Not meta's version rows, which the restoring CREATE EXTENSION writes.
@@ -2935,6 +3283,8 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.meta',
       $$WHERE key NOT IN ('schema_version', 'version')$$);
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.queues', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.queue_limits', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.claim_times', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');

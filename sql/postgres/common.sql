@@ -246,8 +246,10 @@ BEGIN
       -- null: keep dead jobs until requeued or purged (the default).
       WHEN 'retain_dead_s' THEN r.retain_dead_ms :=
         CASE WHEN opts -> k = 'null'::jsonb THEN NULL ELSE alkstore.duration_ms(k, opts -> k, false) END;
+      -- The limits: alkstore.merge_limits (limit.sql).
+      WHEN 'max_running', 'rate_max', 'rate_per_s', 'key_max_running', 'key_rate_max', 'key_rate_per_s' THEN NULL;
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s, retain_completed_s, retain_dead_s)',
+        'unknown queue option %s (expected one of: visibility_timeout_s, max_attempts, backoff_base_s, backoff_max_s, retain_completed_s, retain_dead_s, max_running, rate_max, rate_per_s, key_max_running, key_rate_max, key_rate_per_s)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;
@@ -265,7 +267,7 @@ LANGUAGE sql IMMUTABLE AS $$
     'retain_dead_s', coalesce(alkstore.seconds(o.retain_dead_ms), 'null'::jsonb))
 $$;
 
--- A key option (idempotency_key, group_key): a non-empty string of at most
+-- A key option (idempotency_key, group_key, limit_key): a non-empty string of at most
 -- max_name_bytes() bytes.
 CREATE OR REPLACE FUNCTION alkstore.key_opt(key text, v jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -293,7 +295,7 @@ DECLARE
   delay_ms bigint;
   at       timestamptz;
   secs     numeric;
-  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL);
+  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL, NULL);
 BEGIN
   IF opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb THEN
     RETURN r;
@@ -331,8 +333,9 @@ BEGIN
       WHEN 'idempotency_key' THEN r.idempotency_key := alkstore.key_opt(k, v);
       WHEN 'idempotency_ttl_s' THEN r.idempotency_ttl_ms := alkstore.duration_ms(k, v, true);
       WHEN 'group_key' THEN r.group_key := alkstore.key_opt(k, v);
+      WHEN 'limit_key' THEN r.limit_key := alkstore.key_opt(k, v);
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key)',
+        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key, limit_key)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;

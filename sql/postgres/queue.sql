@@ -34,19 +34,20 @@ BEGIN
   END IF;
   IF id IS NULL THEN
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
-      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key)
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
+      limit_key)
     VALUES (q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key)
+      o.expires_at, o.group_key, o.limit_key)
     RETURNING j.id INTO id;
   ELSE
     INSERT INTO alkstore.jobs AS j (id, queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      idempotency_key)
+      idempotency_key, limit_key)
     OVERRIDING SYSTEM VALUE
     VALUES (id, q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.idempotency_key);
+      o.expires_at, o.group_key, o.idempotency_key, o.limit_key);
   END IF;
   IF state = 'pending' THEN
     PERFORM alkstore.wake('q', q);
@@ -77,11 +78,12 @@ BEGIN
   END IF;
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
-      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key)
+      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
+      limit_key)
     SELECT q, CASE WHEN o.group_key IS NULL OR (head AND p.n = 1) THEN 'pending' ELSE 'waiting' END,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key
+      o.expires_at, o.group_key, o.limit_key
     FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n)
     ORDER BY p.n
     RETURNING id
@@ -146,6 +148,7 @@ DECLARE
   now timestamptz;
   q   text;
   g   text;
+  woke boolean; -- alkstore.freed's (ignored) result
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
   -- evaluate a WHERE term once the job is not found. (One expression, the
@@ -156,7 +159,7 @@ BEGIN
   DELETE FROM alkstore.jobs j
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
-  RETURNING j.queue, j.group_key INTO q, g;
+  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -164,7 +167,7 @@ BEGIN
            prune_at = now + coalesce((SELECT c.retain_completed_ms FROM alkstore.queues c WHERE c.queue = j.queue), 0)
                             * interval '1 millisecond'
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-    RETURNING j.queue, j.group_key INTO q, g;
+    RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
@@ -183,6 +186,7 @@ DECLARE
   n   integer;
   qs  text[];
   gs  text[];
+  fq  text[]; -- the queues of the acked jobs
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (alkstore.job_ids_ok(job_ids) AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
@@ -212,11 +216,14 @@ BEGIN
     RETURNING j.queue, j.group_key
   )
   SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
-         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL)
-    INTO n, qs, gs
+         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue)
+    INTO n, qs, gs, fq
     FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
+  END IF;
+  IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
+    PERFORM alkstore.freed(x) FROM unnest(fq) x;
   END IF;
   RETURN n;
 END $$;
@@ -249,6 +256,7 @@ BEGIN
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING j.state, j.queue, j.group_key INTO result, q, g;
+  PERFORM alkstore.freed(q) WHERE q IS NOT NULL;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
   END IF;
@@ -262,6 +270,7 @@ DECLARE
   w   ALIAS FOR $2;
   q   text;
   g   text;
+  woke boolean; -- alkstore.freed's (ignored) result
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
@@ -270,7 +279,7 @@ BEGIN
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-  RETURNING j.queue, j.group_key INTO q, g;
+  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -308,9 +317,10 @@ DECLARE
   q   text;
   g   text;
   was text;
+  woke boolean; -- alkstore.freed's (ignored) result
 BEGIN
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting')
-  RETURNING j.queue, j.group_key, j.state INTO q, g, was;
+  RETURNING j.queue, j.group_key, j.state, j.state <> 'running' OR alkstore.freed(j.queue) INTO q, g, was, woke;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -333,7 +343,7 @@ LANGUAGE sql STABLE AS $$
     'run_at', alkstore.ts(j.run_at), 'created_at', alkstore.ts(j.created_at),
     'claimed_by', j.claimed_by, 'claim_expires_at', alkstore.ts(j.claim_expires_at),
     'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error,
-    'idempotency_key', j.idempotency_key, 'group_key', j.group_key,
+    'idempotency_key', j.idempotency_key, 'group_key', j.group_key, 'limit_key', j.limit_key,
     'completed_at', alkstore.ts(j.completed_at), 'result', j.result)
 $$;
 
@@ -379,11 +389,16 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q      text := alkstore.name('queue', queue);
   merged alkstore.queue_opts;
+  limits alkstore.queue_limits;
 BEGIN
-  PERFORM alkstore.merge_queue_opts(alkstore.default_queue_opts(), opts); -- check before locking
+  -- Check before locking (the rate pairs are checked on the merged limits).
+  PERFORM alkstore.merge_queue_opts(alkstore.default_queue_opts(), opts),
+          alkstore.merge_limits(alkstore.queue_limits(q), opts, false);
   -- Serialise configures of one queue (the row may not exist yet to lock).
   PERFORM pg_advisory_xact_lock(hashtext('alkstore.queues'), hashtext(q));
   merged := alkstore.merge_queue_opts(alkstore.queue_opts(q), opts);
+  limits := alkstore.merge_limits(alkstore.queue_limits(q), opts, true);
+  PERFORM alkstore.set_limits(limits);
   INSERT INTO alkstore.queues AS c (queue, visibility_timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms,
                                     retain_completed_ms, retain_dead_ms)
   VALUES (q, merged.visibility_timeout_ms, merged.max_attempts, merged.backoff_base_ms, merged.backoff_max_ms,
@@ -392,13 +407,15 @@ BEGIN
     visibility_timeout_ms = excluded.visibility_timeout_ms, max_attempts = excluded.max_attempts,
     backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
     retain_completed_ms = excluded.retain_completed_ms, retain_dead_ms = excluded.retain_dead_ms;
-  RETURN alkstore.queue_opts_json(merged);
+  RETURN alkstore.queue_opts_json(merged) || alkstore.limits_json(limits);
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_queue_opts(queue text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q text := alkstore.name('queue', queue);
 BEGIN
-  RETURN alkstore.queue_opts_json(alkstore.queue_opts(alkstore.name('queue', queue)));
+  RETURN alkstore.queue_opts_json(alkstore.queue_opts(q)) || alkstore.limits_json(alkstore.queue_limits(q));
 END $$;
 
 -- Each count reads one partial index, so stats cost does not grow with
@@ -424,6 +441,8 @@ BEGIN
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
     'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
     'paused', EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
+    'running_limit', (SELECT l.max_running FROM alkstore.queue_limits l WHERE l.queue = q),
+    'next_slot_at', alkstore.ts(alkstore.next_slot_at(q, now)),
     'oldest_runnable_age_s',
       CASE WHEN oldest IS NULL THEN NULL
            ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END);

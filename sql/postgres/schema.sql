@@ -61,7 +61,8 @@ CREATE TABLE alkstore.jobs (
   group_key             text,
   completed_at          timestamptz,
   result                jsonb,
-  prune_at              timestamptz -- completed or dead: when alk_prune may delete it
+  prune_at              timestamptz, -- completed or dead: when alk_prune may delete it
+  limit_key             text         -- the partition its per-key limits count in (v1.2 §I)
 );
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
@@ -122,6 +123,33 @@ CREATE TABLE alkstore.groups (
   jobs      integer NOT NULL,
   PRIMARY KEY (queue, group_key)
 );
+
+-- Flow control (contract v1.2 §I, limit.sql): the limits of the queues that
+-- have any. A queue without limits has no row, and its claims never read
+-- more than that. A limited claim updates its queue's row first: the row
+-- lock orders the claims of one queue, so each counts what the last one
+-- claimed.
+CREATE TABLE alkstore.queue_limits (
+  queue           text PRIMARY KEY,
+  max_running     integer,
+  rate_max        integer,
+  rate_per_ms     bigint,
+  key_max_running integer,
+  key_rate_max    integer,
+  key_rate_per_ms bigint,
+  claimed_at      timestamptz -- the last limited claim
+);
+-- The claims of each rate window: the queue's ('' as limit_key) and each
+-- key's. A claim deletes the times that left its window before it counts,
+-- so a window holds at most its rate_max rows; alk_prune deletes what idle
+-- keys and removed limits left.
+CREATE TABLE alkstore.claim_times (
+  queue      text        NOT NULL,
+  limit_key  text        NOT NULL,
+  claimed_at timestamptz NOT NULL
+);
+CREATE INDEX claim_times_window ON alkstore.claim_times (queue, limit_key, claimed_at);
+CREATE INDEX claim_times_age ON alkstore.claim_times (claimed_at);
 
 -- Idempotency keys (contract v1.1 §C1). Kept apart from the jobs: a key
 -- holds for its TTL even after its job was acked and deleted.
@@ -253,7 +281,8 @@ CREATE TYPE alkstore.enqueue_opts AS (
   expires_at         timestamptz, -- NULL: never
   idempotency_key    text,
   idempotency_ttl_ms bigint,      -- NULL: the default TTL
-  group_key          text
+  group_key          text,
+  limit_key          text
 );
 
 REVOKE ALL ON ALL TABLES IN SCHEMA alkstore FROM PUBLIC;

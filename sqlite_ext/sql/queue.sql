@@ -61,13 +61,13 @@ INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
 VALUES (?1, 'pending', ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
 
--- An enqueue with a group or an idempotency key (?11 state: 'pending' for
--- a group's head, else 'waiting').
+-- An enqueue with a group, an idempotency key or a limit key (?11 state:
+-- 'pending' for a group's head, else 'waiting').
 -- name: enqueue_keyed
 INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at,
-  group_key, idempotency_key)
-VALUES (?1, ?11, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13);
+  group_key, idempotency_key, limit_key)
+VALUES (?1, ?11, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14);
 
 -- name: idempotency_get
 SELECT job_id FROM alk_idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3;
@@ -83,7 +83,7 @@ SELECT 1 FROM alk_paused WHERE queue = ?1;
 -- index (no sort, no temporary table: those cost more than the claim).
 -- queue.rs merges the two sides.
 -- name: claim_pending
-SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload
+SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload, limit_key
 FROM alk_jobs
 WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2
 ORDER BY priority DESC, run_at, id LIMIT ?3;
@@ -95,7 +95,7 @@ SELECT 1 FROM alk_jobs WHERE queue = ?1 AND state = 'running' AND claim_expires_
 
 -- Running jobs whose claim expired, in claim order.
 -- name: claim_expired
-SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload
+SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload, limit_key
 FROM alk_jobs
 WHERE queue = ?1 AND state = 'running' AND claim_expires_at <= ?2
 ORDER BY priority DESC, run_at, id LIMIT ?3;
@@ -217,7 +217,7 @@ RETURNING queue, group_key, state;
 SELECT id, queue, CASE state WHEN 'waiting' THEN 'pending' ELSE state END, payload, priority,
        attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at,
        created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key,
-       group_key, completed_at, result
+       group_key, completed_at, result, limit_key
 FROM alk_jobs WHERE id = ?1;
 
 -- name: dead_job

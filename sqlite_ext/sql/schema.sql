@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS alk_jobs (
   group_key             TEXT,
   completed_at          INTEGER,
   result                TEXT,
-  prune_at              INTEGER  -- completed or dead: when alk_prune may delete it
+  prune_at              INTEGER, -- completed or dead: when alk_prune may delete it
+  limit_key             TEXT     -- the partition its per-key limits count in (v1.2 §I)
 );
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
@@ -87,6 +88,31 @@ CREATE TABLE IF NOT EXISTS alk_groups (
   jobs      INTEGER NOT NULL,
   PRIMARY KEY (queue, group_key)
 ) WITHOUT ROWID;
+
+-- Flow control (contract v1.2 §I, limit.rs): the limits of the queues that
+-- have any. A queue without limits has no row, and its claims read no more
+-- than that. Claims run under SQLite's one writer: each counts what the
+-- last one claimed.
+CREATE TABLE IF NOT EXISTS alk_queue_limits (
+  queue           TEXT PRIMARY KEY,
+  max_running     INTEGER,
+  rate_max        INTEGER,
+  rate_per_ms     INTEGER,
+  key_max_running INTEGER,
+  key_rate_max    INTEGER,
+  key_rate_per_ms INTEGER
+) WITHOUT ROWID;
+-- The claims of each rate window: the queue's ('' as limit_key) and each
+-- key's. A claim deletes the times that left its window before it counts,
+-- so a window holds at most its rate_max rows; alk_prune deletes what idle
+-- keys and removed limits left.
+CREATE TABLE IF NOT EXISTS alk_claim_times (
+  queue      TEXT    NOT NULL,
+  limit_key  TEXT    NOT NULL,
+  claimed_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS alk_claim_times_window ON alk_claim_times (queue, limit_key, claimed_at);
+CREATE INDEX IF NOT EXISTS alk_claim_times_age ON alk_claim_times (claimed_at);
 
 -- Idempotency keys (contract v1.1 §C1), kept apart from the jobs: a key
 -- holds for its TTL even after its job was acked and deleted.

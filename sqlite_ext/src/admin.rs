@@ -47,7 +47,7 @@ pub fn queues(conn: &Conn, _args: &Args) -> Result<Out> {
     };
     let docs = names
         .iter()
-        .map(|q| queue::stats_of(conn, q, q))
+        .map(|q| queue::stats_of(conn, q, q, false))
         .collect::<Result<Vec<_>>>()?;
     Ok(Out::Text(format!("[{}]", docs.join(","))))
 }

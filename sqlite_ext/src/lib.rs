@@ -28,6 +28,7 @@ mod function;
 mod group;
 mod init;
 mod json;
+mod limit;
 mod lock;
 mod notify;
 mod outbox;

@@ -31,5 +31,5 @@ pub fn claim(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_outbox_stats(outbox)` → `alk_queue_stats` of the backing queue.
 pub fn stats(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = backing_queue(args)?;
-    Ok(Out::Text(queue::stats_of(conn, &queue, &queue)?))
+    Ok(Out::Text(queue::stats_of(conn, &queue, &queue, true)?))
 }

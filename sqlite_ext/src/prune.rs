@@ -92,5 +92,7 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
         done += conn.db.changes();
         after = stream;
     }
+    // Claim times that left their rate window: not counted (limit.rs).
+    crate::limit::prune(conn, now, max)?;
     Ok(Out::Int(done))
 }

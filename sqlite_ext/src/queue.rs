@@ -6,10 +6,10 @@ use crate::conn::Conn;
 use crate::error::Result;
 use crate::function::Out;
 use crate::json::{self, Obj};
-use crate::{group, pause};
+use crate::{group, limit, pause};
 use alkstore_core::opts::backoff_ms;
 use alkstore_core::time::{self, now_ms};
-use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueOpts};
+use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueLimits, QueueOpts};
 use serde_json::value::RawValue;
 
 /// `alk_enqueue(queue, opts, payload)` → job id.
@@ -134,12 +134,16 @@ fn insert_job(
     state: &str,
 ) -> Result<i64> {
     // The plain statement for plain jobs: fewer parameters on the hot path.
-    let plain = state == "pending" && opts.group_key.is_none() && opts.idempotency_key.is_none();
+    let plain = state == "pending"
+        && opts.group_key.is_none()
+        && opts.idempotency_key.is_none()
+        && opts.limit_key.is_none();
     let mut st = conn.stmt(if plain { "enqueue" } else { "enqueue_keyed" })?;
     if !plain {
         st.bind_text(11, state);
         st.bind_opt_text(12, opts.group_key.as_deref());
         st.bind_opt_text(13, opts.idempotency_key.as_deref());
+        st.bind_opt_text(14, opts.limit_key.as_deref());
     }
     st.bind_text(1, queue);
     st.bind_text(2, payload);
@@ -177,6 +181,8 @@ struct Candidate {
     max_attempts: i64,
     visibility_timeout_ms: i64,
     payload: String,
+    /// Its per-key limits' partition (contract v1.2 §I).
+    limit_key: Option<String>,
 }
 
 fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<String> {
@@ -187,11 +193,20 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
     let mut out = String::with_capacity(64 + 256 * max_jobs as usize);
     out.push('[');
     let mut claimed = 0;
+    // A queue with limits (contract v1.2 §I): candidates whose key is at its
+    // limit are stepped over, so each round reads that many more.
+    let mut limiter = limit::Limiter::new(conn, queue, now)?;
+    let mut stepped = 0;
     // Each round claims what it can from the first candidates; dead-lettered
-    // ones make room, so look again while a full page came back.
+    // (and stepped-over) ones make room, so look again while a full page
+    // came back.
     loop {
         let want = max_jobs - claimed;
-        let mut candidates = candidates(conn, queue, now, want)?;
+        if limiter.as_ref().is_some_and(|l| l.room() <= 0) {
+            break;
+        }
+        let fetch = want + stepped;
+        let mut candidates = candidates(conn, queue, now, fetch)?;
         let page = candidates.len() as i64;
         let mut progress = false;
         let mut promoted = false;
@@ -211,6 +226,25 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
             progress = true;
         }
         candidates.retain(|c| c.dead_letter.is_none());
+        if let Some(l) = limiter.as_mut() {
+            let mut kept = Vec::with_capacity(candidates.len());
+            let mut over = 0;
+            for c in candidates {
+                if kept.len() as i64 == want || l.room() <= 0 {
+                    break;
+                }
+                if l.take(conn, c.limit_key.as_deref())? {
+                    kept.push(c);
+                } else {
+                    over += 1;
+                }
+            }
+            candidates = kept;
+            if over > stepped {
+                stepped = over;
+                progress = true; // more were stepped over: read further
+            }
+        }
         // Each job's part of the result, built before claiming (contract v1.1
         // §A6): a claim whose result would exceed SQLite's length limit
         // claims fewer jobs, instead of committing a claim whose result is
@@ -245,6 +279,11 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
         }
         candidates.retain(|c| parts.iter().any(|(id, _)| *id == c.order.2));
         let won = claim_candidates(conn, &candidates, worker, now)?;
+        if let Some(l) = &limiter {
+            for c in candidates.iter().filter(|c| won.contains(&c.order.2)) {
+                l.count(conn, c.limit_key.as_deref())?;
+            }
+        }
         for (_, part) in parts.iter().filter(|(id, _)| won.contains(id)) {
             if claimed > 0 {
                 out.push(',');
@@ -252,7 +291,7 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
             out.push_str(part);
             claimed += 1;
         }
-        if claimed == max_jobs || !progress || (page < want && !promoted) || full {
+        if claimed == max_jobs || !progress || (page < fetch && !promoted) || full {
             break;
         }
     }
@@ -338,6 +377,7 @@ fn candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candi
                 max_attempts,
                 visibility_timeout_ms: st.i64(6),
                 payload: st.text(7).to_owned(),
+                limit_key: st.opt_text(8).map(str::to_owned),
             });
         }
     }
@@ -608,6 +648,7 @@ pub fn job_doc(conn: &Conn, id: i64) -> Result<Option<String>> {
             .str("last_error", st.opt_text(15))
             .str("idempotency_key", st.opt_text(16))
             .str("group_key", st.opt_text(17))
+            .str("limit_key", st.opt_text(20))
             .time("completed_at", st.opt_i64(18))
             .raw("result", st.opt_text(19).unwrap_or("null"))
             .finish(),
@@ -648,9 +689,15 @@ pub fn requeue_one(conn: &Conn, id: i64) -> Result<bool> {
 pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
     let given = args.opts(1)?;
-    // Check the keys before reading anything, so bad options write nothing.
+    // Check the keys before reading anything, so bad options write nothing
+    // (the rate pairs are checked on the merged limits).
     QueueOpts::default().merged(given.as_ref())?;
+    QueueLimits::default().merged_values(given.as_ref())?;
     let merged = queue_opts(conn, queue)?.merged(given.as_ref())?;
+    let limits = limit::of(conn, queue)?
+        .unwrap_or_default()
+        .merged(given.as_ref())?;
+    limit::set(conn, queue, &limits)?;
     let mut st = conn.stmt("queue_configure")?;
     st.bind_text(1, queue);
     st.bind_i64(2, merged.visibility_timeout_ms);
@@ -660,23 +707,35 @@ pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_i64(6, merged.retain_completed_ms);
     st.bind_opt_i64(7, merged.retain_dead_ms);
     st.run()?;
-    Ok(Out::Text(merged.to_json().to_string()))
+    Ok(Out::Text(opts_json(&merged, &limits)))
+}
+
+/// The options document: the queue's options and its limits.
+fn opts_json(opts: &QueueOpts, limits: &QueueLimits) -> String {
+    let mut json = opts.to_json();
+    if let serde_json::Value::Object(map) = &mut json {
+        limits.add_json(map);
+    }
+    json.to_string()
 }
 
 /// `alk_queue_opts(queue)` → the queue's resolved options.
 pub fn opts(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
-    Ok(Out::Text(queue_opts(conn, queue)?.to_json().to_string()))
+    let limits = limit::of(conn, queue)?.unwrap_or_default();
+    Ok(Out::Text(opts_json(&queue_opts(conn, queue)?, &limits)))
 }
 
 /// `alk_queue_stats(queue)` → counts per state and the oldest runnable age.
 pub fn stats(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
-    Ok(Out::Text(stats_of(conn, queue, queue)?))
+    Ok(Out::Text(stats_of(conn, queue, queue, true)?))
 }
 
-/// The stats document of the queue `backing`, reported under the name `shown`.
-pub fn stats_of(conn: &Conn, backing: &str, shown: &str) -> Result<String> {
+/// The stats document of the queue `backing`, reported under the name
+/// `shown`; with `limits`, its `running_limit` and `next_slot_at` too (the
+/// listing `alk_queues` has no columns for them).
+pub fn stats_of(conn: &Conn, backing: &str, shown: &str, limits: bool) -> Result<String> {
     let now = now_ms();
     let mut st = conn.stmt("queue_stats")?;
     st.bind_text(1, backing);
@@ -685,15 +744,24 @@ pub fn stats_of(conn: &Conn, backing: &str, shown: &str) -> Result<String> {
     let oldest = st
         .opt_i64(4)
         .map(|run_at| time::ms_to_seconds_json((now - run_at).max(0)).to_string());
-    Ok(Obj::new()
+    let counts: [i64; 7] = std::array::from_fn(|i| st.i64(i as i32));
+    drop(st);
+    let obj = Obj::new()
         .str("queue", Some(shown))
-        .int("pending", Some(st.i64(0)))
-        .int("scheduled", Some(st.i64(1)))
-        .int("running", Some(st.i64(2)))
-        .int("dead", Some(st.i64(3)))
-        .int("completed", Some(st.i64(5)))
-        .raw("paused", if st.i64(6) == 1 { "true" } else { "false" })
-        .raw("oldest_runnable_age_s", oldest.as_deref().unwrap_or("null"))
+        .int("pending", Some(counts[0]))
+        .int("scheduled", Some(counts[1]))
+        .int("running", Some(counts[2]))
+        .int("dead", Some(counts[3]))
+        .int("completed", Some(counts[5]))
+        .raw("paused", if counts[6] == 1 { "true" } else { "false" })
+        .raw("oldest_runnable_age_s", oldest.as_deref().unwrap_or("null"));
+    if !limits {
+        return Ok(obj.finish());
+    }
+    let running_limit = limit::of(conn, backing)?.and_then(|l| l.max_running);
+    Ok(obj
+        .int("running_limit", running_limit)
+        .time("next_slot_at", limit::next_slot_at(conn, backing, now)?)
         .finish())
 }
 

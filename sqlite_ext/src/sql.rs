@@ -34,10 +34,11 @@ pub fn schema_objects() -> &'static [(String, String)] {
     })
 }
 
-const SOURCES: [&str; 9] = [
+const SOURCES: [&str; 10] = [
     include_str!("../sql/schedule.sql"),
     include_str!("../sql/admin.sql"),
     include_str!("../sql/queue.sql"),
+    include_str!("../sql/limit.sql"),
     include_str!("../sql/group.sql"),
     include_str!("../sql/pause.sql"),
     include_str!("../sql/prune.sql"),

@@ -8,7 +8,7 @@ use alkstore_tests::*;
 use serde_json::{json, Value};
 
 /// The keys of a job document (`alk_get_job`), exactly.
-const JOB_KEYS: [&str; 20] = [
+const JOB_KEYS: [&str; 21] = [
     "attempts",
     "backoff_base_s",
     "backoff_max_s",
@@ -21,6 +21,7 @@ const JOB_KEYS: [&str; 20] = [
     "id",
     "idempotency_key",
     "last_error",
+    "limit_key",
     "max_attempts",
     "payload",
     "priority",
@@ -557,7 +558,8 @@ per_engine! {
         assert_eq!(
             stats,
             json!({"queue": q, "pending": 1, "scheduled": 0, "running": 0, "dead": 0, "completed": 0,
-                   "paused": false, "oldest_runnable_age_s": stats["oldest_runnable_age_s"]})
+                   "paused": false, "oldest_runnable_age_s": stats["oldest_runnable_age_s"],
+                   "running_limit": null, "next_slot_at": null})
         );
     }
 }
@@ -568,7 +570,9 @@ per_engine! {
         let db = &mut *db;
         let q = fresh("conf");
         let defaults = json!({"visibility_timeout_s": 60, "max_attempts": 5, "backoff_base_s": 5, "backoff_max_s": 3600,
-                              "retain_completed_s": 0, "retain_dead_s": null});
+                              "retain_completed_s": 0, "retain_dead_s": null,
+                              "max_running": null, "rate_max": null, "rate_per_s": null,
+                              "key_max_running": null, "key_rate_max": null, "key_rate_per_s": null});
         assert_eq!(db.ok("alk_queue_opts", &[t(&q)]), defaults);
         db.ok("alk_queue_configure", &[t(&q), j(r#"{"max_attempts": 3}"#)]);
         let merged = db.ok(
@@ -578,7 +582,9 @@ per_engine! {
         assert_eq!(
             merged,
             json!({"visibility_timeout_s": 60, "max_attempts": 3, "backoff_base_s": 5, "backoff_max_s": 10,
-                   "retain_completed_s": 0, "retain_dead_s": null})
+                   "retain_completed_s": 0, "retain_dead_s": null,
+                              "max_running": null, "rate_max": null, "rate_per_s": null,
+                              "key_max_running": null, "key_rate_max": null, "key_rate_per_s": null})
         );
         assert_eq!(db.ok("alk_queue_opts", &[t(&q)]), merged);
     }

@@ -94,11 +94,29 @@ fn readings(db: &mut dyn Db) -> Value {
         .as_object_mut()
         .unwrap()
         .remove("oldest_runnable_age_s");
+    // The keys 0.3.0 added (flow control, contract v1.2 §I), neutral on
+    // data of before (no limits, no limit_key), so old and new code read alike.
+    let neutral = [
+        ("limit_key", Value::Null),
+        ("running_limit", Value::Null),
+        ("next_slot_at", Value::Null),
+        ("max_running", Value::Null),
+        ("rate_max", Value::Null),
+        ("rate_per_s", Value::Null),
+        ("key_max_running", Value::Null),
+        ("key_rate_max", Value::Null),
+        ("key_rate_per_s", Value::Null),
+    ];
+    let mut opts = db.ok("alk_queue_opts", &[t("up-q")]);
+    jobs.iter_mut().for_each(|v| strip(v, &neutral));
+    stats.iter_mut().for_each(|v| strip(v, &neutral));
+    strip(&mut outbox, &neutral);
+    strip(&mut opts, &neutral);
     json!({
         "jobs": jobs,
         "stats": stats,
         "outbox": outbox,
-        "opts": db.ok("alk_queue_opts", &[t("up-q")]),
+        "opts": opts,
         "events": db.ok("alk_read", &[t("up-s"), Arg::Int(0), Arg::Int(100)]),
         "offsets": [
             db.ok("alk_get_offset", &[t("up-s"), t("c-one")]),
@@ -758,6 +776,23 @@ fn pg_old(
 
 /// The readings without the keys 0.2.0 added (contract v1.1 §C), after
 /// checking that each of them has its neutral value on 0.1.0 data.
+/// Removes the `neutral` keys from every object in `v`, each checked to
+/// have its neutral value (what data from before the key reads as).
+fn strip(v: &mut Value, neutral: &[(&str, Value)]) {
+    match v {
+        Value::Object(map) => {
+            for (key, want) in neutral {
+                if let Some(got) = map.remove(*key) {
+                    assert_eq!(&got, want, "{key} on upgraded data");
+                }
+            }
+            map.values_mut().for_each(|v| strip(v, neutral));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| strip(v, neutral)),
+        _ => {}
+    }
+}
+
 fn without_new_keys(mut v: Value) -> Value {
     let neutral = [
         ("completed_at", Value::Null),
@@ -769,20 +804,6 @@ fn without_new_keys(mut v: Value) -> Value {
         ("retain_completed_s", json!(0)),
         ("retain_dead_s", Value::Null),
     ];
-    fn strip(v: &mut Value, neutral: &[(&str, Value)]) {
-        match v {
-            Value::Object(map) => {
-                for (key, want) in neutral {
-                    if let Some(got) = map.remove(*key) {
-                        assert_eq!(&got, want, "{key} on upgraded 0.1.0 data");
-                    }
-                }
-                map.values_mut().for_each(|v| strip(v, neutral));
-            }
-            Value::Array(items) => items.iter_mut().for_each(|v| strip(v, neutral)),
-            _ => {}
-        }
-    }
     for part in ["jobs", "stats", "outbox", "opts"] {
         strip(&mut v[part], &neutral);
     }

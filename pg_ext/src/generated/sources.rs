@@ -27,9 +27,14 @@
     requires = ["wake"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/limit.sql",
+    name = "limit",
+    requires = ["group"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/queue.sql",
     name = "queue",
-    requires = ["group"]
+    requires = ["limit"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/claim.sql",

@@ -26,6 +26,7 @@ DECLARE
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
   any_expired boolean; -- running jobs whose claim expired
   is_paused boolean;
+  is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
 BEGIN
@@ -35,8 +36,8 @@ BEGIN
   IF (alkstore.name_ok('{{name_kind}}', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('{{name_kind}}', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
-  -- Paused? Any deadline passed (an expired claim, or a pending job past
-  -- its expires_at)? Each is one index probe, both in one statement (each
+  -- Paused? Limited? Any deadline passed (an expired claim, or a pending
+  -- job past its expires_at)? Each is one index probe, all in one statement (each
   -- statement PL/pgSQL runs costs more to start than these probes).
   -- Passed deadlines are rare; the dead-lettering UPDATEs run only when the
   -- probe finds one: an UPDATE costs tens of microseconds to start (it
@@ -45,12 +46,13 @@ BEGIN
   -- plan for a plain EXISTS chose to scan the table. Bounded by now: the
   -- entries of jobs claimed and acked since the last VACUUM lie beyond it.)
   SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
+         EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = q),
          (SELECT CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END
             FROM alkstore.jobs e
            WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
              AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
            ORDER BY 1 LIMIT 1) IS NOT NULL
-    INTO is_paused, any_due;
+    INTO is_paused, is_limited, any_due;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
@@ -129,6 +131,11 @@ BEGIN
       )
       SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
     END IF;
+  END IF;
+  -- Limits: counted and stepped over there (limit.sql), in claim order.
+  IF is_limited THEN
+    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n);
+    RETURN;
   END IF;
   -- The claim. Pending jobs are found by jobs_pending's key, the hash of
   -- the queue's name, and the name rechecked (schema.sql). Without expired

@@ -45,3 +45,26 @@ UPDATE alkstore.published p SET ticket = t.ticket
  WHERE p.txid = t.txid;
 SELECT pg_catalog.setval('alkstore.commit_ticket', coalesce(max(p.ticket), 0) + 1, false)
   FROM alkstore.published p;
+
+-- Flow control (contract v1.2 §I): limits per queue and per limit_key
+-- (limit.sql). No default on the new column: adding it rewrites nothing.
+ALTER TABLE alkstore.jobs ADD COLUMN limit_key text;
+ALTER TYPE alkstore.enqueue_opts ADD ATTRIBUTE limit_key text;
+CREATE TABLE alkstore.queue_limits (
+  queue           text PRIMARY KEY,
+  max_running     integer,
+  rate_max        integer,
+  rate_per_ms     bigint,
+  key_max_running integer,
+  key_rate_max    integer,
+  key_rate_per_ms bigint,
+  claimed_at      timestamptz
+);
+CREATE TABLE alkstore.claim_times (
+  queue      text        NOT NULL,
+  limit_key  text        NOT NULL,
+  claimed_at timestamptz NOT NULL
+);
+CREATE INDEX claim_times_window ON alkstore.claim_times (queue, limit_key, claimed_at);
+CREATE INDEX claim_times_age ON alkstore.claim_times (claimed_at);
+REVOKE ALL ON alkstore.queue_limits, alkstore.claim_times FROM PUBLIC;

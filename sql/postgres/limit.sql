@@ -1,0 +1,276 @@
+-- Flow control (contract v1.2 §I): concurrency and sliding-window rate
+-- limits per queue and per limit_key, kept in alkstore.queue_limits and
+-- alkstore.claim_times (schema.sql). Claims of a queue without limits never
+-- come here: the claim (templates/claim.sql) asks whether the queue has a
+-- row, in the statement it asks whether the queue is paused.
+
+-- Merges the limit keys of `opts` over `base` (the other keys are
+-- merge_queue_opts' business). With `pairs`, the result must have both or
+-- neither of each rate pair (contract: one without the other is
+-- InvalidOptions); the check of the arguments alone, before anything is
+-- read, merges over no limits without it.
+CREATE OR REPLACE FUNCTION alkstore.merge_limits(base alkstore.queue_limits, opts jsonb, pairs boolean)
+RETURNS alkstore.queue_limits
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  r alkstore.queue_limits := base;
+  k text;
+  v jsonb;
+BEGIN
+  IF jsonb_typeof(opts) IS DISTINCT FROM 'object' THEN
+    RETURN r; -- NULL or 'null' (no change); anything else merge_queue_opts refused
+  END IF;
+  FOR k, v IN SELECT * FROM jsonb_each(opts) LOOP
+    CASE k -- (null removes the limit)
+      WHEN 'max_running' THEN r.max_running := alkstore.limit_count(k, v);
+      WHEN 'rate_max' THEN r.rate_max := alkstore.limit_count(k, v);
+      WHEN 'rate_per_s' THEN
+        r.rate_per_ms := CASE WHEN v <> 'null'::jsonb THEN alkstore.duration_ms(k, v, true) END;
+      WHEN 'key_max_running' THEN r.key_max_running := alkstore.limit_count(k, v);
+      WHEN 'key_rate_max' THEN r.key_rate_max := alkstore.limit_count(k, v);
+      WHEN 'key_rate_per_s' THEN
+        r.key_rate_per_ms := CASE WHEN v <> 'null'::jsonb THEN alkstore.duration_ms(k, v, true) END;
+      ELSE NULL;
+    END CASE;
+  END LOOP;
+  IF pairs AND (r.rate_max IS NULL) <> (r.rate_per_ms IS NULL) THEN
+    PERFORM alkstore.raise('ALK03', 'rate_max and rate_per_s go together: give both, or set both to null');
+  END IF;
+  IF pairs AND (r.key_rate_max IS NULL) <> (r.key_rate_per_ms IS NULL) THEN
+    PERFORM alkstore.raise('ALK03', 'key_rate_max and key_rate_per_s go together: give both, or set both to null');
+  END IF;
+  RETURN r;
+END $$;
+
+-- A count limit: a whole number from 1, or null (no limit).
+CREATE OR REPLACE FUNCTION alkstore.limit_count(key text, v jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN v <> 'null'::jsonb THEN alkstore.whole(key, v, 1, 2147483647) END
+$$;
+
+-- The queue's limits: its row, or none set.
+CREATE OR REPLACE FUNCTION alkstore.queue_limits(q text) RETURNS alkstore.queue_limits
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT l FROM alkstore.queue_limits l WHERE l.queue = q),
+                  ROW(q, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::alkstore.queue_limits)
+$$;
+
+CREATE OR REPLACE FUNCTION alkstore.limits_json(l alkstore.queue_limits) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'max_running', l.max_running, 'rate_max', l.rate_max,
+    'rate_per_s', coalesce(alkstore.seconds(l.rate_per_ms), 'null'::jsonb),
+    'key_max_running', l.key_max_running, 'key_rate_max', l.key_rate_max,
+    'key_rate_per_s', coalesce(alkstore.seconds(l.key_rate_per_ms), 'null'::jsonb))
+$$;
+
+-- Stores the queue's limits (alk_queue_configure, which serialises
+-- configures of one queue); a queue left without any has no row.
+CREATE OR REPLACE FUNCTION alkstore.set_limits(l alkstore.queue_limits) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
+    DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
+    DELETE FROM alkstore.claim_times t WHERE t.queue = l.queue;
+    RETURN;
+  END IF;
+  INSERT INTO alkstore.queue_limits AS t (queue, max_running, rate_max, rate_per_ms, key_max_running,
+                                          key_rate_max, key_rate_per_ms)
+  VALUES (l.queue, l.max_running, l.rate_max, l.rate_per_ms, l.key_max_running, l.key_rate_max, l.key_rate_per_ms)
+  ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET
+    max_running = excluded.max_running, rate_max = excluded.rate_max, rate_per_ms = excluded.rate_per_ms,
+    key_max_running = excluded.key_max_running, key_rate_max = excluded.key_rate_max,
+    key_rate_per_ms = excluded.key_rate_per_ms;
+END $$;
+
+-- Room under one pair of limits at `now`: the queue's (key NULL) or one
+-- key's. room: how many more claims they allow now (may be 0 or less);
+-- free_at, when room is 0 or less: the earliest time it can be more — a
+-- rate window frees a slot when the rate_max-th latest claim leaves it; a
+-- running slot at the latest when the first of the running claims expires
+-- (sooner if a job finishes, which wakes waiting workers).
+CREATE OR REPLACE FUNCTION alkstore.limit_room(q text, key text, max_running integer, rate_max integer,
+                                               rate_per_ms bigint, now timestamptz,
+                                               OUT room integer, OUT free_at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  n     bigint;
+  first timestamptz;
+BEGIN
+  room := 2147483647;
+  IF max_running IS NOT NULL THEN
+    -- Running: claimed, claim not expired (an expired claim frees its slot).
+    SELECT count(*), min(e.claim_expires_at) INTO n, first FROM alkstore.jobs e
+     WHERE e.queue = q AND e.state = 'running'
+       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END > now
+       AND (key IS NULL OR e.limit_key = key);
+    room := max_running - n;
+    IF room <= 0 THEN
+      free_at := first;
+    END IF;
+  END IF;
+  IF rate_max IS NOT NULL THEN
+    SELECT count(*), (array_agg(t.claimed_at ORDER BY t.claimed_at DESC))[rate_max] INTO n, first
+      FROM alkstore.claim_times t
+     WHERE t.queue = q AND t.limit_key = coalesce(key, '')
+       AND t.claimed_at > now - rate_per_ms * interval '1 millisecond';
+    IF rate_max - n <= 0 THEN
+      free_at := greatest(free_at, first + rate_per_ms * interval '1 millisecond');
+    END IF;
+    room := least(room, rate_max - n);
+  END IF;
+END $$;
+
+-- Forgets the claim times that left a window: a window holds at most its
+-- rate_max rows.
+CREATE OR REPLACE FUNCTION alkstore.limit_forget(q text, key text, rate_per_ms bigint, now timestamptz) RETURNS void
+LANGUAGE sql AS $$
+  DELETE FROM alkstore.claim_times t
+   WHERE t.queue = q AND t.limit_key = key AND t.claimed_at <= now - rate_per_ms * interval '1 millisecond'
+$$;
+
+-- A claim of a queue with limits: up to n jobs in claim order among the
+-- claimable ones (pending and due, or running with an expired claim),
+-- stepping over those whose key is at its limit, and no more than the
+-- queue's limits allow. Never waits for a slot: fewer jobs, or none.
+CREATE OR REPLACE FUNCTION alkstore.claim_limited(q text, w text, n integer)
+RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
+               claim_expires_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  l      alkstore.queue_limits;
+  now    timestamptz;
+  room   integer;
+  r      record;
+  c      record;
+  keys   jsonb := '{}'; -- room left per key met so far
+  k_room integer;
+  chosen bigint[] := '{}';
+BEGIN
+  -- The order of the queue's claims: an UPDATE rather than FOR UPDATE, so
+  -- that a claim in a REPEATABLE READ transaction whose snapshot is older
+  -- than the last claim fails (40001) instead of counting from that
+  -- snapshot. Read committed: each statement below sees the last claim.
+  UPDATE alkstore.queue_limits t SET claimed_at = clock_timestamp() WHERE t.queue = q RETURNING t.* INTO l;
+  IF NOT FOUND THEN
+    l := alkstore.queue_limits(q); -- removed since the claim looked: none
+  END IF;
+  now := clock_timestamp(); -- after the wait for the last claim
+  IF l.rate_max IS NOT NULL THEN
+    PERFORM alkstore.limit_forget(q, '', l.rate_per_ms, now);
+  END IF;
+  r := alkstore.limit_room(q, NULL, l.max_running, l.rate_max, l.rate_per_ms, now);
+  room := least(n, r.room);
+  IF room <= 0 THEN
+    RETURN;
+  END IF;
+  -- Both sides in claim order, merged (each read in its index order).
+  FOR c IN
+    (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
+        AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
+      ORDER BY e.priority DESC, e.run_at, e.id)
+    UNION ALL
+    (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      WHERE e.queue = q AND e.state = 'running'
+        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+        AND e.attempts < e.max_attempts)
+    ORDER BY 3 DESC, 4, 1
+  LOOP
+    IF c.limit_key IS NOT NULL AND num_nonnulls(l.key_max_running, l.key_rate_max) > 0 THEN
+      IF NOT keys ? c.limit_key THEN
+        IF l.key_rate_max IS NOT NULL THEN
+          PERFORM alkstore.limit_forget(q, c.limit_key, l.key_rate_per_ms, now);
+        END IF;
+        r := alkstore.limit_room(q, c.limit_key, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
+        keys := keys || jsonb_build_object(c.limit_key, r.room);
+      END IF;
+      k_room := (keys ->> c.limit_key)::integer;
+      CONTINUE WHEN k_room <= 0; -- stepped over: the next job's key may have room
+      keys := keys || jsonb_build_object(c.limit_key, k_room - 1);
+    END IF;
+    chosen := chosen || c.id;
+    room := room - 1;
+    EXIT WHEN room = 0;
+  END LOOP;
+  -- Locked and claimed only now, the chosen that are still claimable
+  -- (nothing stepped over is locked; one another transaction holds is
+  -- left: fewer jobs). Each claim counts toward the rates at its time.
+  RETURN QUERY
+  WITH claimed AS (
+    UPDATE alkstore.jobs j
+       SET state = 'running', attempts = j.attempts + 1, claimed_by = w,
+           claim_expires_at = now + j.visibility_timeout_ms * interval '1 millisecond'
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.id = ANY (chosen) AND e.queue = q
+                AND ((e.state = 'pending' COLLATE "C" AND e.run_at <= now
+                      AND (e.expires_at IS NULL OR e.expires_at > now))
+                     OR (e.state = 'running' COLLATE "C" AND e.claim_expires_at <= now
+                         AND e.attempts < e.max_attempts))
+              FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.claim_expires_at, j.priority, j.run_at,
+              j.limit_key
+  ), counted AS (
+    INSERT INTO alkstore.claim_times (queue, limit_key, claimed_at)
+    SELECT q, '', now FROM claimed WHERE l.rate_max IS NOT NULL
+    UNION ALL
+    SELECT q, k.limit_key, now FROM claimed k WHERE l.key_rate_max IS NOT NULL AND k.limit_key IS NOT NULL
+  )
+  SELECT k.id, k.queue, k.payload, k.attempts, k.max_attempts, k.claim_expires_at
+    FROM claimed k
+   ORDER BY k.priority DESC, k.run_at, k.id;
+END $$;
+
+-- When a claim of the queue can take a job next: NULL when its limits
+-- leave room now (or it has none), else the earliest time a slot frees
+-- (limit_room). Per-key limits count when every job a claim could take now
+-- (the first 1,000 in claim order) is of a key at its limit.
+CREATE OR REPLACE FUNCTION alkstore.next_slot_at(q text, now timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  l     alkstore.queue_limits;
+  r     record;
+  k     text;
+  first timestamptz;
+BEGIN
+  SELECT t.* INTO l FROM alkstore.queue_limits t WHERE t.queue = q;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  r := alkstore.limit_room(q, NULL, l.max_running, l.rate_max, l.rate_per_ms, now);
+  IF r.room <= 0 THEN
+    RETURN r.free_at;
+  END IF;
+  IF num_nonnulls(l.key_max_running, l.key_rate_max) = 0 THEN
+    RETURN NULL;
+  END IF;
+  FOR k IN
+    SELECT DISTINCT e.limit_key FROM (
+      SELECT e.limit_key FROM alkstore.jobs e
+       WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
+         AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
+       ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000) e
+  LOOP
+    IF k IS NULL THEN
+      RETURN NULL; -- a job without a key: only the queue's limits count
+    END IF;
+    r := alkstore.limit_room(q, k, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
+    IF r.room > 0 THEN
+      RETURN NULL;
+    END IF;
+    first := least(first, r.free_at);
+  END LOOP;
+  RETURN first;
+END $$;
+
+-- A job of the queue finished (acked, retried, failed, cancelled): where a
+-- running limit may have held claims back, wake a waiting worker, as an
+-- enqueue does. True, for use in a RETURNING list.
+CREATE OR REPLACE FUNCTION alkstore.freed(q text) RETURNS boolean
+LANGUAGE sql AS $$
+  SELECT CASE WHEN EXISTS (SELECT FROM alkstore.queue_limits l
+                            WHERE l.queue = q AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+              THEN CASE WHEN alkstore.wake('q', q) IS NULL THEN true ELSE true END ELSE true END
+$$;

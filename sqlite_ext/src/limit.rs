@@ -1,0 +1,248 @@
+//! Flow control (contract v1.2 §I): concurrency and sliding-window rate
+//! limits per queue and per `limit_key`, in `alk_queue_limits` and
+//! `alk_claim_times`. A claim of a queue with limits (queue.rs) asks a
+//! [`Limiter`] which candidates it may take, in claim order; claims run
+//! under SQLite's one writer, so each counts what the last one claimed.
+
+use crate::conn::Conn;
+use crate::error::Result;
+use alkstore_core::QueueLimits;
+use std::collections::HashMap;
+
+/// The queue's limits, or `None` when it has none (no row).
+pub fn of(conn: &Conn, queue: &str) -> Result<Option<QueueLimits>> {
+    let mut st = conn.stmt("limits_get")?;
+    st.bind_text(1, queue);
+    if !st.step_row()? {
+        return Ok(None);
+    }
+    Ok(Some(QueueLimits {
+        max_running: st.opt_i64(0),
+        rate_max: st.opt_i64(1),
+        rate_per_ms: st.opt_i64(2),
+        key_max_running: st.opt_i64(3),
+        key_rate_max: st.opt_i64(4),
+        key_rate_per_ms: st.opt_i64(5),
+    }))
+}
+
+/// Stores the queue's limits (`alk_queue_configure`); a queue left without
+/// any has no row, and no claim times.
+pub fn set(conn: &Conn, queue: &str, l: &QueueLimits) -> Result<()> {
+    if l.max_running.is_none()
+        && l.rate_max.is_none()
+        && l.key_max_running.is_none()
+        && l.key_rate_max.is_none()
+    {
+        for name in ["limits_delete", "claim_times_delete"] {
+            let mut st = conn.stmt(name)?;
+            st.bind_text(1, queue);
+            st.run()?;
+        }
+        return Ok(());
+    }
+    let mut st = conn.stmt("limits_put")?;
+    st.bind_text(1, queue);
+    st.bind_opt_i64(2, l.max_running);
+    st.bind_opt_i64(3, l.rate_max);
+    st.bind_opt_i64(4, l.rate_per_ms);
+    st.bind_opt_i64(5, l.key_max_running);
+    st.bind_opt_i64(6, l.key_rate_max);
+    st.bind_opt_i64(7, l.key_rate_per_ms);
+    st.run()?;
+    Ok(())
+}
+
+/// Room under one pair of limits at `now`, the queue's (`key` None) or one
+/// key's: how many more claims they allow (may be 0 or less), and when
+/// there is none, the earliest time there can be — a rate window frees a
+/// slot when its `rate_max`-th latest claim leaves it; a running slot at
+/// the latest when the first running claim expires (sooner if a job
+/// finishes).
+fn room(
+    conn: &Conn,
+    queue: &str,
+    key: Option<&str>,
+    (max_running, rate_max, rate_per_ms): (Option<i64>, Option<i64>, Option<i64>),
+    now: i64,
+) -> Result<(i64, Option<i64>)> {
+    let (mut room, mut free_at) = (i64::MAX, None);
+    if let Some(max) = max_running {
+        let mut st = conn.stmt("limit_running")?;
+        st.bind_text(1, queue);
+        st.bind_i64(2, now);
+        st.bind_opt_text(3, key);
+        st.step_row()?;
+        room = max - st.i64(0);
+        if room <= 0 {
+            free_at = st.opt_i64(1);
+        }
+    }
+    if let (Some(max), Some(per)) = (rate_max, rate_per_ms) {
+        let mut st = conn.stmt("limit_window")?;
+        st.bind_text(1, queue);
+        st.bind_text(2, key.unwrap_or(""));
+        st.bind_i64(3, now - per);
+        st.bind_i64(4, max);
+        st.step_row()?;
+        let left = max - st.i64(0);
+        if left <= 0 {
+            free_at = free_at.max(st.opt_i64(1).map(|at| at + per));
+        }
+        room = room.min(left);
+    }
+    Ok((room, free_at))
+}
+
+/// Forgets the claim times that left a window: it holds at most `rate_max` rows.
+fn forget(conn: &Conn, queue: &str, key: &str, per_ms: Option<i64>, now: i64) -> Result<()> {
+    if let Some(per) = per_ms {
+        let mut st = conn.stmt("limit_forget")?;
+        st.bind_text(1, queue);
+        st.bind_text(2, key);
+        st.bind_i64(3, now - per);
+        st.run()?;
+    }
+    Ok(())
+}
+
+/// What one claim of a limited queue may still take.
+pub struct Limiter<'q> {
+    queue: &'q str,
+    limits: QueueLimits,
+    now: i64,
+    /// Claims the queue-wide limits still allow.
+    room: i64,
+    /// Room left per key met so far.
+    keys: HashMap<String, i64>,
+}
+
+impl<'q> Limiter<'q> {
+    /// The limiter of a claim at `now` (under the write lock), or `None` for
+    /// a queue without limits.
+    pub fn new(conn: &Conn, queue: &'q str, now: i64) -> Result<Option<Self>> {
+        let Some(limits) = of(conn, queue)? else {
+            return Ok(None);
+        };
+        forget(conn, queue, "", limits.rate_per_ms, now)?;
+        let (room, _) = room(
+            conn,
+            queue,
+            None,
+            (limits.max_running, limits.rate_max, limits.rate_per_ms),
+            now,
+        )?;
+        Ok(Some(Limiter {
+            queue,
+            limits,
+            now,
+            room,
+            keys: HashMap::new(),
+        }))
+    }
+
+    /// Claims the queue's limits still allow.
+    pub fn room(&self) -> i64 {
+        self.room
+    }
+
+    /// Whether a job of `key` may be taken now; if so, counts it as taken.
+    /// False means it is stepped over (its key is at its limit) or the
+    /// queue's limits allow no more.
+    pub fn take(&mut self, conn: &Conn, key: Option<&str>) -> Result<bool> {
+        if self.room <= 0 {
+            return Ok(false);
+        }
+        let l = &self.limits;
+        if let Some(k) = key.filter(|_| l.key_max_running.is_some() || l.key_rate_max.is_some()) {
+            let left = match self.keys.get(k) {
+                Some(left) => *left,
+                None => {
+                    forget(conn, self.queue, k, l.key_rate_per_ms, self.now)?;
+                    let limits = (l.key_max_running, l.key_rate_max, l.key_rate_per_ms);
+                    room(conn, self.queue, Some(k), limits, self.now)?.0
+                }
+            };
+            self.keys.insert(k.to_owned(), left - 1);
+            if left <= 0 {
+                return Ok(false);
+            }
+        }
+        self.room -= 1;
+        Ok(true)
+    }
+
+    /// Records a claim of a job of `key` in the rate windows it counts in.
+    pub fn count(&self, conn: &Conn, key: Option<&str>) -> Result<()> {
+        let windows = [
+            self.limits.rate_max.map(|_| ""),
+            key.filter(|_| self.limits.key_rate_max.is_some()),
+        ];
+        for k in windows.into_iter().flatten() {
+            let mut st = conn.stmt("limit_count")?;
+            st.bind_text(1, self.queue);
+            st.bind_text(2, k);
+            st.bind_i64(3, self.now);
+            st.run()?;
+        }
+        Ok(())
+    }
+}
+
+/// `next_slot_at` of `alk_queue_stats`: `None` when the queue's limits leave
+/// room for a claim now (or it has none), else the earliest time a slot
+/// frees. Per-key limits count when every job a claim could take now (the
+/// first 1,000 in claim order) is of a key at its limit.
+pub fn next_slot_at(conn: &Conn, queue: &str, now: i64) -> Result<Option<i64>> {
+    let Some(l) = of(conn, queue)? else {
+        return Ok(None);
+    };
+    let (left, free_at) = room(
+        conn,
+        queue,
+        None,
+        (l.max_running, l.rate_max, l.rate_per_ms),
+        now,
+    )?;
+    if left <= 0 {
+        return Ok(free_at);
+    }
+    if l.key_max_running.is_none() && l.key_rate_max.is_none() {
+        return Ok(None);
+    }
+    let keys: Vec<Option<String>> = {
+        let mut st = conn.stmt("limit_due_keys")?;
+        st.bind_text(1, queue);
+        st.bind_i64(2, now);
+        let mut keys = Vec::new();
+        while st.step_row()? {
+            keys.push(st.opt_text(0).map(str::to_owned));
+        }
+        keys
+    };
+    let mut first: Option<i64> = None;
+    for key in keys {
+        let Some(k) = key else {
+            return Ok(None); // a job without a key: only the queue's limits count
+        };
+        let limits = (l.key_max_running, l.key_rate_max, l.key_rate_per_ms);
+        let (left, free_at) = room(conn, queue, Some(&k), limits, now)?;
+        if left > 0 {
+            return Ok(None);
+        }
+        first = match (first, free_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(first)
+}
+
+/// Deletes up to `max_rows` claim times that left their window (alk_prune).
+pub fn prune(conn: &Conn, now: i64, max_rows: i64) -> Result<()> {
+    let mut st = conn.stmt("limit_prune")?;
+    st.bind_i64(1, now);
+    st.bind_i64(2, max_rows);
+    st.run()?;
+    Ok(())
+}
