@@ -390,3 +390,73 @@ per_engine! {
         }
     }
 }
+
+/// A client of a PostgreSQL target.
+fn pg_client(target: &Target) -> postgres::Client {
+    postgres::Client::connect(target.pg_url(), postgres::NoTls).unwrap()
+}
+
+#[test]
+fn postgres_a_finish_in_a_queue_with_a_running_limit_wakes_a_waiting_worker() {
+    for target in pg_targets() {
+        let name = target.name();
+        let q = fresh("lim-wake");
+        let mut producer = pg_client(&target);
+        producer
+            .execute(
+                r#"SELECT alk_queue_configure($1, '{"max_running": 1}')"#,
+                &[&q],
+            )
+            .unwrap();
+        for _ in 0..2 {
+            producer
+                .execute("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+                .unwrap();
+        }
+        let row = producer
+            .query_one("SELECT id FROM alk_claim($1, 'w1')", &[&q])
+            .unwrap();
+        let id: i64 = row.get(0);
+        let mut worker = pg_client(&target);
+        worker
+            .query_one("SELECT alk_listen_queue($1, 30)", &[&q])
+            .unwrap();
+        assert!(worker
+            .query("SELECT id FROM alk_claim($1, 'w2')", &[&q])
+            .unwrap()
+            .is_empty());
+        let finishes: [(&str, &str); 4] = [
+            ("ack", "SELECT alk_ack($1, 'w1')"),
+            ("retry", "SELECT alk_retry($1, 'w1', 'x', 3600)"),
+            ("fail", "SELECT alk_fail($1, 'w1', 'x')"),
+            ("cancel", "SELECT alk_cancel($1)"),
+        ];
+        let mut held = id;
+        for (what, sql) in finishes {
+            producer.execute(sql, &[&held]).unwrap();
+            assert_eq!(
+                next_notification(&mut worker, &[&q], Duration::from_secs(5)),
+                Some(("alkstore_jobs".into(), q.clone())),
+                "[{name}] a waiting worker is woken by the {what}"
+            );
+            producer
+                .execute("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+                .unwrap();
+            while next_notification(&mut worker, &[&q], Duration::from_millis(100)).is_some() {}
+            let row = producer
+                .query_opt("SELECT id FROM alk_claim($1, 'w1')", &[&q])
+                .unwrap()
+                .unwrap_or_else(|| panic!("[{name}] a slot after the {what}"));
+            held = row.get(0);
+        }
+        // alk_ack_batch too.
+        producer
+            .execute("SELECT alk_ack_batch(ARRAY[$1::bigint], 'w1')", &[&held])
+            .unwrap();
+        assert_eq!(
+            next_notification(&mut worker, &[&q], Duration::from_secs(5)),
+            Some(("alkstore_jobs".into(), q.clone())),
+            "[{name}] a waiting worker is woken by a batch ack"
+        );
+    }
+}

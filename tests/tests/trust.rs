@@ -371,7 +371,10 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
                SELECT alk_queue_configure('dump-c', '{"retain_completed_s": 3600}');
                SELECT alk_enqueue('dump-c', NULL, '1');
                SELECT alk_ack(c.id, 'w', '{"r": 1}') FROM alk_claim('dump-c', 'w') c;
-               SELECT alk_schedule('dump-s', 'dump-q', '{"every_s": 3600}', '1');"#,
+               SELECT alk_schedule('dump-s', 'dump-q', '{"every_s": 3600}', '1');
+               SELECT alk_queue_configure('dump-l', '{"rate_max": 1, "rate_per_s": 3600, "key_max_running": 1}');
+               SELECT alk_enqueue('dump-l', '{"limit_key": "a"}', '1'), alk_enqueue('dump-l', NULL, '2');
+               SELECT count(*) FROM alk_claim('dump-l', 'w');"#,
         )
         .unwrap();
         // A stream with an assignment's snapshot kept, and an event waiting
@@ -456,6 +459,16 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
                 "{w} hand-over"
             );
             assert_eq!(db.ok("alk_schedules", &[])[0]["name"], "dump-s", "{w}");
+            // Limits and the claims in their window come back (v1.2 §I).
+            assert_eq!(
+                db.ok("alk_claim", &[t("dump-l"), t("w"), Arg::Int(5)]),
+                json!([]),
+                "{w} the rate window is still full"
+            );
+            assert!(
+                db.ok("alk_queue_stats", &[t("dump-l")])["next_slot_at"].is_string(),
+                "{w}"
+            );
             let id = db.int("alk_enqueue", &[t("up-q"), Arg::Null, j("1")]);
             assert!(
                 id > 9,
