@@ -10,7 +10,7 @@ use crate::async_tx::AsyncTxHandle;
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::{Error, Result};
 use crate::types::Job;
-use crate::worker_core::{Chore, Chores, Outage, Settlement, PRUNE_BATCH};
+use crate::worker_core::{Chore, Chores, Outage, Pacing, Settlement, PRUNE_BATCH};
 use serde_json::Value;
 use std::fmt::Display;
 use std::future::Future;
@@ -301,12 +301,13 @@ impl<DB: AsyncEngine> Slots<DB> {
         mut chores: Chores,
     ) -> Result<()> {
         let mut outage = Outage::default();
+        let mut pacing = Pacing::new(self.queue.name());
         while !*stop.borrow() {
             if let Err(e) = self.chores(&mut chores, &stop).await {
                 wait_out(&mut outage, e, &mut stop).await?;
                 continue;
             }
-            let jobs = match self.next(&me, &mut stop).await {
+            let jobs = match self.next(&me, &mut stop, &mut pacing).await {
                 Ok(jobs) => jobs,
                 Err(e) => {
                     wait_out(&mut outage, e, &mut stop).await?;
@@ -329,20 +330,39 @@ impl<DB: AsyncEngine> Slots<DB> {
         Ok(())
     }
 
-    /// Claims one job, or waits for a wake-up, the poll interval or stop.
-    async fn next(&self, me: &str, stop: &mut watch::Receiver<bool>) -> Result<Vec<Job>> {
+    /// Claims one job, or waits for a wake-up, the poll interval (on a
+    /// queue whose limits hold claims back: its `next_slot_at`) or stop.
+    async fn next(
+        &self,
+        me: &str,
+        stop: &mut watch::Receiver<bool>,
+        pacing: &mut Pacing,
+    ) -> Result<Vec<Job>> {
         let mut woken = self.queue.watch().await?;
         // The claim itself is never cancelled: a claim dropped half-way
         // would leave a job claimed by nobody until it expires.
         let jobs = self.queue.claim(me, 1).await?;
         if jobs.is_empty() {
+            let nap = self.nap(pacing).await?.unwrap_or(self.poll_every);
             tokio::select! {
                 _ = woken.changed() => {}
-                _ = tokio::time::sleep(self.poll_every) => {}
+                _ = tokio::time::sleep(nap) => {}
                 _ = stop.wait_for(|s| *s) => {}
             }
         }
         Ok(jobs)
+    }
+
+    /// How long until the queue's limits leave room, if they hold claims back.
+    async fn nap(&self, pacing: &mut Pacing) -> Result<Option<Duration>> {
+        let store = self.queue.store();
+        if let Some(call) = pacing.opts_call()? {
+            pacing.saw_opts(&store.run(call).await?);
+        }
+        Ok(match pacing.stats_call()? {
+            Some(call) => Pacing::nap(&store.run(call).await?),
+            None => None,
+        })
     }
 
     /// Runs the handler with heartbeats, then settles the job.

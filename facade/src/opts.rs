@@ -21,6 +21,17 @@ pub struct QueueOpts {
     /// How long a dead job is kept: `Some(None)` sets it back to the
     /// default, kept until requeued or purged.
     pub retain_dead: Option<Option<Duration>>,
+    /// At most this many of the queue's jobs running at once, across every
+    /// worker (contract v1.2 §I); `Some(None)` removes the limit.
+    pub max_running: Option<Option<u32>>,
+    /// At most this many claims start in any window of this length (a
+    /// sliding window); `Some(None)` removes the limit.
+    pub rate: Option<Option<(u32, Duration)>>,
+    /// Per [`EnqueueOpts::limit_key`]: at most this many running at once.
+    pub key_max_running: Option<Option<u32>>,
+    /// Per [`EnqueueOpts::limit_key`]: at most this many claims in any
+    /// window of this length.
+    pub key_rate: Option<Option<(u32, Duration)>>,
 }
 
 impl QueueOpts {
@@ -61,6 +72,38 @@ impl QueueOpts {
         self
     }
 
+    /// Lets at most `n` jobs of the queue run at once (`None`: no limit).
+    ///
+    /// ```
+    /// use alkstore::QueueOpts;
+    /// use std::time::Duration;
+    /// let opts = QueueOpts::new().max_running(Some(5)).rate(Some((60, Duration::from_secs(60))));
+    /// assert_eq!(opts.to_json(), serde_json::json!({"max_running": 5, "rate_max": 60, "rate_per_s": 60.0}));
+    /// ```
+    pub fn max_running(mut self, n: Option<u32>) -> Self {
+        self.max_running = Some(n);
+        self
+    }
+
+    /// Lets at most `max` claims start in any window of `per` (`None`: no limit).
+    pub fn rate(mut self, limit: Option<(u32, Duration)>) -> Self {
+        self.rate = Some(limit);
+        self
+    }
+
+    /// Lets at most `n` jobs of one limit key run at once (`None`: no limit).
+    pub fn key_max_running(mut self, n: Option<u32>) -> Self {
+        self.key_max_running = Some(n);
+        self
+    }
+
+    /// Lets at most `max` claims of one limit key start in any window of
+    /// `per` (`None`: no limit).
+    pub fn key_rate(mut self, limit: Option<(u32, Duration)>) -> Self {
+        self.key_rate = Some(limit);
+        self
+    }
+
     /// The options as the JSON object the functions take.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -77,6 +120,30 @@ impl QueueOpts {
                 m.insert("retain_dead_s".into(), Value::Null);
             }
             None => {}
+        }
+        for (key, n) in [
+            ("max_running", self.max_running),
+            ("key_max_running", self.key_max_running),
+        ] {
+            if let Some(n) = n {
+                m.insert(key.into(), n.map_or(Value::Null, Value::from));
+            }
+        }
+        for (keys, rate) in [
+            (("rate_max", "rate_per_s"), self.rate),
+            (("key_rate_max", "key_rate_per_s"), self.key_rate),
+        ] {
+            match rate {
+                Some(Some((max, per))) => {
+                    m.insert(keys.0.into(), max.into());
+                    put_secs(&mut m, keys.1, Some(per));
+                }
+                Some(None) => {
+                    m.insert(keys.0.into(), Value::Null);
+                    m.insert(keys.1.into(), Value::Null);
+                }
+                None => {}
+            }
         }
         Value::Object(m)
     }
@@ -157,6 +224,10 @@ pub struct EnqueueOpts {
     pub idempotency_ttl: Option<Duration>,
     /// Jobs with one group key run one at a time, in the order enqueued.
     pub group_key: Option<String>,
+    /// The partition this job's per-key limits count in (a customer, a
+    /// tenant, an API host): see [`QueueOpts::key_max_running`] and
+    /// [`QueueOpts::key_rate`].
+    pub limit_key: Option<String>,
 }
 
 impl EnqueueOpts {
@@ -213,6 +284,12 @@ impl EnqueueOpts {
         self
     }
 
+    /// Counts the job toward the per-key limits of `key`.
+    pub fn limit_key(mut self, key: impl Into<String>) -> Self {
+        self.limit_key = Some(key.into());
+        self
+    }
+
     /// The options as the JSON object the functions take.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -237,6 +314,9 @@ impl EnqueueOpts {
         put_secs(&mut m, "idempotency_ttl_s", self.idempotency_ttl);
         if let Some(g) = &self.group_key {
             m.insert("group_key".into(), g.as_str().into());
+        }
+        if let Some(k) = &self.limit_key {
+            m.insert("limit_key".into(), k.as_str().into());
         }
         Value::Object(m)
     }

@@ -287,6 +287,20 @@ pub(crate) fn wait_for<T>(
     }
 }
 
+/// Sleeps up to `timeout` unless a wake-up for `(kind, name)` comes first;
+/// true if one came.
+pub(crate) fn sleep_unless_woken(
+    engine: &dyn Engine,
+    kind: Kind,
+    name: &str,
+    timeout: Duration,
+) -> Result<bool> {
+    let key = kind.key(name);
+    engine.watch(kind, name)?;
+    let seen = engine.waker().seen(&key);
+    Ok(engine.waker().wait(&key, seen, timeout))
+}
+
 /// `alk_prune` on an engine, once committed stream events have their
 /// offsets (retention counts from then: `alk_sequence(NULL)` first).
 pub(crate) fn prune(engine: &dyn Engine, max_rows: i64) -> Result<i64> {

@@ -8,7 +8,7 @@ use crate::outbox::Outbox;
 use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
 use crate::types::Job;
-use crate::worker_core::{Chore, Chores, Outage, Settlement, PRUNE_BATCH};
+use crate::worker_core::{Chore, Chores, Outage, Pacing, Settlement, PRUNE_BATCH};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -225,6 +225,7 @@ impl Worker {
         mut chores: Chores,
     ) -> Result<()> {
         let mut outage = Outage::default();
+        let mut pacing = Pacing::new(self.queue.name());
         while !stop.is_stopped() {
             if let Err(e) = self.chores(&mut chores, stop) {
                 wait_out(&mut outage, e, stop)?;
@@ -253,6 +254,11 @@ impl Worker {
                 }
             };
             outage.over();
+            if jobs.is_empty() && self.outbox.is_none() {
+                if let Err(e) = self.pace(&mut pacing, stop) {
+                    wait_out(&mut outage, e, stop)?;
+                }
+            }
             for job in jobs {
                 // One span per job, with the handler's run and the ack (or
                 // retry) inside it, for the user's subscriber or OpenTelemetry.
@@ -288,6 +294,37 @@ impl Worker {
                     wait_out(&mut outage, e, stop)?;
                 }
                 handled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// After a claim that got nothing: on a queue whose limits hold claims
+    /// back, sleeps until its `next_slot_at`, a wake-up or stop.
+    fn pace(&self, pacing: &mut Pacing, stop: &Stop) -> Result<()> {
+        let engine = &*self.queue.engine;
+        if let Some(call) = pacing.opts_call()? {
+            pacing.saw_opts(&call.run_on(engine)?);
+        }
+        let Some(call) = pacing.stats_call()? else {
+            return Ok(());
+        };
+        let Some(nap) = Pacing::nap(&call.run_on(engine)?) else {
+            return Ok(());
+        };
+        tracing::debug!(queue = %self.queue.name(), ?nap, "alkstore: limits hold claims back; napping");
+        let until = std::time::Instant::now() + nap;
+        while !stop.is_stopped() {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero()
+                || crate::store::sleep_unless_woken(
+                    engine,
+                    crate::engine::Kind::Queue,
+                    self.queue.name(),
+                    left.min(Duration::from_millis(200)),
+                )?
+            {
+                break;
             }
         }
         Ok(())

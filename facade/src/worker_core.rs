@@ -110,6 +110,63 @@ impl Chores {
     }
 }
 
+/// How a worker on a queue with limits (contract v1.2 §I) waits after a
+/// claim that got nothing: until the queue's `next_slot_at` — when its
+/// limits hold claims back — rather than claiming again at every poll. A
+/// wake-up (an enqueue, a finish freeing a running slot) or stop ends the
+/// nap sooner. Whether the queue has limits is read from its options once
+/// every [`Pacing::RECHECK`], so a queue without them costs nothing more.
+pub(crate) struct Pacing {
+    queue: String,
+    limited: Option<(bool, Instant)>,
+}
+
+impl Pacing {
+    /// How long a reading of the queue's options holds.
+    pub(crate) const RECHECK: Duration = Duration::from_secs(10);
+    /// The longest nap: limits may change, a slot may free unannounced.
+    pub(crate) const MAX_NAP: Duration = Duration::from_secs(30);
+
+    pub(crate) fn new(queue: &str) -> Pacing {
+        Pacing {
+            queue: queue.to_owned(),
+            limited: None,
+        }
+    }
+
+    /// The options call to make first, when the last reading is stale.
+    pub(crate) fn opts_call(&self) -> Result<Option<Call<serde_json::Value>>> {
+        match self.limited {
+            Some((_, at)) if at.elapsed() < Self::RECHECK => Ok(None),
+            _ => call::queue_opts(&self.queue).map(Some),
+        }
+    }
+
+    /// Takes in the queue's options: whether it has limits.
+    pub(crate) fn saw_opts(&mut self, opts: &serde_json::Value) {
+        let limited = ["max_running", "rate_max", "key_max_running", "key_rate_max"]
+            .iter()
+            .any(|k| !opts[*k].is_null());
+        self.limited = Some((limited, Instant::now()));
+    }
+
+    /// The stats call to read `next_slot_at` from, if the queue has limits.
+    pub(crate) fn stats_call(&self) -> Result<Option<Call<serde_json::Value>>> {
+        match self.limited {
+            Some((true, _)) => call::queue_stats(&self.queue).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// How long to nap given the queue's stats: until `next_slot_at` (at
+    /// most [`Pacing::MAX_NAP`]), or `None` when a claim could take a job now.
+    pub(crate) fn nap(stats: &serde_json::Value) -> Option<Duration> {
+        let at = alkstore_core::time::parse_rfc3339_ms(stats["next_slot_at"].as_str()?)?;
+        let left = at - alkstore_core::time::now_ms();
+        (left > 0).then(|| Duration::from_millis(left as u64).min(Self::MAX_NAP))
+    }
+}
+
 /// Rides out the database going away (a restart, a failover): wait and try
 /// again with a growing pause, up to a second. Errors that retrying cannot
 /// cure ([`Error::is_transient`] false: a contract error, a decode error)
@@ -145,6 +202,29 @@ impl Outage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nap_lasts_until_next_slot_at_and_never_more_than_the_cap() {
+        let at = |ms: i64| {
+            serde_json::json!({"next_slot_at": alkstore_core::time::format_ms(
+                alkstore_core::time::now_ms() + ms)})
+        };
+        let nap = Pacing::nap(&at(5_000)).unwrap();
+        assert!(nap > Duration::from_millis(4_000) && nap <= Duration::from_millis(5_000));
+        assert_eq!(Pacing::nap(&at(3_600_000)), Some(Pacing::MAX_NAP));
+        assert_eq!(Pacing::nap(&at(-10)), None);
+        assert_eq!(
+            Pacing::nap(&serde_json::json!({"next_slot_at": null})),
+            None
+        );
+        let mut p = Pacing::new("q");
+        assert!(p.opts_call().unwrap().is_some(), "read once at first");
+        p.saw_opts(&serde_json::json!({"max_running": null, "rate_max": 5}));
+        assert!(p.opts_call().unwrap().is_none(), "then every RECHECK");
+        assert!(p.stats_call().unwrap().is_some());
+        p.saw_opts(&serde_json::json!({"max_running": null}));
+        assert!(p.stats_call().unwrap().is_none(), "no limits: no stats");
+    }
 
     #[test]
     fn outage_pauses_double_up_to_a_second_and_reset_when_over() {

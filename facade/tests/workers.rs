@@ -588,3 +588,81 @@ fn unreadable_payloads_fail_their_job_and_never_stop_a_worker_or_consumer() {
         assert_eq!(consumer.position(), 3);
     }
 }
+
+#[test]
+fn a_worker_keeps_a_queues_rate_and_per_key_running_limit() {
+    for target in targets() {
+        let store = target.open();
+        let name = fresh("paced");
+        let queue = store.queue(&name).unwrap();
+        let set = queue
+            .configure(
+                &QueueOpts::new()
+                    .rate(Some((3, ms(1000))))
+                    .key_max_running(Some(1)),
+            )
+            .unwrap();
+        assert_eq!(
+            (
+                &set["rate_max"],
+                &set["rate_per_s"],
+                &set["key_max_running"]
+            ),
+            (&json!(3), &json!(1), &json!(1)),
+            "[{}]",
+            target.name()
+        );
+        for i in 0..7 {
+            let opts = EnqueueOpts::new().limit_key(format!("k{}", i % 2));
+            queue.enqueue(&opts, &json!({"n": i})).unwrap();
+        }
+        let started: Mutex<Vec<std::time::Instant>> = Mutex::new(Vec::new());
+        let running: Mutex<HashMap<String, i32>> = Mutex::new(HashMap::new());
+        let most_per_key = Mutex::new(0);
+        let stop = Stop::new();
+        std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                Worker::new(queue.clone(), "paced")
+                    .concurrency(4)
+                    .run(&stop, |job| {
+                        started.lock().unwrap().push(std::time::Instant::now());
+                        let key = format!("k{}", job.payload["n"].as_i64().unwrap() % 2);
+                        {
+                            let mut r = running.lock().unwrap();
+                            let n = r.entry(key.clone()).or_default();
+                            *n += 1;
+                            let mut most = most_per_key.lock().unwrap();
+                            *most = (*most).max(*n);
+                        }
+                        std::thread::sleep(ms(30));
+                        *running.lock().unwrap().get_mut(&key).unwrap() -= 1;
+                        Ok(())
+                    })
+            });
+            for _ in 0..200 {
+                if settled(&queue.stats().unwrap_or_default()) {
+                    break;
+                }
+                std::thread::sleep(ms(50));
+            }
+            stop.stop();
+            worker.join().unwrap().unwrap();
+        });
+        let mut started = started.into_inner().unwrap();
+        started.sort();
+        assert_eq!(started.len(), 7, "[{}] every job ran", target.name());
+        // Three claims a second: the seventh starts two windows after the first.
+        let span = started[6] - started[0];
+        assert!(
+            span >= ms(1900),
+            "[{}] seven jobs at 3 a second took {span:?}",
+            target.name()
+        );
+        assert_eq!(
+            most_per_key.into_inner().unwrap(),
+            1,
+            "[{}] one job of a key at a time",
+            target.name()
+        );
+    }
+}
