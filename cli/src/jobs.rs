@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-const QUEUE_COLUMNS: [&str; 8] = [
+const QUEUE_COLUMNS: [&str; 9] = [
     "queue",
     "pending",
     "scheduled",
@@ -19,6 +19,17 @@ const QUEUE_COLUMNS: [&str; 8] = [
     "completed",
     "oldest_runnable_age_s",
     "paused",
+    "limits",
+];
+
+/// The flow-control options (contract v1.2 §I) `queues` shows.
+const LIMIT_KEYS: [&str; 6] = [
+    "max_running",
+    "rate_max",
+    "rate_per_s",
+    "key_max_running",
+    "key_rate_max",
+    "key_rate_per_s",
 ];
 
 const JOB_COLUMNS: [&str; 7] = [
@@ -32,9 +43,34 @@ const JOB_COLUMNS: [&str; 7] = [
 ];
 
 pub fn queues(store: &Store, out: &Output) -> Fallible {
-    let rows = store.call("alk_queues", &[])?;
-    out.rows(rows.as_array().map_or(&[][..], |r| r), &QUEUE_COLUMNS);
+    let mut rows = store.call("alk_queues", &[])?;
+    let rows = rows.as_array_mut().map_or(&mut [][..], |r| r);
+    for row in rows.iter_mut() {
+        let limits = limits_of(store, row["queue"].as_str().unwrap_or_default())?;
+        row["limits"] = limits;
+    }
+    out.rows(rows, &QUEUE_COLUMNS);
     Ok(())
+}
+
+/// The queue's limits that are set, as an object, or null when none is
+/// (and for an outbox's queue, which takes no options).
+fn limits_of(store: &Store, queue: &str) -> Fallible<Value> {
+    let opts = match store.queue(queue).and_then(|q| q.opts()) {
+        Ok(opts) => opts,
+        Err(alkstore::Error::InvalidName(_)) => return Ok(Value::Null), // an outbox's queue
+        Err(e) => return Err(e.into()),
+    };
+    let set: serde_json::Map<String, Value> = LIMIT_KEYS
+        .iter()
+        .filter(|k| !opts[**k].is_null())
+        .map(|k| ((*k).to_owned(), opts[*k].clone()))
+        .collect();
+    Ok(if set.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(set)
+    })
 }
 
 pub fn jobs(

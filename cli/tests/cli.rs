@@ -111,8 +111,29 @@ fn every_subcommand_on_every_engine() {
         let queues = json(&url, &["queues"]);
         let mine = row(&queues, "queue", &q);
         assert_eq!(
-            (&mine["pending"], &mine["dead"], &mine["paused"]),
-            (&json!(1), &json!(1), &json!(false)),
+            (
+                &mine["pending"],
+                &mine["dead"],
+                &mine["paused"],
+                &mine["limits"]
+            ),
+            (&json!(1), &json!(1), &json!(false), &Value::Null),
+            "{url}"
+        );
+        // Limits (contract v1.2 §I) show as the ones that are set.
+        let limited = fresh("cli-limited");
+        store
+            .queue(&limited)
+            .unwrap()
+            .configure(
+                &alkstore::QueueOpts::new()
+                    .max_running(Some(4))
+                    .key_rate(Some((2, Duration::from_secs(1)))),
+            )
+            .unwrap();
+        assert_eq!(
+            row(&json(&url, &["queues"]), "queue", &limited)["limits"],
+            json!({"max_running": 4, "key_rate_max": 2, "key_rate_per_s": 1}),
             "{url}"
         );
         let dead = json(&url, &["jobs", &q, "--state", "dead"]);
