@@ -25,9 +25,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 payload='{"order": 42, "total": 1200}'
 
-psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
-psql -X -q -v ON_ERROR_STOP=1 -d $db -c "CREATE EXTENSION alkstore" \
-  -c "CREATE TABLE raw_published (LIKE alkstore.published INCLUDING ALL)"
+. scripts/lib/bench-common.sh
+fresh_db $db
+psql -X -q -v ON_ERROR_STOP=1 -d $db -c "CREATE TABLE raw_published (LIKE alkstore.published INCLUDING ALL)"
 systems=(ticket noticket raw)
 if [ "$(psql -X -At -d $db -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'pgq'")" = 1 ]; then
   psql -X -q -v ON_ERROR_STOP=1 -d $db -c "CREATE EXTENSION pgq" -c "SELECT pgq.create_queue('events')" >/dev/null
@@ -54,7 +54,6 @@ run() { # system cell clients -> transactions/s
     -c "ALTER TABLE alkstore.published $t TRIGGER published_ticket"
   pgbench -n -M prepared -T "$secs" -c "$3" -j "$3" -f "$work/$2_$1" $db 2>/dev/null | awk '/^tps/ {print $3}'
 }
-median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
 row() { # label cell clients events-per-tx
   local label=$1 cell=$2 c=$3 k=$4 r sys order

@@ -52,7 +52,7 @@ $$;
 CREATE OR REPLACE FUNCTION alkstore.queue_limits(q text) RETURNS alkstore.queue_limits
 LANGUAGE sql STABLE AS $$
   SELECT coalesce((SELECT l FROM alkstore.queue_limits l WHERE l.queue = q),
-                  ROW(q, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::alkstore.queue_limits)
+                  ROW(q, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0)::alkstore.queue_limits)
 $$;
 
 CREATE OR REPLACE FUNCTION alkstore.limits_json(l alkstore.queue_limits) RETURNS jsonb
@@ -65,22 +65,28 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Stores the queue's limits (alk_queue_configure, which serialises
--- configures of one queue); a queue left without any has no row.
+-- configures of one queue); a queue left without any has no row. A rate
+-- removed takes its window's claim times along (and the count of the
+-- queue's): a rate set again starts from an empty window. (The row lock
+-- the upsert takes orders this with the queue's claims.)
 CREATE OR REPLACE FUNCTION alkstore.set_limits(l alkstore.queue_limits) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
     DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
-    DELETE FROM alkstore.claim_times t WHERE t.queue = l.queue;
-    RETURN;
+  ELSE
+    INSERT INTO alkstore.queue_limits AS t (queue, max_running, rate_max, rate_per_ms, key_max_running,
+                                            key_rate_max, key_rate_per_ms)
+    VALUES (l.queue, l.max_running, l.rate_max, l.rate_per_ms, l.key_max_running, l.key_rate_max, l.key_rate_per_ms)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET
+      max_running = excluded.max_running, rate_max = excluded.rate_max, rate_per_ms = excluded.rate_per_ms,
+      key_max_running = excluded.key_max_running, key_rate_max = excluded.key_rate_max,
+      key_rate_per_ms = excluded.key_rate_per_ms,
+      rate_count = CASE WHEN excluded.rate_max IS NULL THEN 0 ELSE t.rate_count END;
   END IF;
-  INSERT INTO alkstore.queue_limits AS t (queue, max_running, rate_max, rate_per_ms, key_max_running,
-                                          key_rate_max, key_rate_per_ms)
-  VALUES (l.queue, l.max_running, l.rate_max, l.rate_per_ms, l.key_max_running, l.key_rate_max, l.key_rate_per_ms)
-  ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET
-    max_running = excluded.max_running, rate_max = excluded.rate_max, rate_per_ms = excluded.rate_per_ms,
-    key_max_running = excluded.key_max_running, key_rate_max = excluded.key_rate_max,
-    key_rate_per_ms = excluded.key_rate_per_ms;
+  DELETE FROM alkstore.claim_times t
+   WHERE t.queue = l.queue
+     AND ((t.limit_key = '' AND l.rate_max IS NULL) OR (t.limit_key <> '' AND l.key_rate_max IS NULL));
 END $$;
 
 -- Room under one pair of limits at `now`: the queue's (key NULL) or one
@@ -123,16 +129,24 @@ END $$;
 
 -- Forgets the claim times that left a window: a window holds at most its
 -- rate_max rows.
-CREATE OR REPLACE FUNCTION alkstore.limit_forget(q text, key text, rate_per_ms bigint, now timestamptz) RETURNS void
+-- Returns how many it deleted.
+CREATE OR REPLACE FUNCTION alkstore.limit_forget(q text, key text, rate_per_ms bigint, now timestamptz) RETURNS integer
 LANGUAGE sql AS $$
-  DELETE FROM alkstore.claim_times t
-   WHERE t.queue = q AND t.limit_key = key AND t.claimed_at <= now - rate_per_ms * interval '1 millisecond'
+  WITH gone AS (
+    DELETE FROM alkstore.claim_times t
+     WHERE t.queue = q AND t.limit_key = key AND t.claimed_at <= now - rate_per_ms * interval '1 millisecond'
+    RETURNING 1)
+  SELECT count(*)::integer FROM gone
 $$;
 
 -- A claim of a queue with limits: up to n jobs in claim order among the
 -- claimable ones (pending and due, or running with an expired claim),
 -- stepping over those whose key is at its limit, and no more than the
 -- queue's limits allow. Never waits for a slot: fewer jobs, or none.
+-- (The candidates are read in pages from the start of the claim order,
+-- each page four times the last: a query with a LIMIT is planned to read
+-- the claim index in order, only as far as the limit. A query without one
+-- is planned for all its rows — a sort of every pending job of the queue.)
 CREATE OR REPLACE FUNCTION alkstore.claim_limited(q text, w text, n integer)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
@@ -147,6 +161,9 @@ DECLARE
   keys   jsonb := '{}'; -- room left per key met so far
   k_room integer;
   chosen bigint[] := '{}';
+  page   integer := n + 16; -- candidates read, from the start of the claim order
+  seen   integer := 0;      -- of those, the ones looked at by earlier pages
+  i      integer;
 BEGIN
   -- The order of the queue's claims: an UPDATE rather than FOR UPDATE, so
   -- that a claim in a REPEATABLE READ transaction whose snapshot is older
@@ -157,42 +174,55 @@ BEGIN
     l := alkstore.queue_limits(q); -- removed since the claim looked: none
   END IF;
   now := clock_timestamp(); -- after the wait for the last claim
+  -- The queue's rate from its count of the window's claims (the times
+  -- that left the window forgotten first), not from the rows.
   IF l.rate_max IS NOT NULL THEN
-    PERFORM alkstore.limit_forget(q, '', l.rate_per_ms, now);
+    l.rate_count := l.rate_count - alkstore.limit_forget(q, '', l.rate_per_ms, now);
   END IF;
-  r := alkstore.limit_room(q, NULL, l.max_running, l.rate_max, l.rate_per_ms, now);
-  room := least(n, r.room);
+  r := alkstore.limit_room(q, NULL, l.max_running, NULL, NULL, now);
+  room := least(n, r.room, l.rate_max - l.rate_count);
   IF room <= 0 THEN
+    IF l.rate_max IS NOT NULL THEN
+      UPDATE alkstore.queue_limits t SET rate_count = l.rate_count WHERE t.queue = q; -- what was forgotten
+    END IF;
     RETURN;
   END IF;
-  -- Both sides in claim order, merged (each read in its index order).
-  FOR c IN
-    (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
-      WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
-        AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
-      ORDER BY e.priority DESC, e.run_at, e.id)
-    UNION ALL
-    (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
-      WHERE e.queue = q AND e.state = 'running'
-        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
-        AND e.attempts < e.max_attempts)
-    ORDER BY 3 DESC, 4, 1
   LOOP
-    IF c.limit_key IS NOT NULL AND num_nonnulls(l.key_max_running, l.key_rate_max) > 0 THEN
-      IF NOT keys ? c.limit_key THEN
-        IF l.key_rate_max IS NOT NULL THEN
-          PERFORM alkstore.limit_forget(q, c.limit_key, l.key_rate_per_ms, now);
+    i := 0;
+    FOR c IN
+      (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+        WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
+          AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
+        ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
+      UNION ALL
+      (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+        WHERE e.queue = q AND e.state = 'running'
+          AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+          AND e.attempts < e.max_attempts
+        ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
+      ORDER BY 3 DESC, 4, 1 LIMIT page
+    LOOP
+      i := i + 1;
+      CONTINUE WHEN i <= seen; -- looked at by an earlier page
+      IF c.limit_key IS NOT NULL AND num_nonnulls(l.key_max_running, l.key_rate_max) > 0 THEN
+        IF NOT keys ? c.limit_key THEN
+          IF l.key_rate_max IS NOT NULL THEN
+            PERFORM alkstore.limit_forget(q, c.limit_key, l.key_rate_per_ms, now); -- (keys count their rows)
+          END IF;
+          r := alkstore.limit_room(q, c.limit_key, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
+          keys := keys || jsonb_build_object(c.limit_key, r.room);
         END IF;
-        r := alkstore.limit_room(q, c.limit_key, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
-        keys := keys || jsonb_build_object(c.limit_key, r.room);
+        k_room := (keys ->> c.limit_key)::integer;
+        CONTINUE WHEN k_room <= 0; -- stepped over: the next job's key may have room
+        keys := keys || jsonb_build_object(c.limit_key, k_room - 1);
       END IF;
-      k_room := (keys ->> c.limit_key)::integer;
-      CONTINUE WHEN k_room <= 0; -- stepped over: the next job's key may have room
-      keys := keys || jsonb_build_object(c.limit_key, k_room - 1);
-    END IF;
-    chosen := chosen || c.id;
-    room := room - 1;
-    EXIT WHEN room = 0;
+      chosen := chosen || c.id;
+      room := room - 1;
+      EXIT WHEN room = 0;
+    END LOOP;
+    EXIT WHEN room = 0 OR i < page; -- enough, or no candidate left
+    seen := i;
+    page := page * 4;
   END LOOP;
   -- Locked and claimed only now, the chosen that are still claimable
   -- (nothing stepped over is locked; one another transaction holds is
@@ -217,6 +247,9 @@ BEGIN
     SELECT q, '', now FROM claimed WHERE l.rate_max IS NOT NULL
     UNION ALL
     SELECT q, k.limit_key, now FROM claimed k WHERE l.key_rate_max IS NOT NULL AND k.limit_key IS NOT NULL
+  ), recount AS (
+    UPDATE alkstore.queue_limits t SET rate_count = l.rate_count + (SELECT count(*) FROM claimed)
+     WHERE t.queue = q AND l.rate_max IS NOT NULL
   )
   SELECT k.id, k.queue, k.payload, k.attempts, k.max_attempts, k.claim_expires_at
     FROM claimed k

@@ -37,15 +37,16 @@ BEGIN
   IF done < max_rows THEN
     done := done + alkstore.prune_events(max_rows - done);
   END IF;
-  -- Claim times that left their rate window (limit.sql), which claims of
-  -- idle keys and removed limits do not delete. Not counted: they are not
-  -- data a caller kept, and they never hold a later call back.
+  -- Claim times of keys that left their rate window (limit.sql), which
+  -- claims do not delete once a key goes idle. Not counted: they are not
+  -- data a caller kept. (A queue's own window, limit_key '', is counted in
+  -- queue_limits.rate_count: only its claims forget those.)
   DELETE FROM alkstore.claim_times t
    WHERE t.ctid = ANY (ARRAY(
            SELECT e.ctid FROM alkstore.claim_times e
              LEFT JOIN alkstore.queue_limits l ON l.queue = e.queue
-            WHERE e.claimed_at <= now - coalesce(CASE WHEN e.limit_key = '' THEN l.rate_per_ms
-                                                      ELSE l.key_rate_per_ms END, 0) * interval '1 millisecond'
+            WHERE e.limit_key <> ''
+              AND e.claimed_at <= now - coalesce(l.key_rate_per_ms, 0) * interval '1 millisecond'
             ORDER BY e.claimed_at LIMIT max_rows
             FOR UPDATE OF e SKIP LOCKED));
   RETURN done;

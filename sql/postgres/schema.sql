@@ -137,7 +137,10 @@ CREATE TABLE alkstore.queue_limits (
   key_max_running integer,
   key_rate_max    integer,
   key_rate_per_ms bigint,
-  claimed_at      timestamptz -- the last limited claim
+  claimed_at      timestamptz, -- the last limited claim
+  -- The queue's claim times in claim_times (limit_key ''): a claim reads
+  -- this count, not the rows.
+  rate_count      integer NOT NULL DEFAULT 0
 );
 -- The claims of each rate window: the queue's ('' as limit_key) and each
 -- key's. A claim deletes the times that left its window before it counts,

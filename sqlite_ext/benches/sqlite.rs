@@ -94,6 +94,11 @@ fn main() {
     let n: u64 = if quick { 500 } else { 20_000 };
     let dir = tempfile::tempdir().unwrap();
     let c = open(&dir.path().join("bench.db"));
+    // ALK_BENCH_ONLY=limits: the flow-control section alone.
+    if std::env::var("ALK_BENCH_ONLY").as_deref() == Ok("limits") {
+        limits(&c, quick);
+        return;
+    }
     let mut report = Report { rows: Vec::new() };
     println!(
         "{:<34} {:>18} {:>18}   {:>6}",
@@ -287,6 +292,115 @@ fn main() {
     println!("worst ratio (raw / alkstore): {worst:.2}x");
 
     admin_paging(&c, quick);
+    limits(&c, quick);
+}
+
+/// Flow control (contract v1.2 §I): claim+ack 1 on a backlog spread over
+/// 10,000 limit keys (every key's first job, then every key's second, …)
+/// with each kind of limit, against the same backlog without limits (the
+/// "raw" column here): `max_running` and a rate that are never reached
+/// (the cost of counting), 100 of the keys at `key_max_running` 1, and one
+/// key at its limit whose 10,000 jobs come first in claim order.
+fn limits(c: &Connection, quick: bool) {
+    let (keys, per_key) = if quick { (1_000, 10) } else { (10_000, 10) };
+    let ops = if quick { 200 } else { 2_000 };
+    println!(
+        "\nflow control, claim+ack 1 against the same backlog without limits ({} jobs, {keys} keys):",
+        keys * per_key
+    );
+    let mut report = Report { rows: Vec::new() };
+    let fill = |limits: &str, busy_first: bool, full_keys: i64| {
+        c.execute_batch(
+            "DELETE FROM alk_jobs; DELETE FROM alk_queue_limits; DELETE FROM alk_claim_times;",
+        )
+        .unwrap();
+        c.query_row("SELECT alk_queue_configure('q', ?1)", [limits], |_| Ok(()))
+            .unwrap();
+        let mut insert = c
+            .prepare(
+                "INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
+                   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, limit_key)
+                 VALUES ('q', 'pending', ?1, 0, 0, 5, 60000, 5000, 3600000, ?2, ?2, ?3)",
+            )
+            .unwrap();
+        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let start = now() - 3_600_000;
+        let mut at = start;
+        if busy_first {
+            for i in 0..keys {
+                at += 1;
+                insert.execute(params![payload(i), at, "busy"]).unwrap();
+            }
+        }
+        let n = if busy_first { keys } else { keys * per_key };
+        for i in 0..n {
+            at += 1;
+            let key = format!("k{}", i % keys);
+            insert.execute(params![payload(i), at, key]).unwrap();
+        }
+        // The keys at their limit: their first job held by another worker.
+        c.execute(
+            "UPDATE alk_jobs SET state = 'running', attempts = 1, claimed_by = 'holder',
+                    claim_expires_at = ?1
+              WHERE id IN (SELECT min(id) FROM alk_jobs
+                            WHERE limit_key = 'busy' OR CAST(substr(limit_key, 2) AS INTEGER) < ?2
+                            GROUP BY limit_key)",
+            params![now() + 3_600_000, full_keys],
+        )
+        .unwrap();
+        c.execute_batch("COMMIT; ANALYZE").unwrap();
+    };
+    let claim_ack = || {
+        let mut claim = c.prepare("SELECT alk_claim('q', 'w', 1)").unwrap();
+        let mut ack = c.prepare("SELECT alk_ack(?1 ->> '$[0].id', 'w')").unwrap();
+        let t = Instant::now();
+        for _ in 0..ops {
+            let jobs: String = claim.query_row([], |r| r.get(0)).unwrap();
+            assert!(ack.query_row([jobs], |r| r.get::<_, bool>(0)).unwrap());
+        }
+        t.elapsed()
+    };
+    let cells: [(&str, &str, bool, i64); 4] = [
+        (
+            "max_running (never reached)",
+            r#"{"max_running": 1000}"#,
+            false,
+            0,
+        ),
+        (
+            "rate (never reached)",
+            r#"{"rate_max": 1000000, "rate_per_s": 1}"#,
+            false,
+            0,
+        ),
+        (
+            "keys: 100 at their limit",
+            r#"{"key_max_running": 1}"#,
+            false,
+            100,
+        ),
+        (
+            "keys: a full key's jobs first",
+            r#"{"key_max_running": 1}"#,
+            true,
+            0,
+        ),
+    ];
+    let off =
+        r#"{"max_running": null, "rate_max": null, "rate_per_s": null, "key_max_running": null}"#;
+    for (name, on, busy_first, full) in cells {
+        let (limited, none) = alternate(
+            || {
+                fill(on, busy_first, full);
+                claim_ack()
+            },
+            || {
+                fill(off, busy_first, full);
+                claim_ack()
+            },
+        );
+        report.add(name, ops, limited, none);
+    }
 }
 
 /// The main table's operations through honker, a peer: its loadable

@@ -2,8 +2,11 @@
 -- milliseconds; '' as limit_key is the queue-wide rate window.
 
 -- name: limits_get
-SELECT max_running, rate_max, rate_per_ms, key_max_running, key_rate_max, key_rate_per_ms
+SELECT max_running, rate_max, rate_per_ms, key_max_running, key_rate_max, key_rate_per_ms, rate_count
 FROM alk_queue_limits WHERE queue = ?1;
+
+-- name: limits_rate_count
+UPDATE alk_queue_limits SET rate_count = ?2 WHERE queue = ?1;
 
 -- name: limits_put
 INSERT INTO alk_queue_limits (queue, max_running, rate_max, rate_per_ms, key_max_running,
@@ -12,13 +15,17 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 ON CONFLICT (queue) DO UPDATE SET
   max_running = excluded.max_running, rate_max = excluded.rate_max, rate_per_ms = excluded.rate_per_ms,
   key_max_running = excluded.key_max_running, key_rate_max = excluded.key_rate_max,
-  key_rate_per_ms = excluded.key_rate_per_ms;
+  key_rate_per_ms = excluded.key_rate_per_ms,
+  rate_count = CASE WHEN excluded.rate_max IS NULL THEN 0 ELSE rate_count END;
 
 -- name: limits_delete
 DELETE FROM alk_queue_limits WHERE queue = ?1;
 
+-- A rate removed takes its window's claim times along (?2: the queue's
+-- rate removed, ?3: the keys').
 -- name: claim_times_delete
-DELETE FROM alk_claim_times WHERE queue = ?1;
+DELETE FROM alk_claim_times
+WHERE queue = ?1 AND ((limit_key = '' AND ?2) OR (limit_key <> '' AND ?3));
 
 -- Running (claimed, claim not expired: an expired claim frees its slot)
 -- jobs of the queue (?3 NULL) or of one key, and the first claim expiry.
@@ -47,10 +54,11 @@ SELECT DISTINCT limit_key FROM (
   WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2 AND (expires_at IS NULL OR expires_at > ?2)
   ORDER BY priority DESC, run_at, id LIMIT 1000);
 
--- Claim times that left their window, which claims of idle keys and
--- removed limits do not delete (alk_prune; not counted).
+-- Claim times of keys that left their window, which claims do not delete
+-- once a key goes idle (alk_prune; not counted). A queue's own window
+-- (limit_key '') is counted in rate_count: only its claims forget those.
 -- name: limit_prune
 DELETE FROM alk_claim_times WHERE rowid IN (
   SELECT t.rowid FROM alk_claim_times t LEFT JOIN alk_queue_limits l ON l.queue = t.queue
-  WHERE t.claimed_at <= ?1 - coalesce(CASE WHEN t.limit_key = '' THEN l.rate_per_ms ELSE l.key_rate_per_ms END, 0)
+  WHERE t.limit_key <> '' AND t.claimed_at <= ?1 - coalesce(l.key_rate_per_ms, 0)
   ORDER BY t.claimed_at LIMIT ?2);

@@ -100,7 +100,10 @@ CREATE TABLE IF NOT EXISTS alk_queue_limits (
   rate_per_ms     INTEGER,
   key_max_running INTEGER,
   key_rate_max    INTEGER,
-  key_rate_per_ms INTEGER
+  key_rate_per_ms INTEGER,
+  -- The queue's claim times in alk_claim_times (limit_key ''): a claim
+  -- reads this count, not the rows.
+  rate_count      INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 -- The claims of each rate window: the queue's ('' as limit_key) and each
 -- key's. A claim deletes the times that left its window before it counts,

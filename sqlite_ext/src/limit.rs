@@ -11,34 +11,43 @@ use std::collections::HashMap;
 
 /// The queue's limits, or `None` when it has none (no row).
 pub fn of(conn: &Conn, queue: &str) -> Result<Option<QueueLimits>> {
+    Ok(with_count(conn, queue)?.map(|(l, _)| l))
+}
+
+/// The queue's limits and its count of the claims in its own rate window
+/// (`rate_count`: a claim reads it, not the rows).
+fn with_count(conn: &Conn, queue: &str) -> Result<Option<(QueueLimits, i64)>> {
     let mut st = conn.stmt("limits_get")?;
     st.bind_text(1, queue);
     if !st.step_row()? {
         return Ok(None);
     }
-    Ok(Some(QueueLimits {
+    let limits = QueueLimits {
         max_running: st.opt_i64(0),
         rate_max: st.opt_i64(1),
         rate_per_ms: st.opt_i64(2),
         key_max_running: st.opt_i64(3),
         key_rate_max: st.opt_i64(4),
         key_rate_per_ms: st.opt_i64(5),
-    }))
+    };
+    Ok(Some((limits, st.i64(6))))
 }
 
 /// Stores the queue's limits (`alk_queue_configure`); a queue left without
-/// any has no row, and no claim times.
+/// any has no row. A rate removed takes its window's claim times along:
+/// set again, it starts from an empty window.
 pub fn set(conn: &Conn, queue: &str, l: &QueueLimits) -> Result<()> {
-    if l.max_running.is_none()
-        && l.rate_max.is_none()
-        && l.key_max_running.is_none()
-        && l.key_rate_max.is_none()
     {
-        for name in ["limits_delete", "claim_times_delete"] {
-            let mut st = conn.stmt(name)?;
-            st.bind_text(1, queue);
-            st.run()?;
-        }
+        let mut st = conn.stmt("claim_times_delete")?;
+        st.bind_text(1, queue);
+        st.bind_i64(2, l.rate_max.is_none() as i64);
+        st.bind_i64(3, l.key_rate_max.is_none() as i64);
+        st.run()?;
+    }
+    if l.is_empty() {
+        let mut st = conn.stmt("limits_delete")?;
+        st.bind_text(1, queue);
+        st.run()?;
         return Ok(());
     }
     let mut st = conn.stmt("limits_put")?;
@@ -94,16 +103,18 @@ fn room(
     Ok((room, free_at))
 }
 
-/// Forgets the claim times that left a window: it holds at most `rate_max` rows.
-fn forget(conn: &Conn, queue: &str, key: &str, per_ms: Option<i64>, now: i64) -> Result<()> {
-    if let Some(per) = per_ms {
-        let mut st = conn.stmt("limit_forget")?;
-        st.bind_text(1, queue);
-        st.bind_text(2, key);
-        st.bind_i64(3, now - per);
-        st.run()?;
-    }
-    Ok(())
+/// Forgets the claim times that left a window (it holds at most
+/// `rate_max` rows); returns how many.
+fn forget(conn: &Conn, queue: &str, key: &str, per_ms: Option<i64>, now: i64) -> Result<i64> {
+    let Some(per) = per_ms else {
+        return Ok(0);
+    };
+    let mut st = conn.stmt("limit_forget")?;
+    st.bind_text(1, queue);
+    st.bind_text(2, key);
+    st.bind_i64(3, now - per);
+    st.run()?;
+    Ok(conn.db.changes())
 }
 
 /// What one claim of a limited queue may still take.
@@ -115,29 +126,32 @@ pub struct Limiter<'q> {
     room: i64,
     /// Room left per key met so far.
     keys: HashMap<String, i64>,
+    /// The queue's count of claims in its own rate window, as of now.
+    rate_count: i64,
 }
 
 impl<'q> Limiter<'q> {
     /// The limiter of a claim at `now` (under the write lock), or `None` for
     /// a queue without limits.
     pub fn new(conn: &Conn, queue: &'q str, now: i64) -> Result<Option<Self>> {
-        let Some(limits) = of(conn, queue)? else {
+        let Some((limits, counted)) = with_count(conn, queue)? else {
             return Ok(None);
         };
-        forget(conn, queue, "", limits.rate_per_ms, now)?;
-        let (room, _) = room(
-            conn,
-            queue,
-            None,
-            (limits.max_running, limits.rate_max, limits.rate_per_ms),
-            now,
-        )?;
+        // The queue's rate from its count of the window's claims (the
+        // times that left the window forgotten first), not from the rows.
+        let rate_count = match limits.rate_max {
+            Some(_) => counted - forget(conn, queue, "", limits.rate_per_ms, now)?,
+            None => 0,
+        };
+        let (running_room, _) = room(conn, queue, None, (limits.max_running, None, None), now)?;
+        let rate_room = limits.rate_max.map_or(i64::MAX, |max| max - rate_count);
         Ok(Some(Limiter {
             queue,
             limits,
             now,
-            room,
+            room: running_room.min(rate_room),
             keys: HashMap::new(),
+            rate_count,
         }))
     }
 
@@ -173,7 +187,10 @@ impl<'q> Limiter<'q> {
     }
 
     /// Records a claim of a job of `key` in the rate windows it counts in.
-    pub fn count(&self, conn: &Conn, key: Option<&str>) -> Result<()> {
+    pub fn count(&mut self, conn: &Conn, key: Option<&str>) -> Result<()> {
+        if self.limits.rate_max.is_some() {
+            self.rate_count += 1;
+        }
         let windows = [
             self.limits.rate_max.map(|_| ""),
             key.filter(|_| self.limits.key_rate_max.is_some()),
@@ -183,6 +200,17 @@ impl<'q> Limiter<'q> {
             st.bind_text(1, self.queue);
             st.bind_text(2, k);
             st.bind_i64(3, self.now);
+            st.run()?;
+        }
+        Ok(())
+    }
+
+    /// Stores the queue's count of its window's claims, once the claim is done.
+    pub fn finish(&self, conn: &Conn) -> Result<()> {
+        if self.limits.rate_max.is_some() {
+            let mut st = conn.stmt("limits_rate_count")?;
+            st.bind_text(1, self.queue);
+            st.bind_i64(2, self.rate_count);
             st.run()?;
         }
         Ok(())

@@ -196,16 +196,16 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
     // A queue with limits (contract v1.2 §I): candidates whose key is at its
     // limit are stepped over, so each round reads that many more.
     let mut limiter = limit::Limiter::new(conn, queue, now)?;
-    let mut stepped = 0;
-    // Each round claims what it can from the first candidates; dead-lettered
-    // (and stepped-over) ones make room, so look again while a full page
-    // came back.
+    let mut extra = 0; // candidates to read past those a round stepped over
+                       // Each round claims what it can from the first candidates; dead-lettered
+                       // (and stepped-over) ones make room, so look again while a full page
+                       // came back.
     loop {
         let want = max_jobs - claimed;
         if limiter.as_ref().is_some_and(|l| l.room() <= 0) {
             break;
         }
-        let fetch = want + stepped;
+        let fetch = want + extra;
         let mut candidates = candidates(conn, queue, now, fetch)?;
         let page = candidates.len() as i64;
         let mut progress = false;
@@ -239,11 +239,13 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
                     over += 1;
                 }
             }
-            candidates = kept;
-            if over > stepped {
-                stepped = over;
-                progress = true; // more were stepped over: read further
+            // Stepped over and short: read further, four times as far
+            // (each round reads from the start of the claim order).
+            if over > 0 && (kept.len() as i64) < want && page == fetch {
+                extra = extra.max(over) * 4;
+                progress = true;
             }
+            candidates = kept;
         }
         // Each job's part of the result, built before claiming (contract v1.1
         // §A6): a claim whose result would exceed SQLite's length limit
@@ -279,7 +281,7 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
         }
         candidates.retain(|c| parts.iter().any(|(id, _)| *id == c.order.2));
         let won = claim_candidates(conn, &candidates, worker, now)?;
-        if let Some(l) = &limiter {
+        if let Some(l) = limiter.as_mut() {
             for c in candidates.iter().filter(|c| won.contains(&c.order.2)) {
                 l.count(conn, c.limit_key.as_deref())?;
             }
@@ -294,6 +296,9 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
         if claimed == max_jobs || !progress || (page < fetch && !promoted) || full {
             break;
         }
+    }
+    if let Some(l) = &limiter {
+        l.finish(conn)?;
     }
     out.push(']');
     Ok(out)

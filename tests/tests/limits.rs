@@ -191,6 +191,14 @@ per_engine! {
             "[{e}]"
         );
         assert_eq!(claim(db, &q, "w", 5), Vec::<i64>::new(), "[{e}] its re-claim waits for the window");
+        // A prune leaves the window alone.
+        db.int("alk_prune", &[Arg::Int(1000)]);
+        assert_eq!(claim(db, &q, "w", 5), Vec::<i64>::new(), "[{e}] after a prune");
+        // A rate removed takes its window along: set again, it starts empty.
+        configure(db, &q, r#"{"rate_max": null, "rate_per_s": null}"#);
+        configure(db, &q, r#"{"rate_max": 2, "rate_per_s": 3600}"#);
+        assert_eq!(claim(db, &q, "w", 5).len(), 2, "[{e}] a fresh window");
+        assert_eq!(claim(db, &q, "w", 5), Vec::<i64>::new(), "[{e}]");
     }
 }
 

@@ -58,7 +58,8 @@ CREATE TABLE alkstore.queue_limits (
   key_max_running integer,
   key_rate_max    integer,
   key_rate_per_ms bigint,
-  claimed_at      timestamptz
+  claimed_at      timestamptz,
+  rate_count      integer NOT NULL DEFAULT 0
 );
 CREATE TABLE alkstore.claim_times (
   queue      text        NOT NULL,

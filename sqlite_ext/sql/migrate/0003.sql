@@ -18,7 +18,8 @@ CREATE TABLE alk_queue_limits (
   rate_per_ms     INTEGER,
   key_max_running INTEGER,
   key_rate_max    INTEGER,
-  key_rate_per_ms INTEGER
+  key_rate_per_ms INTEGER,
+  rate_count      INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE alk_claim_times (
   queue      TEXT    NOT NULL,
