@@ -58,7 +58,7 @@ pub fn queues(store: &Store, out: &Output) -> Fallible {
 fn limits_of(store: &Store, queue: &str) -> Fallible<Value> {
     let opts = match store.queue(queue).and_then(|q| q.opts()) {
         Ok(opts) => opts,
-        Err(alkstore::Error::InvalidName(_)) => return Ok(Value::Null), // an outbox's queue
+        Err(alkstore::Error::ReservedName(_)) => return Ok(Value::Null), // an outbox's queue
         Err(e) => return Err(e.into()),
     };
     let set: serde_json::Map<String, Value> = LIMIT_KEYS

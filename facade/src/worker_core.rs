@@ -119,6 +119,7 @@ impl Chores {
 pub(crate) struct Pacing {
     queue: String,
     limited: Option<(bool, Instant)>,
+    outbox: bool,
 }
 
 impl Pacing {
@@ -127,16 +128,21 @@ impl Pacing {
     /// The longest nap: limits may change, a slot may free unannounced.
     pub(crate) const MAX_NAP: Duration = Duration::from_secs(30);
 
+    /// The pacing of a worker claiming from `queue`. An outbox's backing
+    /// queue takes no options, so has no limits: never asked.
     pub(crate) fn new(queue: &str) -> Pacing {
+        let outbox = queue.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX);
         Pacing {
             queue: queue.to_owned(),
             limited: None,
+            outbox,
         }
     }
 
     /// The options call to make first, when the last reading is stale.
     pub(crate) fn opts_call(&self) -> Result<Option<Call<serde_json::Value>>> {
         match self.limited {
+            _ if self.outbox => Ok(None),
             Some((_, at)) if at.elapsed() < Self::RECHECK => Ok(None),
             _ => call::queue_opts(&self.queue).map(Some),
         }
@@ -224,6 +230,12 @@ mod tests {
         assert!(p.stats_call().unwrap().is_some());
         p.saw_opts(&serde_json::json!({"max_running": null}));
         assert!(p.stats_call().unwrap().is_none(), "no limits: no stats");
+        let o = Pacing::new("__alkstore_outbox:mail");
+        assert!(
+            o.opts_call().unwrap().is_none(),
+            "an outbox's queue has no options"
+        );
+        assert!(o.stats_call().unwrap().is_none());
     }
 
     #[test]
