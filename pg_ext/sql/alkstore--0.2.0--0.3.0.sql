@@ -1155,15 +1155,9 @@ BEGIN
   RETURN first;
 END $$;
 
--- A job of the queue finished (acked, retried, failed, cancelled): where a
--- running limit may have held claims back, wake a waiting worker, as an
--- enqueue does. True, for use in a RETURNING list.
-CREATE OR REPLACE FUNCTION alkstore.freed(q text) RETURNS boolean
-LANGUAGE sql AS $$
-  SELECT CASE WHEN EXISTS (SELECT FROM alkstore.queue_limits l
-                            WHERE l.queue = q AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-              THEN CASE WHEN alkstore.wake('q', q) IS NULL THEN true ELSE true END ELSE true END
-$$;
+-- (A job finishing in a queue with a running limit — ack, ack batch, retry,
+-- fail, cancel — wakes a waiting worker, as an enqueue does: queue.sql asks
+-- in the statement that finishes it, in its RETURNING list.)
 
 -- ---- sql/postgres/queue.sql ----
 -- Queues (contract §5). Public functions are SECURITY DEFINER with a pinned
@@ -1316,7 +1310,7 @@ DECLARE
   now timestamptz;
   q   text;
   g   text;
-  woke boolean; -- alkstore.freed's (ignored) result
+  limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
   -- evaluate a WHERE term once the job is not found. (One expression, the
@@ -1327,7 +1321,9 @@ BEGIN
   DELETE FROM alkstore.jobs j
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
-  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
+  RETURNING j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, limited;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -1335,13 +1331,18 @@ BEGIN
            prune_at = now + coalesce((SELECT c.retain_completed_ms FROM alkstore.queues c WHERE c.queue = j.queue), 0)
                             * interval '1 millisecond'
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-    RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
+    RETURNING j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, limited;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN true;
 END $$;
@@ -1390,8 +1391,11 @@ BEGIN
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
   END IF;
+  -- Running limits: a finish wakes a waiting worker (limit.sql).
   IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
-    PERFORM alkstore.freed(x) FROM unnest(fq) x;
+    PERFORM alkstore.wake('q', x) FROM unnest(fq) x
+      WHERE EXISTS (SELECT FROM alkstore.queue_limits l
+                     WHERE l.queue = x AND num_nonnulls(l.max_running, l.key_max_running) > 0);
   END IF;
   RETURN n;
 END $$;
@@ -1405,6 +1409,7 @@ DECLARE
   result   text;
   q        text;
   g        text;
+  limited  boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (job_id IS NOT NULL AND alkstore.name_ok('worker', worker)) IS NOT TRUE THEN
@@ -1423,10 +1428,14 @@ BEGIN
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
-  RETURNING j.state, j.queue, j.group_key INTO result, q, g;
-  PERFORM alkstore.freed(q) WHERE q IS NOT NULL;
+  RETURNING j.state, j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO result, q, g, limited;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN result;
 END $$;
@@ -1438,7 +1447,7 @@ DECLARE
   w   ALIAS FOR $2;
   q   text;
   g   text;
-  woke boolean; -- alkstore.freed's (ignored) result
+  limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
@@ -1447,12 +1456,17 @@ BEGIN
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
+  RETURNING j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, limited;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN true;
 END $$;
@@ -1485,15 +1499,20 @@ DECLARE
   q   text;
   g   text;
   was text;
-  woke boolean; -- alkstore.freed's (ignored) result
+  limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting')
-  RETURNING j.queue, j.group_key, j.state, j.state <> 'running' OR alkstore.freed(j.queue) INTO q, g, was, woke;
+  RETURNING j.queue, j.group_key, j.state,
+    j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, was, limited;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, was <> 'waiting');
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN true;
 END $$;

@@ -298,12 +298,6 @@ BEGIN
   RETURN first;
 END $$;
 
--- A job of the queue finished (acked, retried, failed, cancelled): where a
--- running limit may have held claims back, wake a waiting worker, as an
--- enqueue does. True, for use in a RETURNING list.
-CREATE OR REPLACE FUNCTION alkstore.freed(q text) RETURNS boolean
-LANGUAGE sql AS $$
-  SELECT CASE WHEN EXISTS (SELECT FROM alkstore.queue_limits l
-                            WHERE l.queue = q AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-              THEN CASE WHEN alkstore.wake('q', q) IS NULL THEN true ELSE true END ELSE true END
-$$;
+-- (A job finishing in a queue with a running limit — ack, ack batch, retry,
+-- fail, cancel — wakes a waiting worker, as an enqueue does: queue.sql asks
+-- in the statement that finishes it, in its RETURNING list.)

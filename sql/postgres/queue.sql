@@ -148,7 +148,7 @@ DECLARE
   now timestamptz;
   q   text;
   g   text;
-  woke boolean; -- alkstore.freed's (ignored) result
+  limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
   -- evaluate a WHERE term once the job is not found. (One expression, the
@@ -159,7 +159,9 @@ BEGIN
   DELETE FROM alkstore.jobs j
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
-  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
+  RETURNING j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, limited;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -167,13 +169,18 @@ BEGIN
            prune_at = now + coalesce((SELECT c.retain_completed_ms FROM alkstore.queues c WHERE c.queue = j.queue), 0)
                             * interval '1 millisecond'
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-    RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
+    RETURNING j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, limited;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN true;
 END $$;
@@ -222,8 +229,11 @@ BEGIN
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
   END IF;
+  -- Running limits: a finish wakes a waiting worker (limit.sql).
   IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
-    PERFORM alkstore.freed(x) FROM unnest(fq) x;
+    PERFORM alkstore.wake('q', x) FROM unnest(fq) x
+      WHERE EXISTS (SELECT FROM alkstore.queue_limits l
+                     WHERE l.queue = x AND num_nonnulls(l.max_running, l.key_max_running) > 0);
   END IF;
   RETURN n;
 END $$;
@@ -237,6 +247,7 @@ DECLARE
   result   text;
   q        text;
   g        text;
+  limited  boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (job_id IS NOT NULL AND alkstore.name_ok('worker', worker)) IS NOT TRUE THEN
@@ -255,10 +266,14 @@ BEGIN
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
-  RETURNING j.state, j.queue, j.group_key INTO result, q, g;
-  PERFORM alkstore.freed(q) WHERE q IS NOT NULL;
+  RETURNING j.state, j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO result, q, g, limited;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN result;
 END $$;
@@ -270,7 +285,7 @@ DECLARE
   w   ALIAS FOR $2;
   q   text;
   g   text;
-  woke boolean; -- alkstore.freed's (ignored) result
+  limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
@@ -279,12 +294,17 @@ BEGIN
      SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-  RETURNING j.queue, j.group_key, alkstore.freed(j.queue) INTO q, g, woke;
+  RETURNING j.queue, j.group_key,
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, limited;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN true;
 END $$;
@@ -317,15 +337,20 @@ DECLARE
   q   text;
   g   text;
   was text;
-  woke boolean; -- alkstore.freed's (ignored) result
+  limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting')
-  RETURNING j.queue, j.group_key, j.state, j.state <> 'running' OR alkstore.freed(j.queue) INTO q, g, was, woke;
+  RETURNING j.queue, j.group_key, j.state,
+    j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
+    INTO q, g, was, limited;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, was <> 'waiting');
+  END IF;
+  IF limited THEN
+    PERFORM alkstore.wake('q', q);
   END IF;
   RETURN true;
 END $$;
