@@ -75,6 +75,18 @@ CREATE INDEX claim_times_window ON alkstore.claim_times (queue, limit_key, claim
 CREATE INDEX claim_times_age ON alkstore.claim_times (claimed_at);
 REVOKE ALL ON alkstore.queue_limits, alkstore.claim_times FROM PUBLIC;
 
+-- Jobs scheduled ahead (contract v1.2 §H: ahead.sql): pending jobs whose
+-- run_at lies ahead become 'scheduled', out of jobs_pending; jobs_deadline
+-- holds the expiries of scheduled jobs too.
+UPDATE alkstore.jobs SET state = 'scheduled' WHERE state = 'pending' AND run_at > clock_timestamp();
+DROP INDEX alkstore.jobs_deadline;
+CREATE INDEX jobs_deadline ON alkstore.jobs
+  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
+  WHERE state = 'running' OR (state IN ('pending', 'scheduled') AND expires_at IS NOT NULL);
+CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
+CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'scheduled';
+
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
@@ -759,7 +771,8 @@ $$;
 -- ---- sql/postgres/group.sql ----
 -- Ordered groups (contract v1.1 §C2). Jobs of one (queue, group_key) run
 -- one at a time in id order. Only the group's head is 'pending' (or
--- 'running'); the others are 'waiting', outside the claim index, so a claim
+-- 'running', or 'scheduled' while its run_at lies ahead: ahead.sql); the
+-- others are 'waiting', outside the claim index, so a claim
 -- reads heads only however long the groups' backlogs are. alkstore.groups
 -- counts each group's live jobs; updating its row orders a group's enqueues
 -- against the hand-over when its head finishes (the row lock is held to
@@ -795,7 +808,7 @@ BEGIN
   ELSIF remaining <= 0 THEN
     DELETE FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g;
   ELSIF head THEN
-    UPDATE alkstore.jobs j SET state = 'pending'
+    UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
      WHERE j.id = (SELECT min(w.id) FROM alkstore.jobs w
                     WHERE w.queue = q AND w.group_key = g AND w.state = 'waiting');
     IF FOUND THEN
@@ -834,7 +847,7 @@ BEGIN
   END IF;
   FOR woken IN
     WITH heads AS (
-      UPDATE alkstore.jobs j SET state = 'pending'
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = u.q AND w.group_key = u.g AND w.state = 'waiting')
@@ -997,14 +1010,15 @@ LANGUAGE sql AS $$
 $$;
 
 -- A claim of a queue with limits: up to n jobs in claim order among the
--- claimable ones (pending and due, or running with an expired claim),
+-- claimable ones (pending and due, running with an expired claim, and with
+-- sched, scheduled and due: ahead.sql),
 -- stepping over those whose key is at its limit, and no more than the
 -- queue's limits allow. Never waits for a slot: fewer jobs, or none.
 -- (The candidates are read in pages from the start of the claim order,
 -- each page four times the last: a query with a LIMIT is planned to read
 -- the claim index in order, only as far as the limit. A query without one
 -- is planned for all its rows — a sort of every pending job of the queue.)
-CREATE OR REPLACE FUNCTION alkstore.claim_limited(q text, w text, n integer)
+CREATE OR REPLACE FUNCTION alkstore.claim_limited(q text, w text, n integer, sched boolean)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 LANGUAGE plpgsql AS $$
@@ -1057,6 +1071,9 @@ BEGIN
           AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
           AND e.attempts < e.max_attempts
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
+      UNION ALL
+      (SELECT d.id, d.limit_key, d.priority, d.run_at FROM alkstore.due_scheduled(q, now, page, false) d
+        WHERE sched)
       ORDER BY 3 DESC, 4, 1 LIMIT page
     LOOP
       i := i + 1;
@@ -1092,7 +1109,7 @@ BEGIN
      WHERE j.id = ANY (ARRAY(
              SELECT e.id FROM alkstore.jobs e
               WHERE e.id = ANY (chosen) AND e.queue = q
-                AND ((e.state = 'pending' COLLATE "C" AND e.run_at <= now
+                AND ((e.state COLLATE "C" IN ('pending', 'scheduled') AND e.run_at <= now
                       AND (e.expires_at IS NULL OR e.expires_at > now))
                      OR (e.state = 'running' COLLATE "C" AND e.claim_expires_at <= now
                          AND e.attempts < e.max_attempts))
@@ -1159,6 +1176,110 @@ END $$;
 -- fail, cancel — wakes a waiting worker, as an enqueue does: queue.sql asks
 -- in the statement that finishes it, in its RETURNING list.)
 
+-- ---- sql/postgres/ahead.sql ----
+-- Jobs scheduled ahead (contract v1.2 §H). A job written with a run_at
+-- ahead (a delay, a run_at, a retry's backoff, a group's next head) is
+-- 'scheduled': reported as pending, but kept out of jobs_pending, so a
+-- claim never steps over jobs that are not due, whatever their priority.
+-- When one comes due, alk_sweep makes it pending, a bounded batch per call
+-- in a short transaction of its own (the background worker calls it every
+-- second). Until then a claim takes it directly: the claim's probe finds
+-- it (jobs_scheduled_due), and due_scheduled reads the due ones in claim
+-- order (jobs_scheduled).
+
+-- The priorities of queue q's scheduled jobs, highest first: one probe of
+-- jobs_scheduled each, read only as far as the caller reads. (Names whose
+-- hashes collide share the key: a priority may have no job of q.)
+CREATE OR REPLACE FUNCTION alkstore.scheduled_priorities(q text) RETURNS SETOF integer
+LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE lv(p) AS (
+    SELECT max(s.priority) FROM alkstore.jobs s
+     WHERE hashtextextended(s.queue, 0) = hashtextextended(q, 0) AND s.state = 'scheduled'
+    UNION ALL
+    SELECT (SELECT max(s.priority) FROM alkstore.jobs s
+             WHERE hashtextextended(s.queue, 0) = hashtextextended(q, 0) AND s.state = 'scheduled'
+               AND s.priority < lv.p)
+      FROM lv WHERE lv.p IS NOT NULL
+  )
+  SELECT lv.p FROM lv WHERE lv.p IS NOT NULL
+$$;
+
+-- Up to n due scheduled jobs of queue q, in claim order: at each priority
+-- from the highest down, only the due ones (the start of that priority's
+-- run_at range), so it reads as many priorities as it takes to find n,
+-- whatever number of jobs lies ahead at each. With lock, each row it
+-- returns is locked, and rows another transaction holds are stepped over
+-- (the claim chooses with it in a subtransaction it rolls back); without,
+-- nothing is locked.
+CREATE OR REPLACE FUNCTION alkstore.due_scheduled(q text, now timestamptz, n integer, lock boolean)
+RETURNS TABLE (id bigint, priority integer, run_at timestamptz, limit_key text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+  IF lock THEN
+    RETURN QUERY
+    SELECT d.* FROM alkstore.scheduled_priorities(q) lv(p), LATERAL (
+      SELECT s.id, s.priority, s.run_at, s.limit_key FROM alkstore.jobs s
+       WHERE hashtextextended(s.queue, 0) = hashtextextended(q, 0) AND s.queue = q AND s.state = 'scheduled'
+         AND s.priority = lv.p AND s.run_at <= now AND (s.expires_at IS NULL OR s.expires_at > now)
+       ORDER BY s.run_at, s.id LIMIT n FOR UPDATE SKIP LOCKED) d
+    LIMIT n;
+  ELSE
+    RETURN QUERY
+    SELECT d.* FROM alkstore.scheduled_priorities(q) lv(p), LATERAL (
+      SELECT s.id, s.priority, s.run_at, s.limit_key FROM alkstore.jobs s
+       WHERE hashtextextended(s.queue, 0) = hashtextextended(q, 0) AND s.queue = q AND s.state = 'scheduled'
+         AND s.priority = lv.p AND s.run_at <= now AND (s.expires_at IS NULL OR s.expires_at > now)
+       ORDER BY s.run_at, s.id LIMIT n) d
+    LIMIT n;
+  END IF;
+END $$;
+
+-- Makes up to max_jobs due scheduled jobs pending (of queue q, or of every
+-- queue if NULL), earliest first, and wakes their queues' workers. Jobs
+-- another transaction holds (a claim taking them) are left. Returns how
+-- many it moved. The queues come from a skip scan of jobs_scheduled_due
+-- (one probe per queue with scheduled jobs), the jobs from the start of
+-- each queue's range.
+CREATE OR REPLACE FUNCTION alkstore.make_due(q text, max_jobs integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  now   timestamptz := clock_timestamp();
+  left_ integer := max_jobs;
+  moved integer;
+  qq    text;
+BEGIN
+  FOR qq IN
+    WITH RECURSIVE r(name) AS (
+      SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled'
+      UNION ALL
+      SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled' AND j.queue > r.name)
+        FROM r WHERE r.name IS NOT NULL
+    )
+    SELECT r.name FROM r WHERE r.name IS NOT NULL AND make_due.q IS NULL
+    UNION ALL
+    SELECT make_due.q WHERE make_due.q IS NOT NULL
+  LOOP
+    WITH m AS (
+      UPDATE alkstore.jobs j SET state = 'pending'
+       WHERE j.id = ANY (ARRAY(
+               SELECT e.id FROM alkstore.jobs e
+                WHERE e.queue = qq AND e.state = 'scheduled' AND e.run_at <= now
+                  AND (e.expires_at IS NULL OR e.expires_at > now)
+                ORDER BY e.run_at LIMIT left_
+                FOR UPDATE SKIP LOCKED))
+      RETURNING 1
+    )
+    SELECT count(*) INTO moved FROM m;
+    IF moved > 0 THEN
+      PERFORM alkstore.wake('q', qq);
+      left_ := left_ - moved;
+      EXIT WHEN left_ <= 0;
+    END IF;
+  END LOOP;
+  RETURN max_jobs - left_;
+END $$;
+
 -- ---- sql/postgres/queue.sql ----
 -- Queues (contract §5). Public functions are SECURITY DEFINER with a pinned
 -- search_path: application roles need no rights on the tables, and a
@@ -1174,7 +1295,7 @@ DECLARE
   o     alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
   p     jsonb := alkstore.payload('payload', payload);
   id    bigint;
-  state text := 'pending';
+  state text := CASE WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END; -- (ahead.sql)
 BEGIN
   IF o.idempotency_key IS NOT NULL THEN
     -- Claim the key first, with the id the job will have: whoever holds
@@ -1242,7 +1363,8 @@ BEGIN
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
       limit_key)
-    SELECT q, CASE WHEN o.group_key IS NULL OR (head AND p.n = 1) THEN 'pending' ELSE 'waiting' END,
+    SELECT q, CASE WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+                   WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.limit_key
@@ -1251,7 +1373,7 @@ BEGIN
     RETURNING id
   )
   SELECT coalesce(array_agg(rows.id ORDER BY rows.id), '{}') INTO ids FROM rows;
-  IF cardinality(ids) > 0 AND head THEN
+  IF cardinality(ids) > 0 AND head AND o.run_at <= now THEN
     PERFORM alkstore.wake('q', q);
   END IF;
   RETURN ids;
@@ -1420,7 +1542,10 @@ BEGIN
   END IF;
   -- A retried head stays its group's head (contract v1.1 §C2).
   UPDATE alkstore.jobs j
-     SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+     SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'
+                      WHEN coalesce(delay_ms, least(j.backoff_base_ms * power(2::numeric, greatest(j.attempts - 1, 0)),
+                                                    j.backoff_max_ms)::bigint) > 0 THEN 'scheduled' -- (ahead.sql)
+                      ELSE 'pending' END,
          run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
                   ELSE now + coalesce(delay_ms,
                          least(j.backoff_base_ms * power(2::numeric, greatest(j.attempts - 1, 0)),
@@ -1428,7 +1553,7 @@ BEGIN
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
-  RETURNING j.state, j.queue, j.group_key,
+  RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
     INTO result, q, g, limited;
   IF result = 'dead' AND g IS NOT NULL THEN
@@ -1501,7 +1626,7 @@ DECLARE
   was text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting')
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled')
   RETURNING j.queue, j.group_key, j.state,
     j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
     INTO q, g, was, limited;
@@ -1521,7 +1646,7 @@ END $$;
 CREATE OR REPLACE FUNCTION alkstore.job_json(j alkstore.jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
-    'id', j.id, 'queue', j.queue, 'state', CASE WHEN j.state = 'waiting' THEN 'pending' ELSE j.state END,
+    'id', j.id, 'queue', j.queue, 'state', CASE WHEN j.state IN ('waiting', 'scheduled') THEN 'pending' ELSE j.state END,
     'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
@@ -1606,24 +1731,35 @@ BEGIN
 END $$;
 
 -- Each count reads one partial index, so stats cost does not grow with
--- the other states' history. Waiting jobs count as pending (or scheduled).
+-- the other states' history. Waiting jobs count as pending (or scheduled),
+-- and so do jobs of state 'scheduled' that came due (ahead.sql).
 CREATE OR REPLACE FUNCTION alkstore.stats(q text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   now    timestamptz := clock_timestamp();
   oldest timestamptz;
+  s_due  bigint; -- state 'scheduled', by run_at
+  s_next bigint;
 BEGIN
-  SELECT min(j.run_at) INTO oldest FROM alkstore.jobs j
+  SELECT least(min(j.run_at),
+               (SELECT min(e.run_at) FROM alkstore.jobs e
+                 WHERE e.queue = q AND e.state = 'scheduled' AND e.run_at <= now))
+    INTO oldest FROM alkstore.jobs j
    WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0) AND j.queue = q
      AND j.state = 'pending' AND j.run_at <= now;
+  SELECT count(*) FILTER (WHERE j.run_at <= now), count(*) FILTER (WHERE j.run_at > now) INTO s_due, s_next
+    FROM alkstore.jobs j
+   WHERE j.queue = q AND j.state = 'scheduled';
   RETURN jsonb_build_object(
     'queue', q,
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
-             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
+             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now)
+             + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
-               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
+               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now)
+               + s_next,
     'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
     'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
@@ -1641,8 +1777,11 @@ BEGIN
   RETURN alkstore.stats(alkstore.name('queue', queue));
 END $$;
 
--- Expired pending (and waiting) jobs and final claims past their deadline
--- go dead; a finished head hands its group on.
+-- Expired pending (waiting, scheduled) jobs and final claims past their
+-- deadline go dead; a finished head hands its group on. Then scheduled jobs
+-- that came due become pending, at most 2,000 a call (ahead.sql): a short
+-- transaction (tens of milliseconds), however many came due at once; the
+-- next call moves more, and claims take the others meanwhile.
 CREATE OR REPLACE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1651,20 +1790,29 @@ DECLARE
   n   integer := 0;
   r   record;
 BEGIN
+  -- The candidates from indexes (jobs_deadline, jobs_waiting), not a scan
+  -- of the table; each is checked again as it is updated (one another
+  -- transaction changed meanwhile is left if it no longer qualifies).
   FOR r IN
     WITH x AS (
       SELECT e.id, e.state FROM alkstore.jobs e
-       WHERE ((e.state IN ('pending', 'waiting') AND e.expires_at <= now)
-              OR (e.state = 'running' AND e.claim_expires_at <= now AND e.attempts >= e.max_attempts))
+       WHERE (e.state = 'running' OR (e.state IN ('pending', 'scheduled') AND e.expires_at IS NOT NULL))
+         AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+         AND (e.state <> 'running' OR e.attempts >= e.max_attempts)
          AND (q IS NULL OR e.queue = q)
-       FOR UPDATE
+      UNION ALL
+      SELECT e.id, e.state FROM alkstore.jobs e
+       WHERE e.state = 'waiting' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
     )
     UPDATE alkstore.jobs j
        SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
            last_error = CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
                              ELSE 'expired' END,
            prune_at = alkstore.dead_prune_at(j.queue, now)
-      FROM x WHERE j.id = x.id
+      FROM x
+     WHERE j.id = x.id AND j.state = x.state
+       AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
+       AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
     RETURNING j.queue, j.group_key, x.state AS was
   LOOP
     n := n + 1;
@@ -1672,6 +1820,7 @@ BEGIN
       PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
     END IF;
   END LOOP;
+  PERFORM alkstore.make_due(q, 2000);
   RETURN n;
 END $$;
 
@@ -1703,9 +1852,10 @@ DECLARE
   w      ALIAS FOR $2;
   n      ALIAS FOR $3;
   now    timestamptz := clock_timestamp();
-  chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
+  chosen bigint[]; -- when expired claims or due scheduled jobs compete with pending jobs: the ones to take
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
   any_expired boolean; -- running jobs whose claim expired
+  any_sched boolean;   -- scheduled jobs that came due (not made pending yet: alk_sweep does)
   is_paused boolean;
   is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
@@ -1718,8 +1868,9 @@ BEGIN
     PERFORM alkstore.name('queue', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
-  -- job past its expires_at)? Each is one index probe, all in one statement (each
-  -- statement PL/pgSQL runs costs more to start than these probes).
+  -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
+  -- one index probe, all in one statement (each statement PL/pgSQL runs
+  -- costs more to start than these probes).
   -- Passed deadlines are rare; the dead-lettering UPDATEs run only when the
   -- probe finds one: an UPDATE costs tens of microseconds to start (it
   -- opens every index of jobs) even when it changes nothing.
@@ -1732,8 +1883,11 @@ BEGIN
             FROM alkstore.jobs e
            WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
              AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
-           ORDER BY 1 LIMIT 1) IS NOT NULL
-    INTO is_paused, is_limited, any_due;
+           ORDER BY 1 LIMIT 1) IS NOT NULL,
+         (SELECT e.run_at FROM alkstore.jobs e
+           WHERE e.queue = q AND e.state = 'scheduled' AND e.run_at <= now
+           ORDER BY e.run_at LIMIT 1) IS NOT NULL
+    INTO is_paused, is_limited, any_due, any_sched;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
@@ -1770,52 +1924,61 @@ BEGIN
      WHERE e.queue = q AND e.state = 'running'
        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
        AND e.attempts < e.max_attempts;
-    -- Claims expired: both sides are candidates, and locking max_jobs rows
-    -- on each would keep other workers off rows this claim does not take until
-    -- it ends. So choose first, skipping rows others hold, in a subtransaction
-    -- that is then rolled back (releasing its locks); then lock the chosen
-    -- that are still candidates (another claim may have taken one since).
-    IF any_expired THEN
-      BEGIN
-        WITH p AS (
-          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
-             AND c.state = 'pending' AND c.run_at <= now
-             AND (c.expires_at IS NULL OR c.expires_at > now)
-           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
-           FOR UPDATE SKIP LOCKED
-        ), e AS (
-          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE c.queue = q AND c.state = 'running'
-             AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
-             AND c.attempts < c.max_attempts
-           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
-           FOR UPDATE SKIP LOCKED
-        )
-        SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
-          SELECT * FROM p UNION ALL SELECT * FROM e
-           ORDER BY priority DESC, run_at, id LIMIT n) u;
-        RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
-      EXCEPTION WHEN SQLSTATE 'ALK00' THEN
-        NULL;
-      END;
-      WITH p AS ( -- (by id: COLLATE "C", schema.sql)
-        SELECT c.id FROM alkstore.jobs c
-         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' COLLATE "C" AND c.run_at <= now
+  END IF;
+  -- Claims expired, or scheduled jobs due: they are candidates next to
+  -- the pending ones, and locking max_jobs rows on each side would keep
+  -- other workers off rows this claim does not take until it ends. So
+  -- choose first, skipping rows others hold, in a subtransaction that is
+  -- then rolled back (releasing its locks); then lock the chosen that are
+  -- still candidates (another claim may have taken one since). Due
+  -- scheduled jobs are read each priority from its own range of
+  -- jobs_scheduled, never stepping over those still ahead (v1.2 §H).
+  -- (A limited queue chooses its own: alkstore.claim_limited.)
+  IF (any_expired OR any_sched) AND NOT is_limited THEN
+    BEGIN
+      WITH p AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+           AND c.state = 'pending' AND c.run_at <= now
            AND (c.expires_at IS NULL OR c.expires_at > now)
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
       ), e AS (
-        SELECT c.id FROM alkstore.jobs c
-         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE any_expired AND c.queue = q AND c.state = 'running'
+           AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
            AND c.attempts < c.max_attempts
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
+      ), s AS (
+        SELECT d.id, d.priority, d.run_at FROM alkstore.due_scheduled(q, now, n, true) d WHERE any_sched
       )
-      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
-    END IF;
+      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
+        SELECT * FROM p UNION ALL SELECT * FROM e UNION ALL SELECT * FROM s
+         ORDER BY priority DESC, run_at, id LIMIT n) u;
+      RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
+    EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+      NULL;
+    END;
+    -- (By id: COLLATE "C", schema.sql. A scheduled job chosen may have been
+    -- made pending by a sweep since: still claimable.)
+    WITH p AS (
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state COLLATE "C" IN ('pending', 'scheduled')
+         AND c.run_at <= now AND (c.expires_at IS NULL OR c.expires_at > now)
+       FOR UPDATE SKIP LOCKED
+    ), e AS (
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
+         AND c.attempts < c.max_attempts
+       FOR UPDATE SKIP LOCKED
+    )
+    SELECT coalesce(array_agg(u.id), '{}') INTO chosen
+      FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
   END IF;
   -- Limits: counted and stepped over there (limit.sql), in claim order.
   IF is_limited THEN
-    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n);
+    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n, coalesce(any_sched, false));
     RETURN;
   END IF;
   -- The claim. Pending jobs are found by jobs_pending's key, the hash of
@@ -1886,9 +2049,10 @@ DECLARE
   w      ALIAS FOR $2;
   n      ALIAS FOR $3;
   now    timestamptz := clock_timestamp();
-  chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
+  chosen bigint[]; -- when expired claims or due scheduled jobs compete with pending jobs: the ones to take
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
   any_expired boolean; -- running jobs whose claim expired
+  any_sched boolean;   -- scheduled jobs that came due (not made pending yet: alk_sweep does)
   is_paused boolean;
   is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
@@ -1901,8 +2065,9 @@ BEGIN
     PERFORM alkstore.name('outbox', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
-  -- job past its expires_at)? Each is one index probe, all in one statement (each
-  -- statement PL/pgSQL runs costs more to start than these probes).
+  -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
+  -- one index probe, all in one statement (each statement PL/pgSQL runs
+  -- costs more to start than these probes).
   -- Passed deadlines are rare; the dead-lettering UPDATEs run only when the
   -- probe finds one: an UPDATE costs tens of microseconds to start (it
   -- opens every index of jobs) even when it changes nothing.
@@ -1915,8 +2080,11 @@ BEGIN
             FROM alkstore.jobs e
            WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
              AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
-           ORDER BY 1 LIMIT 1) IS NOT NULL
-    INTO is_paused, is_limited, any_due;
+           ORDER BY 1 LIMIT 1) IS NOT NULL,
+         (SELECT e.run_at FROM alkstore.jobs e
+           WHERE e.queue = q AND e.state = 'scheduled' AND e.run_at <= now
+           ORDER BY e.run_at LIMIT 1) IS NOT NULL
+    INTO is_paused, is_limited, any_due, any_sched;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
@@ -1953,52 +2121,61 @@ BEGIN
      WHERE e.queue = q AND e.state = 'running'
        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
        AND e.attempts < e.max_attempts;
-    -- Claims expired: both sides are candidates, and locking max_jobs rows
-    -- on each would keep other workers off rows this claim does not take until
-    -- it ends. So choose first, skipping rows others hold, in a subtransaction
-    -- that is then rolled back (releasing its locks); then lock the chosen
-    -- that are still candidates (another claim may have taken one since).
-    IF any_expired THEN
-      BEGIN
-        WITH p AS (
-          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
-             AND c.state = 'pending' AND c.run_at <= now
-             AND (c.expires_at IS NULL OR c.expires_at > now)
-           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
-           FOR UPDATE SKIP LOCKED
-        ), e AS (
-          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE c.queue = q AND c.state = 'running'
-             AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
-             AND c.attempts < c.max_attempts
-           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
-           FOR UPDATE SKIP LOCKED
-        )
-        SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
-          SELECT * FROM p UNION ALL SELECT * FROM e
-           ORDER BY priority DESC, run_at, id LIMIT n) u;
-        RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
-      EXCEPTION WHEN SQLSTATE 'ALK00' THEN
-        NULL;
-      END;
-      WITH p AS ( -- (by id: COLLATE "C", schema.sql)
-        SELECT c.id FROM alkstore.jobs c
-         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' COLLATE "C" AND c.run_at <= now
+  END IF;
+  -- Claims expired, or scheduled jobs due: they are candidates next to
+  -- the pending ones, and locking max_jobs rows on each side would keep
+  -- other workers off rows this claim does not take until it ends. So
+  -- choose first, skipping rows others hold, in a subtransaction that is
+  -- then rolled back (releasing its locks); then lock the chosen that are
+  -- still candidates (another claim may have taken one since). Due
+  -- scheduled jobs are read each priority from its own range of
+  -- jobs_scheduled, never stepping over those still ahead (v1.2 §H).
+  -- (A limited queue chooses its own: alkstore.claim_limited.)
+  IF (any_expired OR any_sched) AND NOT is_limited THEN
+    BEGIN
+      WITH p AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+           AND c.state = 'pending' AND c.run_at <= now
            AND (c.expires_at IS NULL OR c.expires_at > now)
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
       ), e AS (
-        SELECT c.id FROM alkstore.jobs c
-         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE any_expired AND c.queue = q AND c.state = 'running'
+           AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
            AND c.attempts < c.max_attempts
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
+      ), s AS (
+        SELECT d.id, d.priority, d.run_at FROM alkstore.due_scheduled(q, now, n, true) d WHERE any_sched
       )
-      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
-    END IF;
+      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
+        SELECT * FROM p UNION ALL SELECT * FROM e UNION ALL SELECT * FROM s
+         ORDER BY priority DESC, run_at, id LIMIT n) u;
+      RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
+    EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+      NULL;
+    END;
+    -- (By id: COLLATE "C", schema.sql. A scheduled job chosen may have been
+    -- made pending by a sweep since: still claimable.)
+    WITH p AS (
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state COLLATE "C" IN ('pending', 'scheduled')
+         AND c.run_at <= now AND (c.expires_at IS NULL OR c.expires_at > now)
+       FOR UPDATE SKIP LOCKED
+    ), e AS (
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
+         AND c.attempts < c.max_attempts
+       FOR UPDATE SKIP LOCKED
+    )
+    SELECT coalesce(array_agg(u.id), '{}') INTO chosen
+      FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
   END IF;
   -- Limits: counted and stepped over there (limit.sql), in claim order.
   IF is_limited THEN
-    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n);
+    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n, coalesce(any_sched, false));
     RETURN;
   END IF;
   -- The claim. Pending jobs are found by jobs_pending's key, the hash of
@@ -3097,9 +3274,14 @@ LANGUAGE sql STABLE AS $$
   w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting'
            UNION ALL
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting' AND j.queue > w.q)
-             FROM w WHERE w.q IS NOT NULL)
+             FROM w WHERE w.q IS NOT NULL),
+  -- Jobs scheduled ahead: jobs_scheduled_due.
+  s(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled'
+           UNION ALL
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled' AND j.queue > s.q)
+             FROM s WHERE s.q IS NOT NULL)
   SELECT q FROM (
-    SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM f UNION SELECT q FROM w
+    SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM f UNION SELECT q FROM w UNION SELECT q FROM s
     UNION SELECT o.queue FROM alkstore.queues o UNION SELECT s.queue FROM alkstore.paused s
   ) names WHERE q IS NOT NULL ORDER BY q
 $$;
@@ -3151,9 +3333,10 @@ BEGIN
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
-  ELSIF st = 'pending' THEN -- waiting group members are pending too
+  ELSIF st = 'pending' THEN -- waiting group members and scheduled jobs are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state IN ('pending', 'waiting') AND j.id > a ORDER BY j.id LIMIT m;
+                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled') AND j.id > a
+                  ORDER BY j.id LIMIT m;
   ELSE
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.id > a ORDER BY j.id LIMIT m;
@@ -3223,7 +3406,7 @@ BEGIN
     WITH d AS (
       DELETE FROM alkstore.jobs j
        WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting')
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled')
                          AND (x.group_key IS NULL OR x.group_key = ANY (held))
                          FOR UPDATE SKIP LOCKED)
       RETURNING j.group_key
@@ -3235,7 +3418,7 @@ BEGIN
        WHERE c.queue = q AND c.group_key = x.g;
       DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
       -- A group that still has jobs but lost its head gets the next one.
-      UPDATE alkstore.jobs j SET state = 'pending'
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = q AND w.group_key = c.group_key AND w.state = 'waiting')
@@ -3243,7 +3426,7 @@ BEGIN
                 WHERE c.queue = q AND c.group_key = ANY (gs)
                   AND NOT EXISTS (SELECT FROM alkstore.jobs h
                                    WHERE h.queue = q AND h.group_key = c.group_key
-                                     AND h.state IN ('pending', 'running'))));
+                                     AND h.state IN ('pending', 'running', 'scheduled'))));
       IF FOUND THEN
         PERFORM alkstore.wake('q', q);
       END IF;

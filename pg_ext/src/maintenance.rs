@@ -3,7 +3,8 @@
 //! a caller, each in short transactions of its own: sequencing streams (at
 //! once when a publisher's commit sets its latch — see [`crate::sequencer`]
 //! — else every `alkstore.sequence_interval_ms`), dead-lettering expired
-//! claims and jobs (`alk_sweep`, every `alkstore.sweep_interval_ms`),
+//! claims and jobs and making scheduled jobs that came due pending
+//! (`alk_sweep`, every `alkstore.sweep_interval_ms`),
 //! ticking schedules (`alk_schedule_tick`, `alkstore.schedule_interval_ms`)
 //! and pruning what outlived its retention (`alk_prune`,
 //! `alkstore.prune_interval_ms`).
@@ -56,6 +57,12 @@ impl Chore {
 /// most `PRUNE_CALLS` times (a backlog drains over several rounds).
 const PRUNE_BATCH: i32 = 1000;
 const PRUNE_CALLS: usize = 10;
+
+/// Scheduled jobs one call makes pending (as alk_sweep's own call, in
+/// queue.sql: tens of milliseconds); a sweep round calls again while a call
+/// fills it, at most `DUE_CALLS` times.
+const DUE_BATCH: i32 = 2000;
+const DUE_CALLS: usize = 25;
 
 /// Which databases get a worker: every configured one while the postmaster
 /// preloads the library, else none — and an error saying so when some are
@@ -196,6 +203,15 @@ fn run(chore: Chore, schema: &str) {
         Chore::Sweep => {
             let sql = format!("SELECT {schema}.alk_sweep(NULL)");
             let _ = BackgroundWorker::transaction(|| chore_tx(&sql).map(drop));
+            // alk_sweep made up to DUE_BATCH scheduled jobs pending; more
+            // came due at once are made pending in transactions of their own.
+            let sql = format!("SELECT alkstore.make_due(NULL, {DUE_BATCH})");
+            for _ in 0..DUE_CALLS {
+                let moved = BackgroundWorker::transaction(|| chore_tx(&sql));
+                if moved.unwrap_or(0) < DUE_BATCH {
+                    break;
+                }
+            }
         }
         Chore::Tick => {
             let sql = format!("SELECT {schema}.alk_schedule_tick()");

@@ -40,9 +40,14 @@ LANGUAGE sql STABLE AS $$
   w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting'
            UNION ALL
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting' AND j.queue > w.q)
-             FROM w WHERE w.q IS NOT NULL)
+             FROM w WHERE w.q IS NOT NULL),
+  -- Jobs scheduled ahead: jobs_scheduled_due.
+  s(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled'
+           UNION ALL
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled' AND j.queue > s.q)
+             FROM s WHERE s.q IS NOT NULL)
   SELECT q FROM (
-    SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM f UNION SELECT q FROM w
+    SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM f UNION SELECT q FROM w UNION SELECT q FROM s
     UNION SELECT o.queue FROM alkstore.queues o UNION SELECT s.queue FROM alkstore.paused s
   ) names WHERE q IS NOT NULL ORDER BY q
 $$;
@@ -94,9 +99,10 @@ BEGIN
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
-  ELSIF st = 'pending' THEN -- waiting group members are pending too
+  ELSIF st = 'pending' THEN -- waiting group members and scheduled jobs are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state IN ('pending', 'waiting') AND j.id > a ORDER BY j.id LIMIT m;
+                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled') AND j.id > a
+                  ORDER BY j.id LIMIT m;
   ELSE
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.id > a ORDER BY j.id LIMIT m;
@@ -166,7 +172,7 @@ BEGIN
     WITH d AS (
       DELETE FROM alkstore.jobs j
        WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting')
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled')
                          AND (x.group_key IS NULL OR x.group_key = ANY (held))
                          FOR UPDATE SKIP LOCKED)
       RETURNING j.group_key
@@ -178,7 +184,7 @@ BEGIN
        WHERE c.queue = q AND c.group_key = x.g;
       DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
       -- A group that still has jobs but lost its head gets the next one.
-      UPDATE alkstore.jobs j SET state = 'pending'
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = q AND w.group_key = c.group_key AND w.state = 'waiting')
@@ -186,7 +192,7 @@ BEGIN
                 WHERE c.queue = q AND c.group_key = ANY (gs)
                   AND NOT EXISTS (SELECT FROM alkstore.jobs h
                                    WHERE h.queue = q AND h.group_key = c.group_key
-                                     AND h.state IN ('pending', 'running'))));
+                                     AND h.state IN ('pending', 'running', 'scheduled'))));
       IF FOUND THEN
         PERFORM alkstore.wake('q', q);
       END IF;

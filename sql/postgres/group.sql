@@ -1,6 +1,7 @@
 -- Ordered groups (contract v1.1 §C2). Jobs of one (queue, group_key) run
 -- one at a time in id order. Only the group's head is 'pending' (or
--- 'running'); the others are 'waiting', outside the claim index, so a claim
+-- 'running', or 'scheduled' while its run_at lies ahead: ahead.sql); the
+-- others are 'waiting', outside the claim index, so a claim
 -- reads heads only however long the groups' backlogs are. alkstore.groups
 -- counts each group's live jobs; updating its row orders a group's enqueues
 -- against the hand-over when its head finishes (the row lock is held to
@@ -36,7 +37,7 @@ BEGIN
   ELSIF remaining <= 0 THEN
     DELETE FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g;
   ELSIF head THEN
-    UPDATE alkstore.jobs j SET state = 'pending'
+    UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
      WHERE j.id = (SELECT min(w.id) FROM alkstore.jobs w
                     WHERE w.queue = q AND w.group_key = g AND w.state = 'waiting');
     IF FOUND THEN
@@ -75,7 +76,7 @@ BEGIN
   END IF;
   FOR woken IN
     WITH heads AS (
-      UPDATE alkstore.jobs j SET state = 'pending'
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = u.q AND w.group_key = u.g AND w.state = 'waiting')

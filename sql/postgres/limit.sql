@@ -140,14 +140,15 @@ LANGUAGE sql AS $$
 $$;
 
 -- A claim of a queue with limits: up to n jobs in claim order among the
--- claimable ones (pending and due, or running with an expired claim),
+-- claimable ones (pending and due, running with an expired claim, and with
+-- sched, scheduled and due: ahead.sql),
 -- stepping over those whose key is at its limit, and no more than the
 -- queue's limits allow. Never waits for a slot: fewer jobs, or none.
 -- (The candidates are read in pages from the start of the claim order,
 -- each page four times the last: a query with a LIMIT is planned to read
 -- the claim index in order, only as far as the limit. A query without one
 -- is planned for all its rows — a sort of every pending job of the queue.)
-CREATE OR REPLACE FUNCTION alkstore.claim_limited(q text, w text, n integer)
+CREATE OR REPLACE FUNCTION alkstore.claim_limited(q text, w text, n integer, sched boolean)
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 LANGUAGE plpgsql AS $$
@@ -200,6 +201,9 @@ BEGIN
           AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
           AND e.attempts < e.max_attempts
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
+      UNION ALL
+      (SELECT d.id, d.limit_key, d.priority, d.run_at FROM alkstore.due_scheduled(q, now, page, false) d
+        WHERE sched)
       ORDER BY 3 DESC, 4, 1 LIMIT page
     LOOP
       i := i + 1;
@@ -235,7 +239,7 @@ BEGIN
      WHERE j.id = ANY (ARRAY(
              SELECT e.id FROM alkstore.jobs e
               WHERE e.id = ANY (chosen) AND e.queue = q
-                AND ((e.state = 'pending' COLLATE "C" AND e.run_at <= now
+                AND ((e.state COLLATE "C" IN ('pending', 'scheduled') AND e.run_at <= now
                       AND (e.expires_at IS NULL OR e.expires_at > now))
                      OR (e.state = 'running' COLLATE "C" AND e.claim_expires_at <= now
                          AND e.attempts < e.max_attempts))

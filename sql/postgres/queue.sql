@@ -12,7 +12,7 @@ DECLARE
   o     alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
   p     jsonb := alkstore.payload('payload', payload);
   id    bigint;
-  state text := 'pending';
+  state text := CASE WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END; -- (ahead.sql)
 BEGIN
   IF o.idempotency_key IS NOT NULL THEN
     -- Claim the key first, with the id the job will have: whoever holds
@@ -80,7 +80,8 @@ BEGIN
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
       limit_key)
-    SELECT q, CASE WHEN o.group_key IS NULL OR (head AND p.n = 1) THEN 'pending' ELSE 'waiting' END,
+    SELECT q, CASE WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+                   WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.limit_key
@@ -89,7 +90,7 @@ BEGIN
     RETURNING id
   )
   SELECT coalesce(array_agg(rows.id ORDER BY rows.id), '{}') INTO ids FROM rows;
-  IF cardinality(ids) > 0 AND head THEN
+  IF cardinality(ids) > 0 AND head AND o.run_at <= now THEN
     PERFORM alkstore.wake('q', q);
   END IF;
   RETURN ids;
@@ -258,7 +259,10 @@ BEGIN
   END IF;
   -- A retried head stays its group's head (contract v1.1 §C2).
   UPDATE alkstore.jobs j
-     SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+     SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'
+                      WHEN coalesce(delay_ms, least(j.backoff_base_ms * power(2::numeric, greatest(j.attempts - 1, 0)),
+                                                    j.backoff_max_ms)::bigint) > 0 THEN 'scheduled' -- (ahead.sql)
+                      ELSE 'pending' END,
          run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
                   ELSE now + coalesce(delay_ms,
                          least(j.backoff_base_ms * power(2::numeric, greatest(j.attempts - 1, 0)),
@@ -266,7 +270,7 @@ BEGIN
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
-  RETURNING j.state, j.queue, j.group_key,
+  RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
     INTO result, q, g, limited;
   IF result = 'dead' AND g IS NOT NULL THEN
@@ -339,7 +343,7 @@ DECLARE
   was text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting')
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled')
   RETURNING j.queue, j.group_key, j.state,
     j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
     INTO q, g, was, limited;
@@ -359,7 +363,7 @@ END $$;
 CREATE OR REPLACE FUNCTION alkstore.job_json(j alkstore.jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
-    'id', j.id, 'queue', j.queue, 'state', CASE WHEN j.state = 'waiting' THEN 'pending' ELSE j.state END,
+    'id', j.id, 'queue', j.queue, 'state', CASE WHEN j.state IN ('waiting', 'scheduled') THEN 'pending' ELSE j.state END,
     'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
@@ -444,24 +448,35 @@ BEGIN
 END $$;
 
 -- Each count reads one partial index, so stats cost does not grow with
--- the other states' history. Waiting jobs count as pending (or scheduled).
+-- the other states' history. Waiting jobs count as pending (or scheduled),
+-- and so do jobs of state 'scheduled' that came due (ahead.sql).
 CREATE OR REPLACE FUNCTION alkstore.stats(q text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   now    timestamptz := clock_timestamp();
   oldest timestamptz;
+  s_due  bigint; -- state 'scheduled', by run_at
+  s_next bigint;
 BEGIN
-  SELECT min(j.run_at) INTO oldest FROM alkstore.jobs j
+  SELECT least(min(j.run_at),
+               (SELECT min(e.run_at) FROM alkstore.jobs e
+                 WHERE e.queue = q AND e.state = 'scheduled' AND e.run_at <= now))
+    INTO oldest FROM alkstore.jobs j
    WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0) AND j.queue = q
      AND j.state = 'pending' AND j.run_at <= now;
+  SELECT count(*) FILTER (WHERE j.run_at <= now), count(*) FILTER (WHERE j.run_at > now) INTO s_due, s_next
+    FROM alkstore.jobs j
+   WHERE j.queue = q AND j.state = 'scheduled';
   RETURN jsonb_build_object(
     'queue', q,
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
-             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now),
+             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now)
+             + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
-               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now),
+               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now)
+               + s_next,
     'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
     'completed', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed'),
@@ -479,8 +494,11 @@ BEGIN
   RETURN alkstore.stats(alkstore.name('queue', queue));
 END $$;
 
--- Expired pending (and waiting) jobs and final claims past their deadline
--- go dead; a finished head hands its group on.
+-- Expired pending (waiting, scheduled) jobs and final claims past their
+-- deadline go dead; a finished head hands its group on. Then scheduled jobs
+-- that came due become pending, at most 2,000 a call (ahead.sql): a short
+-- transaction (tens of milliseconds), however many came due at once; the
+-- next call moves more, and claims take the others meanwhile.
 CREATE OR REPLACE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -489,20 +507,29 @@ DECLARE
   n   integer := 0;
   r   record;
 BEGIN
+  -- The candidates from indexes (jobs_deadline, jobs_waiting), not a scan
+  -- of the table; each is checked again as it is updated (one another
+  -- transaction changed meanwhile is left if it no longer qualifies).
   FOR r IN
     WITH x AS (
       SELECT e.id, e.state FROM alkstore.jobs e
-       WHERE ((e.state IN ('pending', 'waiting') AND e.expires_at <= now)
-              OR (e.state = 'running' AND e.claim_expires_at <= now AND e.attempts >= e.max_attempts))
+       WHERE (e.state = 'running' OR (e.state IN ('pending', 'scheduled') AND e.expires_at IS NOT NULL))
+         AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+         AND (e.state <> 'running' OR e.attempts >= e.max_attempts)
          AND (q IS NULL OR e.queue = q)
-       FOR UPDATE
+      UNION ALL
+      SELECT e.id, e.state FROM alkstore.jobs e
+       WHERE e.state = 'waiting' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
     )
     UPDATE alkstore.jobs j
        SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
            last_error = CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
                              ELSE 'expired' END,
            prune_at = alkstore.dead_prune_at(j.queue, now)
-      FROM x WHERE j.id = x.id
+      FROM x
+     WHERE j.id = x.id AND j.state = x.state
+       AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
+       AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
     RETURNING j.queue, j.group_key, x.state AS was
   LOOP
     n := n + 1;
@@ -510,5 +537,6 @@ BEGIN
       PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
     END IF;
   END LOOP;
+  PERFORM alkstore.make_due(q, 2000);
   RETURN n;
 END $$;

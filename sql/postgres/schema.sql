@@ -37,9 +37,12 @@ CREATE TABLE alkstore.paused (
 CREATE TABLE alkstore.jobs (
   id                    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   queue                 text        NOT NULL,
-  -- 'pending', 'running', 'dead', 'completed' or 'waiting' (pending, as
+  -- 'pending', 'running', 'dead', 'completed', 'waiting' (pending, as
   -- every function reports it, behind its group's head; only heads are in
-  -- jobs_pending, so claims never read past them). Written only by
+  -- jobs_pending, so claims never read past them) or 'scheduled' (pending,
+  -- as reported, written with a run_at ahead: kept out of jobs_pending so
+  -- that claims never step over it — contract v1.2 §H; alk_sweep makes it
+  -- pending when it comes due, and claims take it before that). Written only by
   -- alkstore's functions, and without a CHECK: PostgreSQL re-reads and
   -- plans a CHECK on every statement that writes the table, which cost a
   -- quarter of an INSERT's instructions (docs/decisions.md).
@@ -82,9 +85,9 @@ CREATE INDEX jobs_pending ON alkstore.jobs (hashtextextended(queue, 0), priority
 -- plan a claim as a sort of all its jobs.
 CREATE STATISTICS alkstore.jobs_queue_key (dependencies) ON queue, (hashtextextended(queue, 0))
   FROM alkstore.jobs;
--- Deadlines: a running job's claim expiry and a pending job's expiry, the
--- two times at which a claim must act on a job (re-claim or dead-letter
--- it). One index for both: a claim finds either in one probe, and every
+-- Deadlines: a running job's claim expiry and a pending (or scheduled)
+-- job's expiry, the two times at which a claim or a sweep must act on a job
+-- (re-claim or dead-letter it). One index for both: a claim finds either in one probe, and every
 -- statement that writes jobs sets up one partial index fewer
 -- (docs/benchmarks.md). Queries repeat the key as it is written here, so
 -- the planner matches it, and imply the predicate (state = 'running' does):
@@ -93,7 +96,17 @@ CREATE STATISTICS alkstore.jobs_queue_key (dependencies) ON queue, (hashtextexte
 -- parsed under the search_path of whichever session plans it).
 CREATE INDEX jobs_deadline ON alkstore.jobs
   (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
-  WHERE state = 'running' OR (state = 'pending' AND expires_at IS NOT NULL);
+  WHERE state = 'running' OR (state IN ('pending', 'scheduled') AND expires_at IS NOT NULL);
+-- Jobs scheduled ahead (ahead.sql), by when they come due: a claim's probe
+-- and alk_sweep read the due ones, and nothing else, from the start of
+-- each queue's range. (Not in jobs_deadline: there the due ones would lie
+-- among the expired claims and expiries, which claims read.)
+CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
+-- And in claim order, as jobs_pending: a claim that found due ones reads
+-- each priority's from its own range (alkstore.due_scheduled), never
+-- stepping over those still ahead.
+CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'scheduled';
 -- Finished (dead and completed) jobs, for stats and inspection without
 -- reading the rest. One index for both: every statement that writes jobs
 -- sets up each partial index's predicate, whatever state it writes.

@@ -23,9 +23,14 @@ c(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'completed' ORDER BY q
 w(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'waiting' ORDER BY queue LIMIT 1)
          UNION ALL
          SELECT (SELECT queue FROM alk_jobs WHERE state = 'waiting' AND queue > w.q ORDER BY queue LIMIT 1)
-           FROM w WHERE w.q IS NOT NULL)
+           FROM w WHERE w.q IS NOT NULL),
+s(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'scheduled' ORDER BY queue LIMIT 1)
+         UNION ALL
+         SELECT (SELECT queue FROM alk_jobs WHERE state = 'scheduled' AND queue > s.q ORDER BY queue LIMIT 1)
+           FROM s WHERE s.q IS NOT NULL)
 SELECT q FROM (
   SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM d UNION SELECT q FROM c UNION SELECT q FROM w
+  UNION SELECT q FROM s
   UNION SELECT queue FROM alk_queues UNION SELECT queue FROM alk_paused
 ) WHERE q IS NOT NULL ORDER BY q;
 
@@ -35,7 +40,8 @@ SELECT q FROM (
 SELECT id FROM alk_jobs WHERE queue = ?1 AND id > ?2 ORDER BY id LIMIT ?3;
 
 -- name: list_jobs_pending
-SELECT id FROM alk_jobs WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting') AND id > ?2
+SELECT id FROM alk_jobs
+WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled') AND id > ?2
 ORDER BY id LIMIT ?3;
 
 -- name: list_jobs_running
@@ -65,7 +71,7 @@ DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'dead';
 DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'completed';
 
 -- name: purge_pending
-DELETE FROM alk_jobs WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting')
+DELETE FROM alk_jobs WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled')
 RETURNING group_key;
 
 -- Every stream (published to, configured, or with a saved offset): its

@@ -61,8 +61,9 @@ INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
 VALUES (?1, 'pending', ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
 
--- An enqueue with a group, an idempotency key or a limit key (?11 state:
--- 'pending' for a group's head, else 'waiting').
+-- An enqueue with a group, an idempotency key, a limit key or a run_at
+-- ahead (?11 state: 'pending' for a group's head, else 'waiting';
+-- 'scheduled' for a job due later).
 -- name: enqueue_keyed
 INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at,
@@ -88,6 +89,25 @@ FROM alk_jobs
 WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2
 ORDER BY priority DESC, run_at, id LIMIT ?3;
 
+-- Scheduled jobs that came due but are not pending yet (alk_sweep makes
+-- them so): one index seek. Usually none, and then the claim reads no
+-- scheduled jobs.
+-- name: any_scheduled_due
+SELECT 1 FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2 LIMIT 1;
+
+-- The queue's next lower priority (below ?2) that has scheduled jobs: one
+-- seek. queue.rs reads the due ones of each in turn, never stepping over
+-- the jobs of a priority that are still ahead.
+-- name: scheduled_priority
+SELECT max(priority) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND priority < ?2;
+
+-- The due scheduled jobs of one priority (?4), in claim order.
+-- name: claim_scheduled
+SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload, limit_key
+FROM alk_jobs
+WHERE queue = ?1 AND state = 'scheduled' AND priority = ?4 AND run_at <= ?2
+ORDER BY run_at, id LIMIT ?3;
+
 -- Whether any claim in the queue has expired: one index seek. Usually not,
 -- and then claim_expired (which sorts) is not run.
 -- name: any_expired
@@ -108,7 +128,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_by = ?2,
     claim_expires_at = ?3 + visibility_timeout_ms
 WHERE id = ?1 AND (
-  (state = 'pending' AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
+  ((state = 'pending' OR state = 'scheduled') AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
   OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts));
 
 -- The same for many candidates in one statement (?1: JSON array of ids):
@@ -121,7 +141,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_by = ?2,
     claim_expires_at = ?3 + visibility_timeout_ms
 WHERE id IN (SELECT value FROM json_each(?1)) AND (
-  (state = 'pending' AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
+  ((state = 'pending' OR state = 'scheduled') AND run_at <= ?3 AND (expires_at IS NULL OR expires_at > ?3))
   OR (state = 'running' AND claim_expires_at <= ?3 AND attempts < max_attempts));
 
 -- name: claimed_many
@@ -134,7 +154,7 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_
 -- name: expire_one
 UPDATE alk_jobs SET state = 'dead', last_error = 'expired',
   prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
-WHERE id = ?1 AND state = 'pending' AND expires_at <= ?2
+WHERE id = ?1 AND (state = 'pending' OR state = 'scheduled') AND expires_at <= ?2
 RETURNING queue, group_key;
 
 -- name: final_claim_one
@@ -190,9 +210,10 @@ WHERE id = ?1;
 SELECT attempts, max_attempts, backoff_base_ms, backoff_max_ms, visibility_timeout_ms, queue, group_key
 FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
 
+-- ?4: 'pending', or 'scheduled' when ?2 lies ahead (schema.sql).
 -- name: retry_pending
 UPDATE alk_jobs
-SET state = 'pending', run_at = ?2, last_error = ?3, claimed_by = NULL, claim_expires_at = NULL
+SET state = ?4, run_at = ?2, last_error = ?3, claimed_by = NULL, claim_expires_at = NULL
 WHERE id = ?1 AND state = 'running';
 
 -- name: fail
@@ -209,12 +230,15 @@ WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
 RETURNING id;
 
 -- name: cancel
-DELETE FROM alk_jobs WHERE id = ?1 AND (state = 'pending' OR state = 'running' OR state = 'waiting')
+DELETE FROM alk_jobs WHERE id = ?1
+  AND (state = 'pending' OR state = 'running' OR state = 'waiting' OR state = 'scheduled')
 RETURNING queue, group_key, state;
 
--- A waiting job is pending to everyone outside (it only waits for its group).
+-- A waiting job is pending to everyone outside (it only waits for its
+-- group), and so is a scheduled one (it only waits for its run_at).
 -- name: get_job
-SELECT id, queue, CASE state WHEN 'waiting' THEN 'pending' ELSE state END, payload, priority,
+SELECT id, queue, CASE state WHEN 'waiting' THEN 'pending' WHEN 'scheduled' THEN 'pending' ELSE state END,
+       payload, priority,
        attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at,
        created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key,
        group_key, completed_at, result, limit_key
@@ -230,16 +254,20 @@ UPDATE alk_jobs
 SET state = ?3, attempts = 0, run_at = ?2, expires_at = NULL, prune_at = NULL
 WHERE id = ?1 AND state = 'dead';
 
--- Waiting jobs count as pending (or scheduled).
+-- Waiting and scheduled jobs count as pending (or scheduled), by run_at.
 -- name: queue_stats
 SELECT
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2)
-  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at <= ?2),
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at <= ?2)
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at > ?2)
-  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at > ?2),
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at > ?2)
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at > ?2),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'running'),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'dead'),
-  (SELECT min(run_at) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2),
+  (SELECT min(coalesce(p, s), coalesce(s, p)) FROM (
+     SELECT (SELECT min(run_at) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2) AS p,
+            (SELECT min(run_at) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2) AS s)),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'completed'),
   EXISTS (SELECT 1 FROM alk_paused WHERE queue = ?1);
 
@@ -261,6 +289,14 @@ WHERE state = 'waiting' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
 RETURNING queue, group_key, 'waiting';
 
+-- name: sweep_expired_scheduled
+UPDATE alk_jobs
+SET state = 'dead', last_error = 'expired',
+    prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
+WHERE state = 'scheduled' AND expires_at IS NOT NULL AND expires_at <= ?2
+  AND (?1 IS NULL OR queue = ?1)
+RETURNING queue, group_key, 'scheduled';
+
 -- name: sweep_final_claims
 UPDATE alk_jobs
 SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
@@ -269,3 +305,12 @@ SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
 WHERE state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
   AND (?1 IS NULL OR queue = ?1)
 RETURNING queue, group_key, 'running';
+
+-- Scheduled jobs that came due become pending (contract v1.2 §H), at most
+-- ?3 of them, earliest first: alk_sweep's bounded batch.
+-- name: make_due
+UPDATE alk_jobs SET state = 'pending'
+WHERE id IN (SELECT id FROM alk_jobs
+             WHERE state = 'scheduled' AND run_at <= ?2 AND (?1 IS NULL OR queue = ?1)
+               AND (expires_at IS NULL OR expires_at > ?2)
+             ORDER BY run_at LIMIT ?3);

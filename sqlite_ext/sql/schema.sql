@@ -33,9 +33,14 @@ CREATE TABLE IF NOT EXISTS alk_jobs (
   queue                 TEXT    NOT NULL,
   -- 'waiting': pending (as every function reports it) behind its group's
   -- head; only heads are in alk_jobs_pending, so claims never read past
-  -- them. ORs, not IN (…): an IN list costs a temporary table per write.
+  -- them. 'scheduled': pending (as reported) with a run_at ahead when it
+  -- was written, also outside alk_jobs_pending, so claims never step over
+  -- it (contract v1.2 §H); alk_sweep makes it pending when it comes due,
+  -- and claims take it before that. ORs, not IN (…): an IN list costs a
+  -- temporary table per write.
   state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'
-                                               OR state = 'completed' OR state = 'waiting'),
+                                               OR state = 'completed' OR state = 'waiting'
+                                               OR state = 'scheduled'),
   payload               TEXT    NOT NULL,
   priority              INTEGER NOT NULL,
   attempts              INTEGER NOT NULL,
@@ -67,10 +72,17 @@ CREATE INDEX IF NOT EXISTS alk_jobs_running
   ON alk_jobs (queue, claim_expires_at) WHERE state = 'running';
 -- Dead jobs, for stats and inspection without reading the rest.
 CREATE INDEX IF NOT EXISTS alk_jobs_dead ON alk_jobs (queue, id) WHERE state = 'dead';
--- Pending jobs with an expiry, for the claim-time and alk_sweep dead-lettering.
+-- Pending (and scheduled) jobs with an expiry, for the claim-time and
+-- alk_sweep dead-lettering.
 CREATE INDEX IF NOT EXISTS alk_jobs_expiring
-  ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
+  ON alk_jobs (queue, expires_at) WHERE (state = 'pending' OR state = 'scheduled') AND expires_at IS NOT NULL;
 
+-- Jobs scheduled ahead: by when they come due (a claim's probe, alk_sweep)
+-- and in claim order (a claim reads each priority's due ones in turn).
+CREATE INDEX IF NOT EXISTS alk_jobs_scheduled_due
+  ON alk_jobs (queue, run_at) WHERE state = 'scheduled';
+CREATE INDEX IF NOT EXISTS alk_jobs_scheduled
+  ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'scheduled';
 -- Jobs waiting behind their group's head, next-in-line first.
 CREATE INDEX IF NOT EXISTS alk_jobs_waiting
   ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';

@@ -6,6 +6,7 @@
 
 use crate::conn::Conn;
 use crate::error::Result;
+use alkstore_core::time::now_ms;
 
 /// Adds `n` jobs to the group; true if it had none (the first of them heads it).
 pub fn join(conn: &Conn, queue: &str, group: &str, n: i64) -> Result<bool> {
@@ -39,6 +40,9 @@ pub fn done(conn: &Conn, queue: &str, group: &str, head: bool) -> Result<()> {
     let mut st = conn.stmt(next)?;
     st.bind_text(1, queue);
     st.bind_text(2, group);
+    if head {
+        st.bind_i64(3, now_ms()); // a head due later is scheduled (schema.sql)
+    }
     st.run().map_err(Into::into)
 }
 
@@ -61,6 +65,9 @@ pub fn done_many(conn: &Conn, finished: &[(String, String)]) -> Result<()> {
     for name in ["groups_leave", "groups_drop", "groups_promote"] {
         let mut st = conn.stmt(name)?;
         st.bind_text(1, &pairs);
+        if name == "groups_promote" {
+            st.bind_i64(2, now_ms()); // a head due later is scheduled (schema.sql)
+        }
         st.run()?;
     }
     Ok(())

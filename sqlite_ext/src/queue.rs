@@ -133,6 +133,14 @@ fn insert_job(
     now: i64,
     state: &str,
 ) -> Result<i64> {
+    let run_at = opts.run_at(now);
+    // A job that would be pending but is due later is scheduled: out of the
+    // claim index (contract v1.2 §H; schema.sql).
+    let state = if state == "pending" && run_at > now {
+        "scheduled"
+    } else {
+        state
+    };
     // The plain statement for plain jobs: fewer parameters on the hot path.
     let plain = state == "pending"
         && opts.group_key.is_none()
@@ -152,7 +160,7 @@ fn insert_job(
     st.bind_i64(5, stamped.visibility_timeout_ms);
     st.bind_i64(6, stamped.backoff_base_ms);
     st.bind_i64(7, stamped.backoff_max_ms);
-    st.bind_i64(8, opts.run_at(now));
+    st.bind_i64(8, run_at);
     st.bind_i64(9, now);
     st.bind_opt_i64(10, opts.expires_at(now));
     st.run()?;
@@ -355,7 +363,11 @@ fn any_expired(conn: &Conn, queue: &str, now: i64) -> Result<bool> {
     Ok(st.step_row()?)
 }
 
-/// The first `want` candidates in claim order, merged from both sides.
+/// The first `want` candidates in claim order, merged from the sides:
+/// pending jobs, expired claims (if any), and scheduled jobs that came due
+/// but are not pending yet (if any: read a priority at a time, from the
+/// highest, so the jobs of a priority still ahead are never stepped over —
+/// contract v1.2 §H).
 fn candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candidate>> {
     let mut all = Vec::with_capacity(want as usize);
     for side in ["claim_pending", "claim_expired"] {
@@ -366,29 +378,74 @@ fn candidates(conn: &Conn, queue: &str, now: i64, want: i64) -> Result<Vec<Candi
         st.bind_text(1, queue);
         st.bind_i64(2, now);
         st.bind_i64(3, want);
-        while st.step_row()? {
-            let (attempts, max_attempts) = (st.i64(4), st.i64(5));
-            let dead_letter = if side == "claim_pending" {
-                st.opt_i64(3)
-                    .is_some_and(|at| at <= now)
-                    .then_some("expire_one")
-            } else {
-                (attempts >= max_attempts).then_some("final_claim_one")
+        read_candidates(&mut st, now, side == "claim_pending", &mut all)?;
+    }
+    if any_scheduled_due(conn, queue, now)? {
+        let mut below = i64::MAX; // priorities read so far are at or above it
+        let mut found = 0;
+        while found < want {
+            let priority = {
+                let mut st = conn.stmt("scheduled_priority")?;
+                st.bind_text(1, queue);
+                st.bind_i64(2, below);
+                st.step_row()?;
+                match st.opt_i64(0) {
+                    Some(p) => p,
+                    None => break,
+                }
             };
-            all.push(Candidate {
-                order: (std::cmp::Reverse(st.i64(1)), st.i64(2), st.i64(0)),
-                dead_letter,
-                attempts,
-                max_attempts,
-                visibility_timeout_ms: st.i64(6),
-                payload: st.text(7).to_owned(),
-                limit_key: st.opt_text(8).map(str::to_owned),
-            });
+            let before = all.len();
+            let mut st = conn.stmt("claim_scheduled")?;
+            st.bind_text(1, queue);
+            st.bind_i64(2, now);
+            st.bind_i64(3, want - found);
+            st.bind_i64(4, priority);
+            read_candidates(&mut st, now, true, &mut all)?;
+            found += (all.len() - before) as i64;
+            below = priority;
         }
     }
-    all.sort_unstable_by_key(|c| c.order); // both sides are sorted: this is a merge
+    all.sort_unstable_by_key(|c| c.order); // every side is sorted: this is a merge
     all.truncate(want as usize);
     Ok(all)
+}
+
+/// Candidates from a statement of `candidates`' columns; `waiting` sides
+/// hold jobs not yet claimed (an expired one is dead-lettered instead), the
+/// other expired claims (a final one is dead-lettered instead).
+fn read_candidates(
+    st: &mut crate::ffi::Stmt,
+    now: i64,
+    waiting: bool,
+    all: &mut Vec<Candidate>,
+) -> Result<()> {
+    while st.step_row()? {
+        let (attempts, max_attempts) = (st.i64(4), st.i64(5));
+        let dead_letter = if waiting {
+            st.opt_i64(3)
+                .is_some_and(|at| at <= now)
+                .then_some("expire_one")
+        } else {
+            (attempts >= max_attempts).then_some("final_claim_one")
+        };
+        all.push(Candidate {
+            order: (std::cmp::Reverse(st.i64(1)), st.i64(2), st.i64(0)),
+            dead_letter,
+            attempts,
+            max_attempts,
+            visibility_timeout_ms: st.i64(6),
+            payload: st.text(7).to_owned(),
+            limit_key: st.opt_text(8).map(str::to_owned),
+        });
+    }
+    Ok(())
+}
+
+fn any_scheduled_due(conn: &Conn, queue: &str, now: i64) -> Result<bool> {
+    let mut st = conn.stmt("any_scheduled_due")?;
+    st.bind_text(1, queue);
+    st.bind_i64(2, now);
+    Ok(st.step_row()?)
 }
 
 /// Moves a job to dead; its group (if any) passes to the next job.
@@ -569,11 +626,13 @@ pub fn retry(conn: &Conn, args: &Args) -> Result<Out> {
         dead_letter(conn, id, error)?;
         return Ok(Out::Text("dead".into()));
     }
-    let run_at = conn.now_locked()? + delay.unwrap_or_else(|| backoff_ms(base, max, attempts));
+    let now = conn.now_locked()?;
+    let run_at = now + delay.unwrap_or_else(|| backoff_ms(base, max, attempts));
     let mut st = conn.stmt("retry_pending")?;
     st.bind_i64(1, id);
     st.bind_i64(2, run_at);
     st.bind_opt_text(3, error);
+    st.bind_text(4, if run_at > now { "scheduled" } else { "pending" });
     st.run()?;
     Ok(Out::Text("pending".into()))
 }
@@ -770,6 +829,9 @@ pub fn stats_of(conn: &Conn, backing: &str, shown: &str, limits: bool) -> Result
         .finish())
 }
 
+/// Scheduled jobs one `alk_sweep` makes pending, as on PostgreSQL.
+const MAKE_DUE_BATCH: i64 = 2000;
+
 /// `alk_sweep([queue])` → number of jobs dead-lettered; NULL or no argument = every queue.
 pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = match args.get(0) {
@@ -782,6 +844,7 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
     for name in [
         "sweep_expired",
         "sweep_expired_waiting",
+        "sweep_expired_scheduled",
         "sweep_final_claims",
     ] {
         let mut st = conn.stmt(name)?;
@@ -798,5 +861,12 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
     for ((q, g), head) in finished {
         group::done(conn, &q, &g, head)?;
     }
+    // Scheduled jobs that came due become pending, a bounded batch a call
+    // (claims take the others meanwhile: contract v1.2 §H).
+    let mut st = conn.stmt("make_due")?;
+    st.bind_opt_text(1, queue);
+    st.bind_i64(2, now);
+    st.bind_i64(3, MAKE_DUE_BATCH);
+    st.run()?;
     Ok(Out::Int(swept))
 }

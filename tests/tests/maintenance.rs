@@ -122,6 +122,31 @@ fn expired_claims_and_due_schedules_are_handled_with_no_caller() {
         "the schedule never fired"
     );
     c.execute("SELECT alk_unschedule($1)", &[&s]).unwrap();
+    // 4,500 jobs scheduled ahead come due: the worker makes them pending
+    // (out of 'scheduled', contract v1.2 §H), 2,000 a transaction, all in
+    // one round; nobody calls alk_sweep.
+    let ahead = fresh("maint-ahead");
+    c.execute(
+        "SELECT alk_enqueue_batch($1, '{\"delay_s\": 0.3}', (SELECT jsonb_agg(i) FROM generate_series(1, 4500) i))",
+        &[&ahead],
+    )
+    .unwrap();
+    let scheduled = |c: &mut postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM alkstore.jobs WHERE queue = $1 AND state = 'scheduled'",
+            &[&ahead],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(scheduled(&mut c), 4500);
+    assert!(
+        eventually(Duration::from_secs(10), || scheduled(&mut c) == 0),
+        "{} jobs still scheduled",
+        scheduled(&mut c)
+    );
+    c.execute("SELECT alk_purge($1, 'pending')", &[&ahead])
+        .unwrap();
 }
 
 #[test]

@@ -669,12 +669,26 @@ fn sqlite_upgrades_a_database_written_by(v: &str) {
         rows_sqlite(&path, &columns)
             .into_iter()
             .filter(|r| !r.starts_with("alk_meta"))
+            .map(|r| as_pending(&r))
             .collect::<Vec<_>>(),
         before
             .into_iter()
             .filter(|r| !r.starts_with("alk_meta"))
             .collect::<Vec<_>>(),
         "every {v} row reads back unchanged"
+    );
+    let ahead: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM alk_jobs WHERE state = 'scheduled'
+              AND run_at > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 86400000",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        ahead, 2,
+        "{engine}: jobs scheduled ahead are out of the claim index"
     );
     let notes = db.ok("alk_notifications", &[t("up-n"), Arg::Int(0)]);
     assert_eq!(notes[0]["payload"], json!({"hello": 1}));
@@ -824,12 +838,29 @@ fn without_new_keys(mut v: Value) -> Value {
     v
 }
 
+/// A job row of 0.3.0 as the release before it stored it: pending jobs
+/// whose run_at lies ahead are 'scheduled' since 0.3.0 (contract v1.2 §H),
+/// reported as pending (the readings below check that).
+/// (Rows as `rows_pg` and `rows_sqlite` print them.)
+fn as_pending(row: &str) -> String {
+    for (table, from, to) in [
+        ("jobs: ", ",scheduled,", ",pending,"),
+        ("alk_jobs: ", "|'scheduled'|", "|'pending'|"),
+    ] {
+        if let Some(rest) = row.strip_prefix(table) {
+            return format!("{table}{}", rest.replacen(from, to, 1));
+        }
+    }
+    row.to_string()
+}
+
 fn check_pg_upgraded(mut old: PgOld, engine: &str, fresh_url: &str) {
     let engine = &format!("{engine} from {}", old.version);
     let mut c = pg(&old.url);
     let rows: Vec<String> = rows_pg(&mut c, &old.columns)
         .into_iter()
         .filter(|r| !r.starts_with("meta"))
+        .map(|r| as_pending(&r))
         .collect();
     let before: Vec<String> = old
         .rows
@@ -839,6 +870,21 @@ fn check_pg_upgraded(mut old: PgOld, engine: &str, fresh_url: &str) {
     assert_eq!(
         rows, before,
         "[{engine}] every old row reads back unchanged"
+    );
+    let ahead: Vec<(String, i64)> = c
+        .query(
+            "SELECT state, count(*) FROM alkstore.jobs WHERE run_at > now() + interval '1 day'
+              AND state IN ('pending', 'scheduled') GROUP BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        ahead,
+        vec![("scheduled".to_string(), 2)],
+        "[{engine}] jobs scheduled ahead are out of the claim index"
     );
     let mut db = Target::postgres(old.url.clone(), "upgraded").connect();
     let now = readings(&mut *db);

@@ -32,9 +32,14 @@
     requires = ["group"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/ahead.sql",
+    name = "ahead",
+    requires = ["limit"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/queue.sql",
     name = "queue",
-    requires = ["limit"]
+    requires = ["ahead"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/claim.sql",

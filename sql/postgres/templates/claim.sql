@@ -22,9 +22,10 @@ DECLARE
   w      ALIAS FOR $2;
   n      ALIAS FOR $3;
   now    timestamptz := clock_timestamp();
-  chosen bigint[]; -- when expired claims compete with pending jobs: the ones to take
+  chosen bigint[]; -- when expired claims or due scheduled jobs compete with pending jobs: the ones to take
   any_due boolean;     -- a deadline passed: expired claims or pending jobs past their expiry
   any_expired boolean; -- running jobs whose claim expired
+  any_sched boolean;   -- scheduled jobs that came due (not made pending yet: alk_sweep does)
   is_paused boolean;
   is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
@@ -37,8 +38,9 @@ BEGIN
     PERFORM alkstore.name('{{name_kind}}', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
-  -- job past its expires_at)? Each is one index probe, all in one statement (each
-  -- statement PL/pgSQL runs costs more to start than these probes).
+  -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
+  -- one index probe, all in one statement (each statement PL/pgSQL runs
+  -- costs more to start than these probes).
   -- Passed deadlines are rare; the dead-lettering UPDATEs run only when the
   -- probe finds one: an UPDATE costs tens of microseconds to start (it
   -- opens every index of jobs) even when it changes nothing.
@@ -51,8 +53,11 @@ BEGIN
             FROM alkstore.jobs e
            WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
              AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
-           ORDER BY 1 LIMIT 1) IS NOT NULL
-    INTO is_paused, is_limited, any_due;
+           ORDER BY 1 LIMIT 1) IS NOT NULL,
+         (SELECT e.run_at FROM alkstore.jobs e
+           WHERE e.queue = q AND e.state = 'scheduled' AND e.run_at <= now
+           ORDER BY e.run_at LIMIT 1) IS NOT NULL
+    INTO is_paused, is_limited, any_due, any_sched;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
   END IF;
@@ -89,52 +94,61 @@ BEGIN
      WHERE e.queue = q AND e.state = 'running'
        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
        AND e.attempts < e.max_attempts;
-    -- Claims expired: both sides are candidates, and locking max_jobs rows
-    -- on each would keep other workers off rows this claim does not take until
-    -- it ends. So choose first, skipping rows others hold, in a subtransaction
-    -- that is then rolled back (releasing its locks); then lock the chosen
-    -- that are still candidates (another claim may have taken one since).
-    IF any_expired THEN
-      BEGIN
-        WITH p AS (
-          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
-             AND c.state = 'pending' AND c.run_at <= now
-             AND (c.expires_at IS NULL OR c.expires_at > now)
-           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
-           FOR UPDATE SKIP LOCKED
-        ), e AS (
-          SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
-           WHERE c.queue = q AND c.state = 'running'
-             AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
-             AND c.attempts < c.max_attempts
-           ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
-           FOR UPDATE SKIP LOCKED
-        )
-        SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
-          SELECT * FROM p UNION ALL SELECT * FROM e
-           ORDER BY priority DESC, run_at, id LIMIT n) u;
-        RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
-      EXCEPTION WHEN SQLSTATE 'ALK00' THEN
-        NULL;
-      END;
-      WITH p AS ( -- (by id: COLLATE "C", schema.sql)
-        SELECT c.id FROM alkstore.jobs c
-         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'pending' COLLATE "C" AND c.run_at <= now
+  END IF;
+  -- Claims expired, or scheduled jobs due: they are candidates next to
+  -- the pending ones, and locking max_jobs rows on each side would keep
+  -- other workers off rows this claim does not take until it ends. So
+  -- choose first, skipping rows others hold, in a subtransaction that is
+  -- then rolled back (releasing its locks); then lock the chosen that are
+  -- still candidates (another claim may have taken one since). Due
+  -- scheduled jobs are read each priority from its own range of
+  -- jobs_scheduled, never stepping over those still ahead (v1.2 §H).
+  -- (A limited queue chooses its own: alkstore.claim_limited.)
+  IF (any_expired OR any_sched) AND NOT is_limited THEN
+    BEGIN
+      WITH p AS (
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE hashtextextended(c.queue, 0) = hashtextextended(q, 0) AND c.queue = q
+           AND c.state = 'pending' AND c.run_at <= now
            AND (c.expires_at IS NULL OR c.expires_at > now)
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
       ), e AS (
-        SELECT c.id FROM alkstore.jobs c
-         WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
+        SELECT c.id, c.priority, c.run_at FROM alkstore.jobs c
+         WHERE any_expired AND c.queue = q AND c.state = 'running'
+           AND CASE WHEN c.state = 'running' THEN c.claim_expires_at ELSE c.expires_at END <= now
            AND c.attempts < c.max_attempts
+         ORDER BY c.priority DESC, c.run_at, c.id LIMIT n
          FOR UPDATE SKIP LOCKED
+      ), s AS (
+        SELECT d.id, d.priority, d.run_at FROM alkstore.due_scheduled(q, now, n, true) d WHERE any_sched
       )
-      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
-    END IF;
+      SELECT coalesce(array_agg(u.id), '{}') INTO chosen FROM (
+        SELECT * FROM p UNION ALL SELECT * FROM e UNION ALL SELECT * FROM s
+         ORDER BY priority DESC, run_at, id LIMIT n) u;
+      RAISE SQLSTATE 'ALK00'; -- roll the subtransaction back: its locks go
+    EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+      NULL;
+    END;
+    -- (By id: COLLATE "C", schema.sql. A scheduled job chosen may have been
+    -- made pending by a sweep since: still claimable.)
+    WITH p AS (
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state COLLATE "C" IN ('pending', 'scheduled')
+         AND c.run_at <= now AND (c.expires_at IS NULL OR c.expires_at > now)
+       FOR UPDATE SKIP LOCKED
+    ), e AS (
+      SELECT c.id FROM alkstore.jobs c
+       WHERE c.id = ANY (chosen) AND c.queue = q AND c.state = 'running' COLLATE "C" AND c.claim_expires_at <= now
+         AND c.attempts < c.max_attempts
+       FOR UPDATE SKIP LOCKED
+    )
+    SELECT coalesce(array_agg(u.id), '{}') INTO chosen
+      FROM (SELECT * FROM p UNION ALL SELECT * FROM e) u;
   END IF;
   -- Limits: counted and stepped over there (limit.sql), in claim order.
   IF is_limited THEN
-    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n);
+    RETURN QUERY SELECT * FROM alkstore.claim_limited(q, w, n, coalesce(any_sched, false));
     RETURN;
   END IF;
   -- The claim. Pending jobs are found by jobs_pending's key, the hash of

@@ -69,3 +69,15 @@ CREATE TABLE alkstore.claim_times (
 CREATE INDEX claim_times_window ON alkstore.claim_times (queue, limit_key, claimed_at);
 CREATE INDEX claim_times_age ON alkstore.claim_times (claimed_at);
 REVOKE ALL ON alkstore.queue_limits, alkstore.claim_times FROM PUBLIC;
+
+-- Jobs scheduled ahead (contract v1.2 §H: ahead.sql): pending jobs whose
+-- run_at lies ahead become 'scheduled', out of jobs_pending; jobs_deadline
+-- holds the expiries of scheduled jobs too.
+UPDATE alkstore.jobs SET state = 'scheduled' WHERE state = 'pending' AND run_at > clock_timestamp();
+DROP INDEX alkstore.jobs_deadline;
+CREATE INDEX jobs_deadline ON alkstore.jobs
+  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
+  WHERE state = 'running' OR (state IN ('pending', 'scheduled') AND expires_at IS NOT NULL);
+CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
+CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'scheduled';

@@ -9,8 +9,68 @@
 ALTER TABLE alk_events ADD COLUMN readable_at INTEGER;
 ALTER TABLE alk_streams ADD COLUMN stamped_offset INTEGER NOT NULL DEFAULT 0;
 UPDATE alk_streams SET stamped_offset = last_offset;
--- Flow control (contract v1.2 §I): limits per queue and per limit_key.
-ALTER TABLE alk_jobs ADD COLUMN limit_key TEXT;
+-- Flow control (contract v1.2 §I): limits per queue and per limit_key,
+-- and jobs' limit_key. Jobs scheduled ahead (v1.2 §H): the job state's
+-- CHECK gains 'scheduled' — SQLite changes a constraint only by rebuilding
+-- the table (as 0002 did; the AUTOINCREMENT counter is carried over) — and
+-- pending jobs whose run_at lies ahead take it, out of alk_jobs_pending.
+CREATE TABLE alk_jobs_v3 (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  queue                 TEXT    NOT NULL,
+  state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'
+                                               OR state = 'completed' OR state = 'waiting'
+                                               OR state = 'scheduled'),
+  payload               TEXT    NOT NULL,
+  priority              INTEGER NOT NULL,
+  attempts              INTEGER NOT NULL,
+  max_attempts          INTEGER NOT NULL,
+  visibility_timeout_ms INTEGER NOT NULL,
+  backoff_base_ms       INTEGER NOT NULL,
+  backoff_max_ms        INTEGER NOT NULL,
+  run_at                INTEGER NOT NULL,
+  created_at            INTEGER NOT NULL,
+  claimed_by            TEXT,
+  claim_expires_at      INTEGER,
+  expires_at            INTEGER,
+  last_error            TEXT,
+  idempotency_key       TEXT,
+  group_key             TEXT,
+  completed_at          INTEGER,
+  result                TEXT,
+  prune_at              INTEGER,
+  limit_key             TEXT
+);
+INSERT INTO alk_jobs_v3 (id, queue, state, payload, priority, attempts, max_attempts,
+  visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by,
+  claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at)
+SELECT id, queue,
+  CASE WHEN state = 'pending' AND run_at > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+       THEN 'scheduled' ELSE state END,
+  payload, priority, attempts, max_attempts,
+  visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by,
+  claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at
+FROM alk_jobs ORDER BY id;
+DELETE FROM sqlite_sequence WHERE name = 'alk_jobs_v3';
+INSERT INTO sqlite_sequence (name, seq) SELECT 'alk_jobs_v3', seq FROM sqlite_sequence WHERE name = 'alk_jobs';
+DROP TABLE alk_jobs;
+ALTER TABLE alk_jobs_v3 RENAME TO alk_jobs;
+
+CREATE INDEX alk_jobs_pending
+  ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+CREATE INDEX alk_jobs_running
+  ON alk_jobs (queue, claim_expires_at) WHERE state = 'running';
+CREATE INDEX alk_jobs_dead ON alk_jobs (queue, id) WHERE state = 'dead';
+CREATE INDEX alk_jobs_expiring
+  ON alk_jobs (queue, expires_at) WHERE (state = 'pending' OR state = 'scheduled') AND expires_at IS NOT NULL;
+CREATE INDEX alk_jobs_scheduled_due
+  ON alk_jobs (queue, run_at) WHERE state = 'scheduled';
+CREATE INDEX alk_jobs_scheduled
+  ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'scheduled';
+CREATE INDEX alk_jobs_waiting
+  ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';
+CREATE INDEX alk_jobs_completed ON alk_jobs (queue, prune_at) WHERE state = 'completed';
+CREATE INDEX alk_jobs_prune ON alk_jobs (prune_at) WHERE state = 'dead' AND prune_at IS NOT NULL;
+
 CREATE TABLE alk_queue_limits (
   queue           TEXT PRIMARY KEY,
   max_running     INTEGER,
