@@ -68,6 +68,7 @@ pub struct AsyncWorker<DB: AsyncEngine = DefaultEngine> {
     concurrency: usize,
     prune_every: Option<Duration>,
     tick_every: Option<Duration>,
+    sweep_every: Option<Duration>,
     shutdown_timeout: Duration,
     poll_every: Duration,
 }
@@ -86,6 +87,7 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             concurrency: 1,
             prune_every: Some(Duration::from_secs(60)),
             tick_every: Some(Duration::from_secs(5)),
+            sweep_every: Some(crate::DEFAULT_SWEEP_EVERY),
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             poll_every: crate::async_store::FALLBACK_POLL,
         }
@@ -119,6 +121,15 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// How often the worker ticks schedules; `None`: never. Default 5 s.
     pub fn tick_every(mut self, every: Option<Duration>) -> AsyncWorker<DB> {
         self.tick_every = every;
+        self
+    }
+
+    /// How often the worker sweeps its queue (`alk_sweep`: expired jobs
+    /// dead-lettered, jobs scheduled ahead that came due made pending);
+    /// `None`: never. Default 1 s, as the blocking
+    /// [`Worker::sweep_every`](crate::Worker::sweep_every).
+    pub fn sweep_every(mut self, every: Option<Duration>) -> AsyncWorker<DB> {
+        self.sweep_every = every;
         self
     }
 
@@ -243,6 +254,9 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             let chores = Chores::new(
                 self.tick_every.filter(|_| n == 0),
                 self.prune_every.filter(|_| n == 0),
+                self.sweep_every
+                    .filter(|_| n == 0)
+                    .map(|every| (every, self.queue.name().to_string())),
             );
             let me = format!("{}-{n}", self.name);
             slots.spawn(ctx.clone().slot(me, stop.clone(), chores));
@@ -465,7 +479,7 @@ impl<DB: AsyncEngine> Slots<DB> {
         let store = self.queue.store();
         for chore in chores.due() {
             match chore {
-                Chore::Tick(tick) => {
+                Chore::Tick(tick) | Chore::Sweep(tick) => {
                     store.run(tick).await?;
                 }
                 Chore::Prune => {

@@ -148,7 +148,7 @@ pub use store::{Stop, Store, TxHandle};
 pub use stream::{Stream, StreamSubscription};
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
-pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
+pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_SWEEP_EVERY, DEFAULT_TICK_EVERY};
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (or `sqlite://…`)
 /// or `postgres://…` / `postgresql://…`, the scheme in any case. Anything

@@ -43,7 +43,11 @@ pub struct Worker {
     concurrency: usize,
     prune_every: Option<Duration>,
     tick_every: Option<Duration>,
+    sweep_every: Option<Duration>,
 }
+
+/// How often a worker sweeps its queue (`alk_sweep`) unless told otherwise.
+pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
 pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
@@ -64,6 +68,7 @@ impl Worker {
             concurrency: 1,
             prune_every: Some(DEFAULT_PRUNE_EVERY),
             tick_every: Some(DEFAULT_TICK_EVERY),
+            sweep_every: Some(DEFAULT_SWEEP_EVERY),
         }
     }
 
@@ -114,6 +119,17 @@ impl Worker {
     /// Default [`DEFAULT_TICK_EVERY`]; `None`: never.
     pub fn tick_every(mut self, every: Option<Duration>) -> Worker {
         self.tick_every = every;
+        self
+    }
+
+    /// How often one of the handlers sweeps the worker's queue
+    /// (`alk_sweep`): expired jobs are dead-lettered, and jobs scheduled
+    /// ahead that came due are made pending (contract v1.2 §H; claims take
+    /// them either way, faster once pending). Default
+    /// [`DEFAULT_SWEEP_EVERY`]; `None`: never (the extension's background
+    /// worker sweeps every queue). An outbox's worker never sweeps.
+    pub fn sweep_every(mut self, every: Option<Duration>) -> Worker {
+        self.sweep_every = every;
         self
     }
 
@@ -201,6 +217,9 @@ impl Worker {
                     let chores = Chores::new(
                         self.tick_every.filter(|_| n == 0),
                         self.prune_every.filter(|_| n == 0),
+                        self.sweep_every
+                            .filter(|_| n == 0)
+                            .map(|every| (every, self.queue.name().to_string())),
                     );
                     s.spawn(move || {
                         let me = format!("{}-{n}", self.name);
@@ -336,7 +355,7 @@ impl Worker {
         let engine = &*self.queue.engine;
         for chore in chores.due() {
             match chore {
-                Chore::Tick(tick) => {
+                Chore::Tick(tick) | Chore::Sweep(tick) => {
                     tick.run_on(engine)?;
                 }
                 Chore::Prune => {

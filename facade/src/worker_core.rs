@@ -53,30 +53,47 @@ impl Settlement {
     }
 }
 
-/// The periodic chores of a worker: ticking schedules, pruning.
+/// The periodic chores of a worker: ticking schedules, pruning, sweeping
+/// its queue.
 pub(crate) struct Chores {
     tick_every: Option<Duration>,
     prune_every: Option<Duration>,
+    sweep: Option<(Duration, String)>,
     ticked_at: Option<Instant>,
     pruned_at: Option<Instant>,
+    swept_at: Option<Instant>,
 }
 
 /// A chore that is due now.
 pub(crate) enum Chore {
     /// One `alk_schedule_tick`.
     Tick(Call<i64>),
+    /// One `alk_sweep` of the worker's queue: expired jobs dead-lettered,
+    /// and jobs scheduled ahead that came due made pending (a bounded
+    /// batch; claims take the rest meanwhile — contract v1.2 §H).
+    Sweep(Call<i64>),
     /// `alk_prune` calls until one deletes fewer than [`PRUNE_BATCH`] rows
     /// (or the worker stops).
     Prune,
 }
 
 impl Chores {
-    pub(crate) fn new(tick_every: Option<Duration>, prune_every: Option<Duration>) -> Chores {
+    /// `sweep`: how often, and the queue (never an outbox's backing queue:
+    /// not a name alk_sweep takes).
+    pub(crate) fn new(
+        tick_every: Option<Duration>,
+        prune_every: Option<Duration>,
+        sweep: Option<(Duration, String)>,
+    ) -> Chores {
+        let sweep =
+            sweep.filter(|(_, q)| !q.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX));
         Chores {
             tick_every,
             prune_every,
+            sweep,
             ticked_at: None,
             pruned_at: None,
+            swept_at: None,
         }
     }
 
@@ -94,6 +111,14 @@ impl Chores {
         if due(self.prune_every, self.pruned_at) {
             self.pruned_at = Some(now);
             out.push(Chore::Prune);
+        }
+        if let Some((every, queue)) = &self.sweep {
+            if due(Some(*every), self.swept_at) {
+                self.swept_at = Some(now);
+                if let Ok(sweep) = call::sweep(Some(queue)) {
+                    out.push(Chore::Sweep(sweep));
+                }
+            }
         }
         out
     }
@@ -256,12 +281,15 @@ mod tests {
 
     #[test]
     fn each_chore_is_due_once_per_interval_and_never_when_off() {
-        let mut c = Chores::new(Some(Duration::from_secs(60)), None);
+        let mut c = Chores::new(Some(Duration::from_secs(60)), None, None);
         let first = c.due();
         assert!(matches!(first.as_slice(), [Chore::Tick(_)]));
         assert!(c.due().is_empty());
-        let mut both = Chores::new(Some(Duration::ZERO), Some(Duration::ZERO));
-        assert_eq!(both.due().len(), 2);
-        assert_eq!(both.due().len(), 2);
+        let sweep = Some((Duration::ZERO, "q".to_string()));
+        let mut all = Chores::new(Some(Duration::ZERO), Some(Duration::ZERO), sweep);
+        assert_eq!(all.due().len(), 3);
+        assert!(matches!(all.due().as_slice(), [_, _, Chore::Sweep(_)]));
+        let outbox = Some((Duration::ZERO, "__alkstore_outbox:mail".to_string()));
+        assert!(Chores::new(None, None, outbox).due().is_empty());
     }
 }

@@ -666,3 +666,39 @@ fn a_worker_keeps_a_queues_rate_and_per_key_running_limit() {
         );
     }
 }
+
+/// A worker sweeps its queue every second by default (contract v1.2 §H):
+/// a job scheduled an hour ahead whose expiry passes first never comes due,
+/// so no claim ever looks at it — only a sweep dead-letters it. With
+/// `sweep_every(None)` nothing does.
+#[test]
+fn a_worker_sweeps_its_queue_so_a_job_expired_before_it_came_due_goes_dead() {
+    for target in targets() {
+        let store = target.open();
+        for (every, expect) in [(Some(ms(200)), "dead"), (None, "pending")] {
+            let queue = store.queue(&fresh("swept")).unwrap();
+            let opts = EnqueueOpts::new()
+                .delay(Duration::from_secs(3600))
+                .expires_in(ms(100));
+            let id = queue.enqueue(&opts, &json!("never due")).unwrap();
+            let stop = Stop::new();
+            std::thread::scope(|s| {
+                let worker = s.spawn(|| {
+                    Worker::new(queue.clone(), "sweeper")
+                        .sweep_every(every)
+                        .run(&stop, |_| Ok(()))
+                });
+                std::thread::sleep(ms(900));
+                stop.stop();
+                worker.join().unwrap().unwrap();
+            });
+            let job = queue.get_job(id).unwrap().unwrap();
+            assert_eq!(
+                (job["state"].as_str(), every.is_some()),
+                (Some(expect), every.is_some()),
+                "[{}] {job}",
+                target.name()
+            );
+        }
+    }
+}
