@@ -63,21 +63,5 @@ VACUUM ANALYZE alkstore.jobs;
 SQL
 }
 
-run() { # cell clients -> claim+ack/s
-  fill "$1"
-  pgbench -n -M prepared -T "$secs" -c "$2" -j "$2" -f "$work/claim1" $db 2>/dev/null | awk '/^tps/ {print $3}'
-}
-
-printf '%-34s %2s  %10s  %10s   %6s\n' "claim+ack 1/tx (ops/s)" "c" "limited" "none" "ratio"
-for c in 1 8; do
-  for cell in max_running rate keys_full busy_first; do
-    rm -f "$work"/runs_*
-    for ((r = 1; r <= rounds; r++)); do
-      if ((r % 2)); then order=("$cell" none); else order=(none "$cell"); fi
-      for sys in "${order[@]}"; do run "$sys" "$c" >> "$work/runs_$sys"; done
-    done
-    awk -v l="$cell" -v c="$c" -v a="$(median < "$work/runs_$cell")" -v n="$(median < "$work/runs_none")" \
-      'BEGIN { printf "%-34s %2d  %10.0f  %10.0f   %5.2fx\n", l, c, a, n, n / a }'
-  done
-done
+cell_table "claim+ack 1/tx (ops/s)" max_running rate keys_full busy_first
 psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)"

@@ -94,10 +94,11 @@ fn main() {
     let n: u64 = if quick { 500 } else { 20_000 };
     let dir = tempfile::tempdir().unwrap();
     let c = open(&dir.path().join("bench.db"));
-    // ALK_BENCH_ONLY=limits: the flow-control section alone.
-    if std::env::var("ALK_BENCH_ONLY").as_deref() == Ok("limits") {
-        limits(&c, quick);
-        return;
+    // ALK_BENCH_ONLY=limits or =ahead: that section alone.
+    match std::env::var("ALK_BENCH_ONLY").as_deref() {
+        Ok("limits") => return limits(&c, quick),
+        Ok("ahead") => return ahead(&c, quick),
+        _ => {}
     }
     let mut report = Report { rows: Vec::new() };
     println!(
@@ -293,6 +294,92 @@ fn main() {
 
     admin_paging(&c, quick);
     limits(&c, quick);
+    ahead(&c, quick);
+}
+
+/// Jobs scheduled ahead (contract v1.2 §H): claim+ack 1 on a backlog of due
+/// jobs at priority 0 behind 100,000 jobs at priority 10 a day ahead,
+/// against the same backlog without them (the "raw" column here); then the
+/// 100,000 come due at once: claims before any sweep, and the longest
+/// alk_sweep call that makes them pending.
+fn ahead(c: &Connection, quick: bool) {
+    let (due, later) = if quick {
+        (2_000, 10_000)
+    } else {
+        (20_000, 100_000)
+    };
+    let ops = if quick { 200 } else { 2_000 };
+    println!(
+        "
+jobs scheduled ahead, claim+ack 1 ({due} due at priority 0, {later} at priority 10):"
+    );
+    let mut report = Report { rows: Vec::new() };
+    let fill = |ahead: bool| {
+        c.execute_batch("DELETE FROM alk_jobs").unwrap();
+        let batch = |opts: &str, n: u64| {
+            let payloads = serde_json::to_string(&(0..n).collect::<Vec<_>>()).unwrap();
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            c.query_row(
+                "SELECT alk_enqueue_batch('q', ?1, ?2)",
+                [opts, &payloads],
+                |_| Ok(()),
+            )
+            .unwrap();
+            c.execute_batch("COMMIT").unwrap();
+        };
+        batch(r#"{"priority": 0}"#, due);
+        if ahead {
+            batch(r#"{"priority": 10, "delay_s": 86400}"#, later);
+        }
+        c.execute_batch("ANALYZE").unwrap();
+    };
+    let claim_ack = || claim_ack_q(c, ops);
+    let (with, without) = alternate(
+        || {
+            fill(true);
+            claim_ack()
+        },
+        || {
+            fill(false);
+            claim_ack()
+        },
+    );
+    report.add("behind jobs scheduled ahead", ops, with, without);
+    // All of them come due at once (their run_at moved into the past).
+    let came_due = || {
+        fill(true);
+        c.execute(
+            "UPDATE alk_jobs SET run_at = ?1 WHERE state = 'scheduled'",
+            [now() - 1_000],
+        )
+        .unwrap();
+    };
+    came_due();
+    let before_sweep = claim_ack();
+    report.add("came due, before a sweep", ops, before_sweep, without);
+    came_due();
+    let mut longest = Duration::ZERO;
+    let mut calls = 0;
+    while c
+        .query_row(
+            "SELECT count(*) FROM alk_jobs WHERE state = 'scheduled'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+        > 0
+    {
+        let d = timed(|| {
+            c.query_row("SELECT alk_sweep('q')", [], |_| Ok(()))
+                .unwrap();
+        });
+        longest = longest.max(d);
+        calls += 1;
+    }
+    println!(
+        "{later} came due at once: {calls} alk_sweep calls made them pending, the longest {:.1} ms",
+        longest.as_secs_f64() * 1e3
+    );
 }
 
 /// Flow control (contract v1.2 §I): claim+ack 1 on a backlog spread over
@@ -350,16 +437,7 @@ fn limits(c: &Connection, quick: bool) {
         .unwrap();
         c.execute_batch("COMMIT; ANALYZE").unwrap();
     };
-    let claim_ack = || {
-        let mut claim = c.prepare("SELECT alk_claim('q', 'w', 1)").unwrap();
-        let mut ack = c.prepare("SELECT alk_ack(?1 ->> '$[0].id', 'w')").unwrap();
-        let t = Instant::now();
-        for _ in 0..ops {
-            let jobs: String = claim.query_row([], |r| r.get(0)).unwrap();
-            assert!(ack.query_row([jobs], |r| r.get::<_, bool>(0)).unwrap());
-        }
-        t.elapsed()
-    };
+    let claim_ack = || claim_ack_q(c, ops);
     let cells: [(&str, &str, bool, i64); 4] = [
         (
             "max_running (never reached)",
@@ -401,6 +479,19 @@ fn limits(c: &Connection, quick: bool) {
         );
         report.add(name, ops, limited, none);
     }
+}
+
+/// `ops` claim+acks of one job each on queue `q`, each call its own
+/// transaction; how long they took.
+fn claim_ack_q(c: &Connection, ops: u64) -> Duration {
+    let mut claim = c.prepare("SELECT alk_claim('q', 'w', 1)").unwrap();
+    let mut ack = c.prepare("SELECT alk_ack(?1 ->> '$[0].id', 'w')").unwrap();
+    let t = Instant::now();
+    for _ in 0..ops {
+        let jobs: String = claim.query_row([], |r| r.get(0)).unwrap();
+        assert!(ack.query_row([jobs], |r| r.get::<_, bool>(0)).unwrap());
+    }
+    t.elapsed()
 }
 
 /// The main table's operations through honker, a peer: its loadable
