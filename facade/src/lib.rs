@@ -99,6 +99,9 @@ mod worker;
 ))]
 mod worker_core;
 
+/// The queue options of flow control (contract v1.2 §I), as
+/// `alk_queue_opts` names them: what [`QueueOpts`]'s limit setters write.
+pub use alkstore_core::limits::LIMIT_KEYS;
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 pub use async_store::SqlxEngine;
 #[cfg(any(
@@ -148,7 +151,8 @@ pub use store::{Stop, Store, TxHandle};
 pub use stream::{Stream, StreamSubscription};
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
-pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_SWEEP_EVERY, DEFAULT_TICK_EVERY};
+pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
+pub use worker_core::DEFAULT_SWEEP_EVERY;
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (or `sqlite://…`)
 /// or `postgres://…` / `postgresql://…`, the scheme in any case. Anything

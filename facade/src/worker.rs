@@ -8,7 +8,9 @@ use crate::outbox::Outbox;
 use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
 use crate::types::Job;
-use crate::worker_core::{Chore, Chores, Outage, Pacing, Settlement, PRUNE_BATCH};
+use crate::worker_core::{
+    Chore, Chores, Outage, Pacing, Settlement, DEFAULT_SWEEP_EVERY, PRUNE_BATCH,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -45,9 +47,6 @@ pub struct Worker {
     tick_every: Option<Duration>,
     sweep_every: Option<Duration>,
 }
-
-/// How often a worker sweeps its queue (`alk_sweep`) unless told otherwise.
-pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
 pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);

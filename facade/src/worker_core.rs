@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 /// Rows per `alk_prune` call: one short transaction each.
 pub(crate) const PRUNE_BATCH: i64 = 1000;
 
+/// How often a worker (blocking or async) sweeps its queue (`alk_sweep`)
+/// unless told otherwise.
+pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(1);
+
 /// How a job ends once its handler is done.
 pub(crate) enum Settlement {
     /// It succeeded: ack, keeping the result while the queue retains
