@@ -101,11 +101,14 @@ SELECT 1 FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2
 -- name: scheduled_priority
 SELECT max(priority) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND priority < ?2;
 
--- The due scheduled jobs of one priority (?4), in claim order.
+-- The due scheduled jobs of one priority (?4), in claim order; expired
+-- ones are left to alk_sweep (as on PostgreSQL, where the claim reads
+-- only unexpired ones and so locks nothing else).
 -- name: claim_scheduled
 SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload, limit_key
 FROM alk_jobs
 WHERE queue = ?1 AND state = 'scheduled' AND priority = ?4 AND run_at <= ?2
+  AND (expires_at IS NULL OR expires_at > ?2)
 ORDER BY run_at, id LIMIT ?3;
 
 -- Whether any claim in the queue has expired: one index seek. Usually not,

@@ -113,15 +113,27 @@ per_engine! {
             "alk_enqueue",
             &[t(&q), j(r#"{"delay_s": 0.2, "expires_in_s": 0.1}"#), j("1")],
         );
+        // Due first, then expired: never claimed either.
+        let late = db.int(
+            "alk_enqueue",
+            &[t(&q), j(r#"{"delay_s": 0.05, "expires_in_s": 0.15}"#), j("3")],
+        );
         let kept = db.int(
             "alk_enqueue",
             &[t(&q), j(r#"{"delay_s": 0.1, "expires_in_s": 100}"#), j("2")],
         );
         sleep_ms(250);
-        assert_eq!(db.int("alk_sweep", &[t(&q)]), 1, "[{}]", db.engine());
-        let dead = db.ok("alk_get_job", &[Arg::Int(gone)]);
-        assert_eq!((dead["state"].clone(), dead["last_error"].clone()), (json!("dead"), json!("expired")));
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])), vec![kept]);
+        assert_eq!(db.int("alk_sweep", &[t(&q)]), 2, "[{}]", db.engine());
+        for id in [gone, late] {
+            let dead = db.ok("alk_get_job", &[Arg::Int(id)]);
+            assert_eq!(
+                (dead["state"].clone(), dead["last_error"].clone()),
+                (json!("dead"), json!("expired")),
+                "[{}]",
+                db.engine()
+            );
+        }
     }
 
     fn a_group_head_due_later_waits_for_its_time(_target) {
@@ -142,6 +154,22 @@ per_engine! {
         assert_eq!(
             ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])),
             vec![next],
+            "[{}]",
+            db.engine()
+        );
+    }
+
+    fn an_outbox_message_due_later_is_delivered_when_due_with_no_sweep(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let o = fresh("ahead-outbox");
+        let later = db.int("alk_outbox_enqueue", &[t(&o), j(r#"{"delay_s": 0.2}"#), j("1")]);
+        let now = db.int("alk_outbox_enqueue", &[t(&o), Arg::Null, j("2")]);
+        assert_eq!(ids(&db.ok("alk_outbox_claim", &[t(&o), t("w"), Arg::Int(5)])), vec![now]);
+        sleep_ms(250);
+        assert_eq!(
+            ids(&db.ok("alk_outbox_claim", &[t(&o), t("w"), Arg::Int(5)])),
+            vec![later],
             "[{}]",
             db.engine()
         );
