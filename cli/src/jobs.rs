@@ -22,16 +22,6 @@ const QUEUE_COLUMNS: [&str; 9] = [
     "limits",
 ];
 
-/// The flow-control options (contract v1.2 §I) `queues` shows.
-const LIMIT_KEYS: [&str; 6] = [
-    "max_running",
-    "rate_max",
-    "rate_per_s",
-    "key_max_running",
-    "key_rate_max",
-    "key_rate_per_s",
-];
-
 const JOB_COLUMNS: [&str; 7] = [
     "id",
     "state",
@@ -61,7 +51,7 @@ fn limits_of(store: &Store, queue: &str) -> Fallible<Value> {
         Err(alkstore::Error::ReservedName(_)) => return Ok(Value::Null), // an outbox's queue
         Err(e) => return Err(e.into()),
     };
-    let set: serde_json::Map<String, Value> = LIMIT_KEYS
+    let set: serde_json::Map<String, Value> = alkstore::LIMIT_KEYS
         .iter()
         .filter(|k| !opts[**k].is_null())
         .map(|k| ((*k).to_owned(), opts[*k].clone()))
