@@ -1791,18 +1791,24 @@ DECLARE
   r   record;
 BEGIN
   -- The candidates from indexes (jobs_deadline, jobs_waiting), not a scan
-  -- of the table; each is checked again as it is updated (one another
-  -- transaction changed meanwhile is left if it no longer qualifies).
+  -- of the table, and locked as read: a job another transaction holds
+  -- (one open for minutes, say) is left to the next sweep rather than
+  -- stalling this one and the background worker behind it. Each is
+  -- checked again as it is updated.
   FOR r IN
-    WITH x AS (
+    WITH d AS (
       SELECT e.id, e.state FROM alkstore.jobs e
        WHERE (e.state = 'running' OR (e.state IN ('pending', 'scheduled') AND e.expires_at IS NOT NULL))
          AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
          AND (e.state <> 'running' OR e.attempts >= e.max_attempts)
          AND (q IS NULL OR e.queue = q)
-      UNION ALL
+       FOR UPDATE SKIP LOCKED
+    ), w AS (
       SELECT e.id, e.state FROM alkstore.jobs e
        WHERE e.state = 'waiting' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
+       FOR UPDATE SKIP LOCKED
+    ), x AS (
+      SELECT * FROM d UNION ALL SELECT * FROM w
     )
     UPDATE alkstore.jobs j
        SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
