@@ -162,7 +162,7 @@ pub const QUEUE_KEYS: [&str; 12] = [
 ];
 
 /// The option keys the enqueue functions accept.
-pub const ENQUEUE_KEYS: [&str; 9] = [
+pub const ENQUEUE_KEYS: [&str; 10] = [
     "delay_s",
     "run_at",
     "priority",
@@ -172,7 +172,19 @@ pub const ENQUEUE_KEYS: [&str; 9] = [
     "idempotency_ttl_s",
     "group_key",
     "limit_key",
+    "depends_on",
 ];
+
+/// The most jobs one `depends_on` may name (contract v1.2 §J).
+pub const MAX_DEPENDENCIES: usize = 100;
+
+/// How long alkstore remembers that a job whose row is gone ended without
+/// an ack (cancelled, purged, or dead and then pruned), so that a later
+/// `depends_on` naming it makes its dependent dead rather than runnable:
+/// seven days. Past that, such an id is forgotten, and with it every gone id
+/// up to it: an enqueue naming one is `InvalidOptions` (docs/sql-api.md
+/// "Dependencies and workflows").
+pub const DEPENDENCY_MEMORY_MS: i64 = 7 * 86_400_000;
 
 /// How long an idempotency key holds when no `idempotency_ttl_s` is given.
 pub const DEFAULT_IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
@@ -312,6 +324,9 @@ pub struct EnqueueOpts {
     pub group_key: Option<String>,
     /// The partition the job's per-key limits count in (contract v1.2 §I).
     pub limit_key: Option<String>,
+    /// Jobs that must be acked before this one runs (contract v1.2 §J):
+    /// 1 to [`MAX_DEPENDENCIES`] ids, duplicates dropped, in the order given.
+    pub depends_on: Option<Vec<i64>>,
 }
 
 impl EnqueueOpts {
@@ -340,6 +355,7 @@ impl EnqueueOpts {
                 "idempotency_ttl_s" => out.idempotency_ttl_ms = Some(duration(key, value, true)?),
                 "group_key" => out.group_key = Some(key_text(key, value)?),
                 "limit_key" => out.limit_key = Some(key_text(key, value)?),
+                "depends_on" => out.depends_on = Some(depends_on(value)?),
                 _ => unreachable!("object() rejects unknown keys"),
             }
         }
@@ -504,6 +520,37 @@ fn key_text(key: &str, value: &Value) -> Result<String, ContractError> {
     }
 }
 
+/// `depends_on`: a JSON array of 1 to [`MAX_DEPENDENCIES`] job ids, each a
+/// whole number ≥ 1; duplicates are dropped (a job waits once per job).
+fn depends_on(value: &Value) -> Result<Vec<i64>, ContractError> {
+    let bad = || {
+        err(
+            Code::InvalidOptions,
+            format!(
+                "depends_on must be a JSON array of 1 to {MAX_DEPENDENCIES} job ids, got {}",
+                crate::names::excerpt(&value.to_string())
+            ),
+        )
+    };
+    let Value::Array(items) = value else {
+        return bad();
+    };
+    if items.is_empty() || items.len() > MAX_DEPENDENCIES {
+        return bad();
+    }
+    let mut ids = Vec::with_capacity(items.len());
+    for item in items {
+        let id = match item.as_i64() {
+            Some(id) if id >= 1 => id,
+            _ => return bad(),
+        };
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
 fn max_attempts(value: &Value) -> Result<i32, ContractError> {
     Ok(int_in("max_attempts", value, 1, i32::MAX as i64)? as i32)
 }
@@ -561,9 +608,34 @@ mod tests {
             json!({"limit_key": ""}),
             json!({"limit_key": 7}),
             json!({"limit_key": "k".repeat(1025)}),
+            json!({"depends_on": []}),
+            json!({"depends_on": null}),
+            json!({"depends_on": 7}),
+            json!({"depends_on": [0]}),
+            json!({"depends_on": [-3]}),
+            json!({"depends_on": [1.5]}),
+            json!({"depends_on": ["7"]}),
+            json!({"depends_on": [9223372036854775808u64]}),
+            json!({"depends_on": (1..=101).collect::<Vec<i64>>()}),
         ] {
             assert_eq!(code(bad), Code::InvalidOptions);
         }
+    }
+
+    #[test]
+    fn depends_on_keeps_the_first_of_each_id() {
+        let opts = json!({"depends_on": [5, 3, 5, 9223372036854775807i64]});
+        let parsed = EnqueueOpts::parse(Some(&opts)).unwrap();
+        assert_eq!(parsed.depends_on, Some(vec![5, 3, i64::MAX]));
+        let many = json!({"depends_on": (1..=100).collect::<Vec<i64>>()});
+        assert_eq!(
+            EnqueueOpts::parse(Some(&many))
+                .unwrap()
+                .depends_on
+                .unwrap()
+                .len(),
+            100
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@
 use crate::error::{Code, MAX_DETAIL_CHARS};
 use crate::names::{NameKind, MAX_NAME_BYTES, OUTBOX_QUEUE_PREFIX, QUOTE_CHARS, RESERVED_PREFIX};
 use crate::opts::{
-    QueueOpts, DEFAULT_IDEMPOTENCY_TTL_MS, MAX_BATCH, MAX_DURATION_S, MAX_NOTIFY_BYTES,
-    MAX_PRUNE_ROWS, MAX_WAIT_TTL_S, WAIT_LOCK_BUCKETS,
+    QueueOpts, DEFAULT_IDEMPOTENCY_TTL_MS, DEPENDENCY_MEMORY_MS, MAX_BATCH, MAX_DEPENDENCIES,
+    MAX_DURATION_S, MAX_NOTIFY_BYTES, MAX_PRUNE_ROWS, MAX_WAIT_TTL_S, WAIT_LOCK_BUCKETS,
 };
 use std::fmt::Write;
 
@@ -150,6 +150,20 @@ pub fn sql() -> String {
         "default_idempotency_ttl_ms()",
         "bigint",
         &DEFAULT_IDEMPOTENCY_TTL_MS.to_string(),
+    );
+    constant(
+        &mut out,
+        "The most jobs one depends_on may name (contract v1.2 §J).",
+        "max_dependencies()",
+        "integer",
+        &MAX_DEPENDENCIES.to_string(),
+    );
+    constant(
+        &mut out,
+        "How long an id that ended without an ack is remembered once its row is gone, in milliseconds.",
+        "dependency_memory_ms()",
+        "bigint",
+        &DEPENDENCY_MEMORY_MS.to_string(),
     );
 
     let d = QueueOpts::default();

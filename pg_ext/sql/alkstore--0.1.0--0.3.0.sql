@@ -247,6 +247,28 @@ CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = '
 CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
   INCLUDE (queue) WHERE state = 'scheduled';
 
+-- Job dependencies (contract v1.2 §J: deps.sql). No defaults on the new
+-- columns: adding them rewrites nothing. jobs_waiting holds the jobs
+-- waiting for dependencies too.
+ALTER TABLE alkstore.jobs ADD COLUMN depends_on bigint[], ADD COLUMN deps_left integer,
+                          ADD COLUMN dependents boolean;
+ALTER TYPE alkstore.enqueue_opts ADD ATTRIBUTE depends_on bigint[];
+CREATE TABLE alkstore.job_deps (
+  dep_id bigint NOT NULL,
+  job_id bigint NOT NULL,
+  PRIMARY KEY (dep_id, job_id)
+);
+CREATE TABLE alkstore.job_ends (
+  id       bigint      PRIMARY KEY,
+  ending   text        NOT NULL,
+  ended_at timestamptz NOT NULL
+);
+CREATE INDEX job_ends_age ON alkstore.job_ends (ended_at);
+REVOKE ALL ON alkstore.job_deps, alkstore.job_ends FROM PUBLIC;
+DROP INDEX alkstore.jobs_waiting;
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
+  WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
+
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
@@ -311,6 +333,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 100000::integer $$;
 -- How long an idempotency key holds when no idempotency_ttl_s is given, in milliseconds.
 CREATE OR REPLACE FUNCTION alkstore.default_idempotency_ttl_ms() RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 86400000::bigint $$;
+
+-- The most jobs one depends_on may name (contract v1.2 §J).
+CREATE OR REPLACE FUNCTION alkstore.max_dependencies() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 100::integer $$;
+
+-- How long an id that ended without an ack is remembered once its row is gone, in milliseconds.
+CREATE OR REPLACE FUNCTION alkstore.dependency_memory_ms() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 604800000::bigint $$;
 
 -- Options of a queue never configured (contract §5).
 CREATE OR REPLACE FUNCTION alkstore.default_queue_opts() RETURNS alkstore.queue_opts
@@ -612,6 +642,27 @@ BEGIN
   RETURN s;
 END $$;
 
+-- depends_on (contract v1.2 §J): a JSON array of 1 to max_dependencies()
+-- job ids, each a whole number >= 1; duplicates dropped, first kept.
+CREATE OR REPLACE FUNCTION alkstore.depends_on_opt(v jsonb) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  ids bigint[];
+BEGIN
+  IF jsonb_typeof(v) IS DISTINCT FROM 'array' OR jsonb_array_length(v) NOT BETWEEN 1 AND alkstore.max_dependencies()
+     OR EXISTS (SELECT FROM jsonb_array_elements(v) e
+                 WHERE CASE WHEN jsonb_typeof(e) = 'number' AND (e #>> '{}') ~ '^[0-9]{1,19}$'
+                            THEN (e #>> '{}')::numeric NOT BETWEEN 1 AND 9223372036854775807
+                            ELSE true END) THEN
+    PERFORM alkstore.raise('ALK03', format('depends_on must be a JSON array of 1 to %s job ids, got %s',
+      alkstore.max_dependencies(), alkstore.excerpt(v::text)));
+  END IF;
+  SELECT array_agg(u.id ORDER BY u.n) INTO ids
+    FROM (SELECT (e #>> '{}')::bigint AS id, min(n) AS n
+            FROM jsonb_array_elements(v) WITH ORDINALITY AS x(e, n) GROUP BY 1) u;
+  RETURN ids;
+END $$;
+
 -- Enqueue options, resolved against the time of enqueue.
 
 CREATE OR REPLACE FUNCTION alkstore.enqueue_opts(opts jsonb, now timestamptz) RETURNS alkstore.enqueue_opts
@@ -622,7 +673,7 @@ DECLARE
   delay_ms bigint;
   at       timestamptz;
   secs     numeric;
-  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL, NULL);
+  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 BEGIN
   IF opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb THEN
     RETURN r;
@@ -661,8 +712,9 @@ BEGIN
       WHEN 'idempotency_ttl_s' THEN r.idempotency_ttl_ms := alkstore.duration_ms(k, v, true);
       WHEN 'group_key' THEN r.group_key := alkstore.key_opt(k, v);
       WHEN 'limit_key' THEN r.limit_key := alkstore.key_opt(k, v);
+      WHEN 'depends_on' THEN r.depends_on := alkstore.depends_on_opt(v);
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key, limit_key)',
+        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key, limit_key, depends_on)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;
@@ -968,7 +1020,8 @@ BEGIN
   ELSIF remaining <= 0 THEN
     DELETE FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g;
   ELSIF head THEN
-    UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
+    UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
+                                WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
      WHERE j.id = (SELECT min(w.id) FROM alkstore.jobs w
                     WHERE w.queue = q AND w.group_key = g AND w.state = 'waiting');
     IF FOUND THEN
@@ -1007,7 +1060,8 @@ BEGIN
   END IF;
   FOR woken IN
     WITH heads AS (
-      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
+                                WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = u.q AND w.group_key = u.g AND w.state = 'waiting')
@@ -1440,6 +1494,237 @@ BEGIN
   RETURN max_jobs - left_;
 END $$;
 
+-- ---- sql/postgres/deps.sql ----
+-- Job dependencies (contract v1.2 §J). A job enqueued with depends_on
+-- waits, as state 'blocked' (pending to every function, outside the claim
+-- index), until each job it names has been acked; a grouped one that is
+-- not its group's head is 'waiting' as before, and becomes 'blocked'
+-- instead of pending when it heads the group with dependencies left.
+--
+-- alkstore.job_deps holds one row per job and dependency not acked yet;
+-- jobs.deps_left counts them, jobs.dependents marks a job some job named,
+-- so an ack, a death or a cancel looks for dependents only then (the
+-- common ack pays nothing). Naming a job updates its row: that lock orders
+-- the enqueue against the job's ack, death or claim (an ack waits for the
+-- enqueue to commit and then sees its row in job_deps; an enqueue that
+-- waited for an ack finds the job gone), so no dependent waits for a job
+-- that already ended.
+--
+-- A job whose row is gone counts as acked (retention 0 deletes at ack)
+-- unless alkstore.job_ends says it ended otherwise: every removal of a job
+-- that was not acked (cancel, purge, prune of a dead job) records it there,
+-- for dependency_memory_ms(). alk_prune forgets older records and moves
+-- meta's 'dependencies_forgotten_through' up to the highest id forgotten:
+-- an enqueue naming a gone id at or below it is refused, as nobody can
+-- tell any more how that job ended.
+
+-- Locks and marks the jobs in deps (in id order), and sorts them: those
+-- not acked yet (waiting, in the order given) and the first one that ended
+-- without an ack (failed: the dependency error). An id that names no job
+-- is InvalidOptions; on requeue (requeue: true) a dead dependency is
+-- waited for (it may be requeued too) and a forgotten one fails.
+CREATE OR REPLACE FUNCTION alkstore.deps_resolve(deps bigint[], requeue boolean,
+                                                 OUT waiting bigint[], OUT failed text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  ids       bigint[];
+  states    text[];
+  d         bigint;
+  i         integer;
+  ended     text;
+  last_id   bigint;
+  forgotten bigint;
+BEGIN
+  waiting := '{}';
+  SELECT array_agg(m.id), array_agg(m.state) INTO ids, states
+    FROM (SELECT j.id, j.state FROM alkstore.jobs j WHERE j.id = ANY (ARRAY(
+            SELECT x FROM unnest(deps) x ORDER BY x)) ORDER BY j.id FOR UPDATE) m;
+  UPDATE alkstore.jobs j SET dependents = true WHERE j.id = ANY (ids) AND j.dependents IS NOT TRUE;
+  FOREACH d IN ARRAY deps LOOP
+    i := array_position(ids, d);
+    IF i IS NOT NULL THEN
+      IF states[i] = 'completed' THEN
+        CONTINUE;
+      ELSIF states[i] = 'dead' AND NOT requeue THEN
+        failed := coalesce(failed, format('dependency %s dead', d));
+      ELSE
+        waiting := waiting || d;
+      END IF;
+      CONTINUE;
+    END IF;
+    SELECT e.ending INTO ended FROM alkstore.job_ends e WHERE e.id = d;
+    IF FOUND THEN
+      failed := coalesce(failed, format('dependency %s %s', d, ended));
+      CONTINUE;
+    END IF;
+    IF last_id IS NULL THEN
+      SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO last_id
+        FROM alkstore.jobs_id_seq s;
+      forgotten := coalesce((SELECT m.value::bigint FROM alkstore.meta m
+                              WHERE m.key = 'dependencies_forgotten_through'), 0);
+    END IF;
+    IF d > last_id THEN
+      PERFORM alkstore.raise('ALK03', format('depends_on names job %s, which does not exist', d));
+    ELSIF d <= forgotten THEN
+      IF requeue THEN
+        failed := coalesce(failed, format('dependency %s forgotten', d));
+      ELSE
+        PERFORM alkstore.raise('ALK03', format(
+          'depends_on names job %s, which is gone and may have ended without an ack more than %s days ago: '
+          'alkstore no longer remembers how it ended', d, alkstore.dependency_memory_ms() / 86400000));
+      END IF;
+    END IF;
+    -- Otherwise it was acked and deleted.
+  END LOOP;
+END $$;
+
+-- The jobs in jobs wait for the dependencies in waiting.
+CREATE OR REPLACE FUNCTION alkstore.deps_link(jobs bigint[], waiting bigint[]) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO alkstore.job_deps (dep_id, job_id)
+  SELECT d, j FROM unnest(waiting) d, unnest(jobs) j
+  ON CONFLICT DO NOTHING
+$$;
+
+-- The jobs in ids were acked: their dependents lose one dependency each;
+-- a blocked one left with none becomes pending (or scheduled, when its own
+-- run_at lies ahead), its run_at no earlier than now; a waiting group
+-- member stays waiting for its group.
+CREATE OR REPLACE FUNCTION alkstore.deps_acked(ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  now   timestamptz := clock_timestamp();
+  woken text;
+BEGIN
+  FOR woken IN
+    WITH e AS (
+      DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (ids) RETURNING d.job_id
+    ), n AS (
+      SELECT e.job_id, count(*)::integer AS n FROM e GROUP BY e.job_id
+    ), u AS (
+      UPDATE alkstore.jobs j
+         SET deps_left = j.deps_left - n.n,
+             run_at = CASE WHEN j.deps_left > n.n THEN j.run_at ELSE greatest(j.run_at, now) END,
+             state = CASE WHEN j.deps_left > n.n OR j.state = 'waiting' THEN j.state
+                          WHEN j.run_at > now THEN 'scheduled' ELSE 'pending' END
+        FROM n
+       WHERE j.id = n.job_id AND j.state IN ('blocked', 'waiting')
+      RETURNING j.queue, j.state
+    )
+    SELECT DISTINCT u.queue FROM u WHERE u.state = 'pending'
+  LOOP
+    PERFORM alkstore.wake('q', woken);
+  END LOOP;
+END $$;
+
+-- The jobs in ids went dead or were cancelled (ending): each job waiting
+-- for one goes dead at once with the error 'dependency <id> <ending>',
+-- naming its direct dependency, and so on down (contract v1.2 §J). Their
+-- groups pass on as when any job of theirs dies.
+CREATE OR REPLACE FUNCTION alkstore.deps_failed(ids bigint[], ending text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  now  timestamptz := clock_timestamp();
+  r    record;
+  was  text;
+  dead record;
+  next bigint[];
+BEGIN
+  WHILE cardinality(ids) > 0 LOOP
+    next := '{}';
+    FOR r IN
+      WITH e AS (
+        DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (ids) RETURNING d.dep_id, d.job_id
+      )
+      SELECT e.job_id, min(e.dep_id) AS dep FROM e GROUP BY e.job_id ORDER BY e.job_id
+    LOOP
+      SELECT j.state INTO was FROM alkstore.jobs j
+       WHERE j.id = r.job_id AND j.state IN ('blocked', 'waiting') FOR UPDATE;
+      IF NOT FOUND THEN
+        CONTINUE; -- dead already (another of its dependencies), or gone
+      END IF;
+      UPDATE alkstore.jobs j
+         SET state = 'dead', last_error = format('dependency %s %s', r.dep, ending),
+             prune_at = alkstore.dead_prune_at(j.queue, now)
+       WHERE j.id = r.job_id
+      RETURNING j.queue, j.group_key, j.dependents INTO dead;
+      IF dead.group_key IS NOT NULL THEN
+        PERFORM alkstore.group_done(dead.queue, dead.group_key, was <> 'waiting');
+      END IF;
+      IF dead.dependents THEN
+        next := next || r.job_id;
+      END IF;
+    END LOOP;
+    ids := next;
+    ending := 'dead';
+  END LOOP;
+END $$;
+
+-- Jobs removed without an ack (ending 'dead' or 'cancelled'): remembered
+-- so that a later depends_on naming one is not taken for acked.
+CREATE OR REPLACE FUNCTION alkstore.jobs_ended(ids bigint[], ending text) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO alkstore.job_ends (id, ending, ended_at)
+  SELECT x, ending, clock_timestamp() FROM unnest(ids) x
+  ON CONFLICT (id) DO UPDATE SET ending = excluded.ending, ended_at = excluded.ended_at
+$$;
+
+-- alk_prune's part: forgets up to max_rows records older than
+-- dependency_memory_ms(); returns how many.
+CREATE OR REPLACE FUNCTION alkstore.forget_ends(now timestamptz, max_rows integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  n   integer;
+  top bigint;
+BEGIN
+  WITH f AS (
+    DELETE FROM alkstore.job_ends e
+     WHERE e.id = ANY (ARRAY(
+             SELECT x.id FROM alkstore.job_ends x
+              WHERE x.ended_at <= now - alkstore.dependency_memory_ms() * interval '1 millisecond'
+              ORDER BY x.ended_at LIMIT max_rows
+              FOR UPDATE SKIP LOCKED))
+    RETURNING e.id
+  )
+  SELECT count(*), max(f.id) INTO n, top FROM f;
+  IF top IS NOT NULL THEN
+    INSERT INTO alkstore.meta AS m (key, value) VALUES ('dependencies_forgotten_through', top::text)
+    ON CONFLICT (key) DO UPDATE SET value = greatest(m.value::bigint, excluded.value::bigint)::text;
+  END IF;
+  RETURN n;
+END $$;
+
+-- waiting_for of alk_get_job: the ids in depends_on not acked yet, in the
+-- order given, while the job waits for them; else NULL.
+CREATE OR REPLACE FUNCTION alkstore.waiting_for(j alkstore.jobs) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN j.deps_left > 0 AND j.state IN ('blocked', 'waiting') THEN
+    (SELECT jsonb_agg(u.d ORDER BY u.n) FROM unnest(j.depends_on) WITH ORDINALITY AS u(d, n)
+      WHERE EXISTS (SELECT FROM alkstore.job_deps e WHERE e.dep_id = u.d AND e.job_id = j.id)) END
+$$;
+
+-- Puts a dead job that has dependencies back: it waits again for those
+-- not acked (contract v1.2 §J); returns its state, 'blocked' or 'dead'
+-- (a dependency gone without an ack), or NULL when it has none left.
+CREATE OR REPLACE FUNCTION alkstore.deps_requeue(jid bigint, deps bigint[]) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  res record;
+BEGIN
+  DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (deps) AND d.job_id = jid;
+  SELECT r.waiting, r.failed INTO res FROM alkstore.deps_resolve(deps, true) r;
+  IF res.failed IS NOT NULL THEN
+    UPDATE alkstore.jobs j SET last_error = res.failed, deps_left = NULL WHERE j.id = jid;
+    RETURN 'dead';
+  END IF;
+  UPDATE alkstore.jobs j SET deps_left = nullif(cardinality(res.waiting), 0) WHERE j.id = jid;
+  IF cardinality(res.waiting) = 0 THEN
+    RETURN NULL;
+  END IF;
+  PERFORM alkstore.deps_link(ARRAY[jid], res.waiting);
+  RETURN 'blocked';
+END $$;
+
 -- ---- sql/postgres/queue.sql ----
 -- Queues (contract §5). Public functions are SECURITY DEFINER with a pinned
 -- search_path: application roles need no rights on the tables, and a
@@ -1456,7 +1741,14 @@ DECLARE
   p     jsonb := alkstore.payload('payload', payload);
   id    bigint;
   state text := CASE WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END; -- (ahead.sql)
+  dwait bigint[]; -- with depends_on: the dependencies not acked yet,
+  dfail text;     -- and the error of one that ended without an ack (deps.sql)
 BEGIN
+  IF o.depends_on IS NOT NULL THEN
+    SELECT r.waiting, r.failed INTO dwait, dfail FROM alkstore.deps_resolve(o.depends_on, false) r;
+    state := CASE WHEN dfail IS NOT NULL THEN 'dead'
+                  WHEN cardinality(dwait) > 0 THEN 'blocked' ELSE state END;
+  END IF;
   IF o.idempotency_key IS NOT NULL THEN
     -- Claim the key first, with the id the job will have: whoever holds
     -- the key row decides, and a second enqueue waits for that one's end.
@@ -1472,25 +1764,32 @@ BEGIN
       RETURN (SELECT k.job_id FROM alkstore.idempotency k WHERE k.queue = q AND k.key = o.idempotency_key);
     END IF;
   END IF;
-  IF o.group_key IS NOT NULL AND NOT alkstore.group_join(q, o.group_key, 1) THEN
+  -- (A job dead at once, its dependency dead or cancelled, joins no group.)
+  IF o.group_key IS NOT NULL AND state <> 'dead' AND NOT alkstore.group_join(q, o.group_key, 1) THEN
     state := 'waiting';
   END IF;
   IF id IS NULL THEN
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key)
+      limit_key, depends_on, deps_left, last_error, prune_at)
     VALUES (q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.limit_key)
+      o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
+      dfail, CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END)
     RETURNING j.id INTO id;
   ELSE
     INSERT INTO alkstore.jobs AS j (id, queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      idempotency_key, limit_key)
+      idempotency_key, limit_key, depends_on, deps_left, last_error, prune_at)
     OVERRIDING SYSTEM VALUE
     VALUES (id, q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.idempotency_key, o.limit_key);
+      o.expires_at, o.group_key, o.idempotency_key, o.limit_key, o.depends_on,
+      nullif(cardinality(dwait), 0), dfail,
+      CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END);
+  END IF;
+  IF cardinality(dwait) > 0 AND dfail IS NULL THEN
+    PERFORM alkstore.deps_link(ARRAY[id], dwait);
   END IF;
   IF state = 'pending' THEN
     PERFORM alkstore.wake('q', q);
@@ -1508,6 +1807,9 @@ DECLARE
   o    alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
   ids  bigint[];
   head boolean := true; -- whether the first job heads its group
+  dwait bigint[];        -- with depends_on: the dependencies not acked yet,
+  dfail text;            -- and the error of one that ended without an ack (deps.sql)
+  hold boolean := false; -- waiting for dependencies
 BEGIN
   IF o.idempotency_key IS NOT NULL OR o.idempotency_ttl_ms IS NOT NULL THEN
     PERFORM alkstore.raise('ALK03', 'idempotency_key and idempotency_ttl_s cannot be given to a batch enqueue: '
@@ -1516,24 +1818,34 @@ BEGIN
   IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
     PERFORM alkstore.raise('ALK04', format('payloads must be a JSON array, got %s', coalesce(alkstore.excerpt(payloads::text), 'NULL')));
   END IF;
-  IF o.group_key IS NOT NULL AND jsonb_array_length(payloads) > 0 THEN
+  IF o.depends_on IS NOT NULL AND jsonb_array_length(payloads) > 0 THEN
+    SELECT r.waiting, r.failed INTO dwait, dfail FROM alkstore.deps_resolve(o.depends_on, false) r;
+    hold := cardinality(dwait) > 0;
+  END IF;
+  IF o.group_key IS NOT NULL AND jsonb_array_length(payloads) > 0 AND dfail IS NULL THEN
     head := alkstore.group_join(q, o.group_key, jsonb_array_length(payloads));
   END IF;
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key)
-    SELECT q, CASE WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+      limit_key, depends_on, deps_left, last_error, prune_at)
+    SELECT q, CASE WHEN dfail IS NOT NULL THEN 'dead'
+                   WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+                   WHEN hold THEN 'blocked'
                    WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.limit_key
+      o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
+      dfail, CASE WHEN dfail IS NOT NULL THEN alkstore.dead_prune_at(q, now) END
     FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n)
     ORDER BY p.n
     RETURNING id
   )
   SELECT coalesce(array_agg(rows.id ORDER BY rows.id), '{}') INTO ids FROM rows;
-  IF cardinality(ids) > 0 AND head AND o.run_at <= now THEN
+  IF hold AND dfail IS NULL THEN
+    PERFORM alkstore.deps_link(ids, dwait);
+  END IF;
+  IF cardinality(ids) > 0 AND head AND o.run_at <= now AND NOT hold AND dfail IS NULL THEN
     PERFORM alkstore.wake('q', q);
   END IF;
   RETURN ids;
@@ -1593,6 +1905,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
   -- evaluate a WHERE term once the job is not found. (One expression, the
@@ -1604,8 +1917,9 @@ BEGIN
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
   RETURNING j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, limited, deps;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -1614,14 +1928,18 @@ BEGIN
                             * interval '1 millisecond'
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
     RETURNING j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, limited, deps;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF deps THEN
+    PERFORM alkstore.deps_acked(ARRAY[jid]);
   END IF;
   IF limited THEN
     PERFORM alkstore.wake('q', q);
@@ -1638,6 +1956,7 @@ DECLARE
   qs  text[];
   gs  text[];
   fq  text[]; -- the queues of the acked jobs
+  dj  bigint[]; -- the acked jobs that jobs depend on (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (alkstore.job_ids_ok(job_ids) AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
@@ -1655,7 +1974,7 @@ BEGIN
      WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND (NOT EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
             OR NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0))
-    RETURNING j.queue, j.group_key
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
   ), k AS (
     UPDATE alkstore.jobs j
        SET state = 'completed', completed_at = now, claim_expires_at = NULL,
@@ -1664,14 +1983,18 @@ BEGIN
      WHERE EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
        AND j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND c.queue = j.queue AND c.retain_completed_ms > 0
-    RETURNING j.queue, j.group_key
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
   )
   SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
-         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue)
-    INTO n, qs, gs, fq
+         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue),
+         array_agg(u.dep) FILTER (WHERE u.dep IS NOT NULL)
+    INTO n, qs, gs, fq, dj
     FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
+  END IF;
+  IF dj IS NOT NULL THEN
+    PERFORM alkstore.deps_acked(dj);
   END IF;
   -- Running limits: a finish wakes a waiting worker (limit.sql).
   IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
@@ -1692,6 +2015,7 @@ DECLARE
   q        text;
   g        text;
   limited  boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps     boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (job_id IS NOT NULL AND alkstore.name_ok('worker', worker)) IS NOT TRUE THEN
@@ -1714,10 +2038,14 @@ BEGIN
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO result, q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO result, q, g, limited, deps;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF result = 'dead' AND deps THEN
+    PERFORM alkstore.deps_failed(ARRAY[job_id], 'dead');
   END IF;
   IF limited THEN
     PERFORM alkstore.wake('q', q);
@@ -1733,6 +2061,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
@@ -1742,13 +2071,17 @@ BEGIN
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, limited, deps;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF deps THEN
+    PERFORM alkstore.deps_failed(ARRAY[jid], 'dead');
   END IF;
   IF limited THEN
     PERFORM alkstore.wake('q', q);
@@ -1785,13 +2118,21 @@ DECLARE
   g   text;
   was text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled')
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked')
   RETURNING j.queue, j.group_key, j.state,
-    j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, was, limited;
+    j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, was, limited, deps;
   IF NOT FOUND THEN
     RETURN false;
+  END IF;
+  -- Gone without an ack: a later depends_on naming it must not take it
+  -- for acked; those waiting for it now go dead (deps.sql).
+  PERFORM alkstore.jobs_ended(ARRAY[jid], 'cancelled');
+  IF deps THEN
+    PERFORM alkstore.deps_failed(ARRAY[jid], 'cancelled');
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, was <> 'waiting');
@@ -1802,11 +2143,13 @@ BEGIN
   RETURN true;
 END $$;
 
--- A waiting job is pending to everyone outside (it only waits for its group).
+-- A waiting job is pending to everyone outside (it only waits for its group),
+-- and so are scheduled and blocked ones.
 CREATE OR REPLACE FUNCTION alkstore.job_json(j alkstore.jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
-    'id', j.id, 'queue', j.queue, 'state', CASE WHEN j.state IN ('waiting', 'scheduled') THEN 'pending' ELSE j.state END,
+    'id', j.id, 'queue', j.queue,
+    'state', CASE WHEN j.state IN ('waiting', 'scheduled', 'blocked') THEN 'pending' ELSE j.state END,
     'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
@@ -1816,7 +2159,8 @@ LANGUAGE sql STABLE AS $$
     'claimed_by', j.claimed_by, 'claim_expires_at', alkstore.ts(j.claim_expires_at),
     'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error,
     'idempotency_key', j.idempotency_key, 'group_key', j.group_key, 'limit_key', j.limit_key,
-    'completed_at', alkstore.ts(j.completed_at), 'result', j.result)
+    'completed_at', alkstore.ts(j.completed_at), 'result', j.result,
+    'depends_on', to_jsonb(j.depends_on), 'waiting_for', alkstore.waiting_for(j))
 $$;
 
 CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
@@ -1833,18 +2177,31 @@ END $$;
 CREATE OR REPLACE FUNCTION alkstore.requeue_dead(jid bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
-  q text;
-  g text;
+  q    text;
+  g    text;
+  deps bigint[];
+  held text; -- with dependencies: 'blocked', 'dead' or NULL (deps.sql)
 BEGIN
-  SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
+  SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
+    FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  -- A dependent waits again for the dependencies not acked (v1.2 §J).
+  IF deps IS NOT NULL THEN
+    held := alkstore.deps_requeue(jid, deps);
+    IF held = 'dead' THEN
+      RETURN true; -- a dependency is gone without an ack: dead again, its error says which
+    END IF;
+  END IF;
   UPDATE alkstore.jobs j
-     SET state = CASE WHEN g IS NULL OR alkstore.group_join(q, g, 1) THEN 'pending' ELSE 'waiting' END,
+     SET state = CASE WHEN g IS NOT NULL AND NOT alkstore.group_join(q, g, 1) THEN 'waiting'
+                      ELSE coalesce(held, 'pending') END,
          attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
    WHERE j.id = jid;
-  PERFORM alkstore.wake('q', q);
+  IF held IS NULL THEN
+    PERFORM alkstore.wake('q', q);
+  END IF;
   RETURN true;
 END $$;
 
@@ -1914,11 +2271,11 @@ BEGIN
     'queue', q,
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
-             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now)
+             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at <= now)
              + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
-               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now)
+               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at > now)
                + s_next,
     'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
@@ -1949,6 +2306,7 @@ DECLARE
   now timestamptz := clock_timestamp();
   n   integer := 0;
   r   record;
+  dj  bigint[] := '{}'; -- dead-lettered jobs that jobs depend on (deps.sql)
 BEGIN
   -- The candidates from indexes (jobs_deadline, jobs_waiting), not a scan
   -- of the table, and locked as read: a job another transaction holds
@@ -1965,7 +2323,7 @@ BEGIN
        FOR UPDATE SKIP LOCKED
     ), w AS (
       SELECT e.id, e.state FROM alkstore.jobs e
-       WHERE e.state = 'waiting' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
+       WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
        FOR UPDATE SKIP LOCKED
     ), x AS (
       SELECT * FROM d UNION ALL SELECT * FROM w
@@ -1979,13 +2337,17 @@ BEGIN
      WHERE j.id = x.id AND j.state = x.state
        AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
        AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
-    RETURNING j.queue, j.group_key, x.state AS was
+    RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents
   LOOP
     n := n + 1;
     IF r.group_key IS NOT NULL THEN
       PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
     END IF;
+    IF r.dependents THEN
+      dj := dj || r.id;
+    END IF;
   END LOOP;
+  PERFORM alkstore.deps_failed(dj, 'dead');
   PERFORM alkstore.make_due(q, 2000);
   RETURN n;
 END $$;
@@ -2026,6 +2388,7 @@ DECLARE
   is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
+  dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -2067,7 +2430,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
@@ -2077,12 +2440,18 @@ BEGIN
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     )
-    SELECT array_agg(q), array_agg(u.group_key) INTO qs, gs
-      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u WHERE u.group_key IS NOT NULL;
+    SELECT array_agg(q) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.id) FILTER (WHERE u.dependents)
+      INTO qs, gs, dj
+      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u;
     IF gs IS NOT NULL THEN
       PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
+    END IF;
+    IF dj IS NOT NULL THEN
+      PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -2223,6 +2592,7 @@ DECLARE
   is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
+  dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -2264,7 +2634,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
@@ -2274,12 +2644,18 @@ BEGIN
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     )
-    SELECT array_agg(q), array_agg(u.group_key) INTO qs, gs
-      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u WHERE u.group_key IS NOT NULL;
+    SELECT array_agg(q) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.id) FILTER (WHERE u.dependents)
+      INTO qs, gs, dj
+      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u;
     IF gs IS NOT NULL THEN
       PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
+    END IF;
+    IF dj IS NOT NULL THEN
+      PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -2469,19 +2845,27 @@ DECLARE
   now  timestamptz := clock_timestamp();
   done integer := 0;
   n    integer;
+  dead bigint[];
 BEGIN
   IF max_rows IS NULL OR max_rows < 1 OR max_rows > alkstore.max_prune_rows() THEN
     PERFORM alkstore.raise('ALK05', format('max_rows must be between 1 and %s, got %s',
       alkstore.max_prune_rows(), coalesce(max_rows::text, 'NULL')));
   END IF;
   -- Completed and dead jobs past their retention.
-  DELETE FROM alkstore.jobs j
-   WHERE j.id = ANY (ARRAY(
-           SELECT e.id FROM alkstore.jobs e
-            WHERE e.prune_at <= now AND e.state IN ('completed', 'dead')
-            ORDER BY e.prune_at LIMIT max_rows
-            FOR UPDATE SKIP LOCKED));
-  GET DIAGNOSTICS n = ROW_COUNT;
+  -- A dead one is remembered as ended without an ack (deps.sql).
+  WITH d AS (
+    DELETE FROM alkstore.jobs j
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.prune_at <= now AND e.state IN ('completed', 'dead')
+              ORDER BY e.prune_at LIMIT max_rows
+              FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.state
+  )
+  SELECT count(*), array_agg(d.id) FILTER (WHERE d.state = 'dead') INTO n, dead FROM d;
+  IF dead IS NOT NULL THEN
+    PERFORM alkstore.jobs_ended(dead, 'dead');
+  END IF;
   done := done + n;
   -- Idempotency keys past their TTL.
   IF done < max_rows THEN
@@ -2510,6 +2894,9 @@ BEGIN
               AND e.claimed_at <= now - coalesce(l.key_rate_per_ms, 0) * interval '1 millisecond'
             ORDER BY e.claimed_at LIMIT max_rows
             FOR UPDATE OF e SKIP LOCKED));
+  -- Records of jobs gone without an ack, past dependency_memory_ms()
+  -- (deps.sql). Not counted either.
+  PERFORM alkstore.forget_ends(now, max_rows);
   RETURN done;
 END $$;
 
@@ -3437,9 +3824,9 @@ LANGUAGE sql STABLE AS $$
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j
                     WHERE j.state IN ('dead', 'completed') AND j.queue > f.q)
              FROM f WHERE f.q IS NOT NULL),
-  w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting'
+  w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state IN ('waiting', 'blocked')
            UNION ALL
-           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting' AND j.queue > w.q)
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state IN ('waiting', 'blocked') AND j.queue > w.q)
              FROM w WHERE w.q IS NOT NULL),
   -- Jobs scheduled ahead: jobs_scheduled_due.
   s(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled'
@@ -3499,9 +3886,9 @@ BEGIN
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
-  ELSIF st = 'pending' THEN -- waiting group members and scheduled jobs are pending too
+  ELSIF st = 'pending' THEN -- waiting group members, scheduled and blocked jobs are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled') AND j.id > a
+                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled', 'blocked') AND j.id > a
                   ORDER BY j.id LIMIT m;
   ELSE
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
@@ -3510,8 +3897,9 @@ BEGIN
 END $$;
 
 -- Every dead job of the queue back to pending, as alk_requeue_dead does
--- each: ungrouped ones in one statement, grouped ones one by one in id
--- order (each rejoins its group).
+-- each: plain ones in one statement, grouped ones and ones with
+-- dependencies one by one in id order (each rejoins its group, or waits
+-- again for its dependencies not acked).
 CREATE OR REPLACE FUNCTION alk_requeue_dead_all(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -3521,10 +3909,11 @@ DECLARE
 BEGIN
   UPDATE alkstore.jobs j
      SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
-   WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL;
+   WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
   GET DIAGNOSTICS n = ROW_COUNT;
   FOR jid IN SELECT j.id FROM alkstore.jobs j
-              WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NOT NULL ORDER BY j.id LOOP
+              WHERE j.queue = q AND j.state = 'dead' AND (j.group_key IS NOT NULL OR j.depends_on IS NOT NULL)
+              ORDER BY j.id LOOP
     IF alkstore.requeue_dead(jid) THEN
       n := n + 1;
     END IF;
@@ -3545,10 +3934,14 @@ DECLARE
   n    integer;
   gs   text[];
   held text[]; -- the queue's groups whose rows this purge holds
+  ids  bigint[]; -- the jobs purged, which were not acked (deps.sql)
+  dj   bigint[]; -- those that jobs depend on
 BEGIN
   IF st = 'dead' THEN
-    DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead';
-    GET DIAGNOSTICS n = ROW_COUNT;
+    -- Remembered as ended without an ack (deps.sql).
+    WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
+    SELECT count(*), array_agg(d.id) INTO n, ids FROM d;
+    PERFORM alkstore.jobs_ended(ids, 'dead');
   ELSIF st = 'completed' THEN
     DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -3572,19 +3965,28 @@ BEGIN
     WITH d AS (
       DELETE FROM alkstore.jobs j
        WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled')
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked')
                          AND (x.group_key IS NULL OR x.group_key = ANY (held))
                          FOR UPDATE SKIP LOCKED)
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     )
-    SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL) INTO n, gs FROM d;
+    SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL), array_agg(d.id),
+           array_agg(d.id) FILTER (WHERE d.dependents)
+      INTO n, gs, ids, dj FROM d;
+    -- Purged pending jobs count as cancelled for their dependents, now and
+    -- for a later depends_on (deps.sql).
+    PERFORM alkstore.jobs_ended(ids, 'cancelled');
+    IF dj IS NOT NULL THEN
+      PERFORM alkstore.deps_failed(dj, 'cancelled');
+    END IF;
     IF gs IS NOT NULL THEN
       UPDATE alkstore.groups c SET jobs = c.jobs - x.n
         FROM (SELECT u.g, count(*)::integer AS n FROM unnest(gs) AS u(g) GROUP BY u.g) x
        WHERE c.queue = q AND c.group_key = x.g;
       DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
       -- A group that still has jobs but lost its head gets the next one.
-      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
+                                WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = q AND w.group_key = c.group_key AND w.state = 'waiting')
@@ -3592,7 +3994,7 @@ BEGIN
                 WHERE c.queue = q AND c.group_key = ANY (gs)
                   AND NOT EXISTS (SELECT FROM alkstore.jobs h
                                    WHERE h.queue = q AND h.group_key = c.group_key
-                                     AND h.state IN ('pending', 'running', 'scheduled'))));
+                                     AND h.state IN ('pending', 'running', 'scheduled', 'blocked'))));
       IF FOUND THEN
         PERFORM alkstore.wake('q', q);
       END IF;
@@ -3676,6 +4078,7 @@ END $alkstore_check$;
 -- extension's tables unless the extension registers them: every table whose
 -- rows are state is registered, the job and event id sequences and the commit tickets, so a restore brings
 -- back every job, option, limit, rate window, pause, group, idempotency key, schedule,
+-- dependency, record of a job ended without an ack,
 -- event, offset and lease, and ids continue above the old ones. Not the
 -- waiters: registrations of sessions that are gone.
 -- Not meta's version rows, which the restoring CREATE EXTENSION writes.
@@ -3701,6 +4104,8 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.groups', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.idempotency', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.schedules', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.job_deps', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.job_ends', '');
   END IF;
 END $alkstore_backup$;
 

@@ -37,9 +37,9 @@ LANGUAGE sql STABLE AS $$
            SELECT (SELECT min(j.queue) FROM alkstore.jobs j
                     WHERE j.state IN ('dead', 'completed') AND j.queue > f.q)
              FROM f WHERE f.q IS NOT NULL),
-  w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting'
+  w(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state IN ('waiting', 'blocked')
            UNION ALL
-           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'waiting' AND j.queue > w.q)
+           SELECT (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state IN ('waiting', 'blocked') AND j.queue > w.q)
              FROM w WHERE w.q IS NOT NULL),
   -- Jobs scheduled ahead: jobs_scheduled_due.
   s(q) AS (SELECT min(j.queue) FROM alkstore.jobs j WHERE j.state = 'scheduled'
@@ -99,9 +99,9 @@ BEGIN
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
-  ELSIF st = 'pending' THEN -- waiting group members and scheduled jobs are pending too
+  ELSIF st = 'pending' THEN -- waiting group members, scheduled and blocked jobs are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled') AND j.id > a
+                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled', 'blocked') AND j.id > a
                   ORDER BY j.id LIMIT m;
   ELSE
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
@@ -110,8 +110,9 @@ BEGIN
 END $$;
 
 -- Every dead job of the queue back to pending, as alk_requeue_dead does
--- each: ungrouped ones in one statement, grouped ones one by one in id
--- order (each rejoins its group).
+-- each: plain ones in one statement, grouped ones and ones with
+-- dependencies one by one in id order (each rejoins its group, or waits
+-- again for its dependencies not acked).
 CREATE OR REPLACE FUNCTION alk_requeue_dead_all(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -121,10 +122,11 @@ DECLARE
 BEGIN
   UPDATE alkstore.jobs j
      SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
-   WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL;
+   WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
   GET DIAGNOSTICS n = ROW_COUNT;
   FOR jid IN SELECT j.id FROM alkstore.jobs j
-              WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NOT NULL ORDER BY j.id LOOP
+              WHERE j.queue = q AND j.state = 'dead' AND (j.group_key IS NOT NULL OR j.depends_on IS NOT NULL)
+              ORDER BY j.id LOOP
     IF alkstore.requeue_dead(jid) THEN
       n := n + 1;
     END IF;
@@ -145,10 +147,14 @@ DECLARE
   n    integer;
   gs   text[];
   held text[]; -- the queue's groups whose rows this purge holds
+  ids  bigint[]; -- the jobs purged, which were not acked (deps.sql)
+  dj   bigint[]; -- those that jobs depend on
 BEGIN
   IF st = 'dead' THEN
-    DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead';
-    GET DIAGNOSTICS n = ROW_COUNT;
+    -- Remembered as ended without an ack (deps.sql).
+    WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
+    SELECT count(*), array_agg(d.id) INTO n, ids FROM d;
+    PERFORM alkstore.jobs_ended(ids, 'dead');
   ELSIF st = 'completed' THEN
     DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -172,19 +178,28 @@ BEGIN
     WITH d AS (
       DELETE FROM alkstore.jobs j
        WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled')
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked')
                          AND (x.group_key IS NULL OR x.group_key = ANY (held))
                          FOR UPDATE SKIP LOCKED)
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     )
-    SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL) INTO n, gs FROM d;
+    SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL), array_agg(d.id),
+           array_agg(d.id) FILTER (WHERE d.dependents)
+      INTO n, gs, ids, dj FROM d;
+    -- Purged pending jobs count as cancelled for their dependents, now and
+    -- for a later depends_on (deps.sql).
+    PERFORM alkstore.jobs_ended(ids, 'cancelled');
+    IF dj IS NOT NULL THEN
+      PERFORM alkstore.deps_failed(dj, 'cancelled');
+    END IF;
     IF gs IS NOT NULL THEN
       UPDATE alkstore.groups c SET jobs = c.jobs - x.n
         FROM (SELECT u.g, count(*)::integer AS n FROM unnest(gs) AS u(g) GROUP BY u.g) x
        WHERE c.queue = q AND c.group_key = x.g;
       DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
       -- A group that still has jobs but lost its head gets the next one.
-      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
+                                WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = q AND w.group_key = c.group_key AND w.state = 'waiting')
@@ -192,7 +207,7 @@ BEGIN
                 WHERE c.queue = q AND c.group_key = ANY (gs)
                   AND NOT EXISTS (SELECT FROM alkstore.jobs h
                                    WHERE h.queue = q AND h.group_key = c.group_key
-                                     AND h.state IN ('pending', 'running', 'scheduled'))));
+                                     AND h.state IN ('pending', 'running', 'scheduled', 'blocked'))));
       IF FOUND THEN
         PERFORM alkstore.wake('q', q);
       END IF;

@@ -2,6 +2,7 @@
 -- extension's tables unless the extension registers them: every table whose
 -- rows are state is registered, the job and event id sequences and the commit tickets, so a restore brings
 -- back every job, option, limit, rate window, pause, group, idempotency key, schedule,
+-- dependency, record of a job ended without an ack,
 -- event, offset and lease, and ids continue above the old ones. Not the
 -- waiters: registrations of sessions that are gone.
 -- Not meta's version rows, which the restoring CREATE EXTENSION writes.
@@ -27,5 +28,7 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.groups', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.idempotency', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.schedules', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.job_deps', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.job_ends', '');
   END IF;
 END $alkstore_backup$;

@@ -285,6 +285,27 @@ BEGIN
   RETURN s;
 END $$;
 
+-- depends_on (contract v1.2 §J): a JSON array of 1 to max_dependencies()
+-- job ids, each a whole number >= 1; duplicates dropped, first kept.
+CREATE OR REPLACE FUNCTION alkstore.depends_on_opt(v jsonb) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  ids bigint[];
+BEGIN
+  IF jsonb_typeof(v) IS DISTINCT FROM 'array' OR jsonb_array_length(v) NOT BETWEEN 1 AND alkstore.max_dependencies()
+     OR EXISTS (SELECT FROM jsonb_array_elements(v) e
+                 WHERE CASE WHEN jsonb_typeof(e) = 'number' AND (e #>> '{}') ~ '^[0-9]{1,19}$'
+                            THEN (e #>> '{}')::numeric NOT BETWEEN 1 AND 9223372036854775807
+                            ELSE true END) THEN
+    PERFORM alkstore.raise('ALK03', format('depends_on must be a JSON array of 1 to %s job ids, got %s',
+      alkstore.max_dependencies(), alkstore.excerpt(v::text)));
+  END IF;
+  SELECT array_agg(u.id ORDER BY u.n) INTO ids
+    FROM (SELECT (e #>> '{}')::bigint AS id, min(n) AS n
+            FROM jsonb_array_elements(v) WITH ORDINALITY AS x(e, n) GROUP BY 1) u;
+  RETURN ids;
+END $$;
+
 -- Enqueue options, resolved against the time of enqueue.
 
 CREATE OR REPLACE FUNCTION alkstore.enqueue_opts(opts jsonb, now timestamptz) RETURNS alkstore.enqueue_opts
@@ -295,7 +316,7 @@ DECLARE
   delay_ms bigint;
   at       timestamptz;
   secs     numeric;
-  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL, NULL);
+  r        alkstore.enqueue_opts := ROW(now, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 BEGIN
   IF opts IS NULL OR opts = 'null'::jsonb OR opts = '{}'::jsonb THEN
     RETURN r;
@@ -334,8 +355,9 @@ BEGIN
       WHEN 'idempotency_ttl_s' THEN r.idempotency_ttl_ms := alkstore.duration_ms(k, v, true);
       WHEN 'group_key' THEN r.group_key := alkstore.key_opt(k, v);
       WHEN 'limit_key' THEN r.limit_key := alkstore.key_opt(k, v);
+      WHEN 'depends_on' THEN r.depends_on := alkstore.depends_on_opt(v);
       ELSE PERFORM alkstore.raise('ALK03', format(
-        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key, limit_key)',
+        'unknown enqueue option %s (expected one of: delay_s, run_at, priority, max_attempts, expires_in_s, idempotency_key, idempotency_ttl_s, group_key, limit_key, depends_on)',
         alkstore.quote(k)));
     END CASE;
   END LOOP;

@@ -37,7 +37,8 @@ BEGIN
   ELSIF remaining <= 0 THEN
     DELETE FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g;
   ELSIF head THEN
-    UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
+    UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
+                                WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
      WHERE j.id = (SELECT min(w.id) FROM alkstore.jobs w
                     WHERE w.queue = q AND w.group_key = g AND w.state = 'waiting');
     IF FOUND THEN
@@ -76,7 +77,8 @@ BEGIN
   END IF;
   FOR woken IN
     WITH heads AS (
-      UPDATE alkstore.jobs j SET state = CASE WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
+      UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
+                                WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
        WHERE j.id = ANY (ARRAY(
                SELECT (SELECT min(w.id) FROM alkstore.jobs w
                         WHERE w.queue = u.q AND w.group_key = u.g AND w.state = 'waiting')

@@ -8,19 +8,27 @@ DECLARE
   now  timestamptz := clock_timestamp();
   done integer := 0;
   n    integer;
+  dead bigint[];
 BEGIN
   IF max_rows IS NULL OR max_rows < 1 OR max_rows > alkstore.max_prune_rows() THEN
     PERFORM alkstore.raise('ALK05', format('max_rows must be between 1 and %s, got %s',
       alkstore.max_prune_rows(), coalesce(max_rows::text, 'NULL')));
   END IF;
   -- Completed and dead jobs past their retention.
-  DELETE FROM alkstore.jobs j
-   WHERE j.id = ANY (ARRAY(
-           SELECT e.id FROM alkstore.jobs e
-            WHERE e.prune_at <= now AND e.state IN ('completed', 'dead')
-            ORDER BY e.prune_at LIMIT max_rows
-            FOR UPDATE SKIP LOCKED));
-  GET DIAGNOSTICS n = ROW_COUNT;
+  -- A dead one is remembered as ended without an ack (deps.sql).
+  WITH d AS (
+    DELETE FROM alkstore.jobs j
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.prune_at <= now AND e.state IN ('completed', 'dead')
+              ORDER BY e.prune_at LIMIT max_rows
+              FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.state
+  )
+  SELECT count(*), array_agg(d.id) FILTER (WHERE d.state = 'dead') INTO n, dead FROM d;
+  IF dead IS NOT NULL THEN
+    PERFORM alkstore.jobs_ended(dead, 'dead');
+  END IF;
   done := done + n;
   -- Idempotency keys past their TTL.
   IF done < max_rows THEN
@@ -49,5 +57,8 @@ BEGIN
               AND e.claimed_at <= now - coalesce(l.key_rate_per_ms, 0) * interval '1 millisecond'
             ORDER BY e.claimed_at LIMIT max_rows
             FOR UPDATE OF e SKIP LOCKED));
+  -- Records of jobs gone without an ack, past dependency_memory_ms()
+  -- (deps.sql). Not counted either.
+  PERFORM alkstore.forget_ends(now, max_rows);
   RETURN done;
 END $$;

@@ -13,7 +13,14 @@ DECLARE
   p     jsonb := alkstore.payload('payload', payload);
   id    bigint;
   state text := CASE WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END; -- (ahead.sql)
+  dwait bigint[]; -- with depends_on: the dependencies not acked yet,
+  dfail text;     -- and the error of one that ended without an ack (deps.sql)
 BEGIN
+  IF o.depends_on IS NOT NULL THEN
+    SELECT r.waiting, r.failed INTO dwait, dfail FROM alkstore.deps_resolve(o.depends_on, false) r;
+    state := CASE WHEN dfail IS NOT NULL THEN 'dead'
+                  WHEN cardinality(dwait) > 0 THEN 'blocked' ELSE state END;
+  END IF;
   IF o.idempotency_key IS NOT NULL THEN
     -- Claim the key first, with the id the job will have: whoever holds
     -- the key row decides, and a second enqueue waits for that one's end.
@@ -29,25 +36,32 @@ BEGIN
       RETURN (SELECT k.job_id FROM alkstore.idempotency k WHERE k.queue = q AND k.key = o.idempotency_key);
     END IF;
   END IF;
-  IF o.group_key IS NOT NULL AND NOT alkstore.group_join(q, o.group_key, 1) THEN
+  -- (A job dead at once, its dependency dead or cancelled, joins no group.)
+  IF o.group_key IS NOT NULL AND state <> 'dead' AND NOT alkstore.group_join(q, o.group_key, 1) THEN
     state := 'waiting';
   END IF;
   IF id IS NULL THEN
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key)
+      limit_key, depends_on, deps_left, last_error, prune_at)
     VALUES (q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.limit_key)
+      o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
+      dfail, CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END)
     RETURNING j.id INTO id;
   ELSE
     INSERT INTO alkstore.jobs AS j (id, queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      idempotency_key, limit_key)
+      idempotency_key, limit_key, depends_on, deps_left, last_error, prune_at)
     OVERRIDING SYSTEM VALUE
     VALUES (id, q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.idempotency_key, o.limit_key);
+      o.expires_at, o.group_key, o.idempotency_key, o.limit_key, o.depends_on,
+      nullif(cardinality(dwait), 0), dfail,
+      CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END);
+  END IF;
+  IF cardinality(dwait) > 0 AND dfail IS NULL THEN
+    PERFORM alkstore.deps_link(ARRAY[id], dwait);
   END IF;
   IF state = 'pending' THEN
     PERFORM alkstore.wake('q', q);
@@ -65,6 +79,9 @@ DECLARE
   o    alkstore.enqueue_opts := alkstore.enqueue_opts(opts, now);
   ids  bigint[];
   head boolean := true; -- whether the first job heads its group
+  dwait bigint[];        -- with depends_on: the dependencies not acked yet,
+  dfail text;            -- and the error of one that ended without an ack (deps.sql)
+  hold boolean := false; -- waiting for dependencies
 BEGIN
   IF o.idempotency_key IS NOT NULL OR o.idempotency_ttl_ms IS NOT NULL THEN
     PERFORM alkstore.raise('ALK03', 'idempotency_key and idempotency_ttl_s cannot be given to a batch enqueue: '
@@ -73,24 +90,34 @@ BEGIN
   IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
     PERFORM alkstore.raise('ALK04', format('payloads must be a JSON array, got %s', coalesce(alkstore.excerpt(payloads::text), 'NULL')));
   END IF;
-  IF o.group_key IS NOT NULL AND jsonb_array_length(payloads) > 0 THEN
+  IF o.depends_on IS NOT NULL AND jsonb_array_length(payloads) > 0 THEN
+    SELECT r.waiting, r.failed INTO dwait, dfail FROM alkstore.deps_resolve(o.depends_on, false) r;
+    hold := cardinality(dwait) > 0;
+  END IF;
+  IF o.group_key IS NOT NULL AND jsonb_array_length(payloads) > 0 AND dfail IS NULL THEN
     head := alkstore.group_join(q, o.group_key, jsonb_array_length(payloads));
   END IF;
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key)
-    SELECT q, CASE WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+      limit_key, depends_on, deps_left, last_error, prune_at)
+    SELECT q, CASE WHEN dfail IS NOT NULL THEN 'dead'
+                   WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+                   WHEN hold THEN 'blocked'
                    WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
-      o.expires_at, o.group_key, o.limit_key
+      o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
+      dfail, CASE WHEN dfail IS NOT NULL THEN alkstore.dead_prune_at(q, now) END
     FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n)
     ORDER BY p.n
     RETURNING id
   )
   SELECT coalesce(array_agg(rows.id ORDER BY rows.id), '{}') INTO ids FROM rows;
-  IF cardinality(ids) > 0 AND head AND o.run_at <= now THEN
+  IF hold AND dfail IS NULL THEN
+    PERFORM alkstore.deps_link(ids, dwait);
+  END IF;
+  IF cardinality(ids) > 0 AND head AND o.run_at <= now AND NOT hold AND dfail IS NULL THEN
     PERFORM alkstore.wake('q', q);
   END IF;
   RETURN ids;
@@ -150,6 +177,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
   -- evaluate a WHERE term once the job is not found. (One expression, the
@@ -161,8 +189,9 @@ BEGIN
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
   RETURNING j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, limited, deps;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -171,14 +200,18 @@ BEGIN
                             * interval '1 millisecond'
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
     RETURNING j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, limited, deps;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF deps THEN
+    PERFORM alkstore.deps_acked(ARRAY[jid]);
   END IF;
   IF limited THEN
     PERFORM alkstore.wake('q', q);
@@ -195,6 +228,7 @@ DECLARE
   qs  text[];
   gs  text[];
   fq  text[]; -- the queues of the acked jobs
+  dj  bigint[]; -- the acked jobs that jobs depend on (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (alkstore.job_ids_ok(job_ids) AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
@@ -212,7 +246,7 @@ BEGIN
      WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND (NOT EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
             OR NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0))
-    RETURNING j.queue, j.group_key
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
   ), k AS (
     UPDATE alkstore.jobs j
        SET state = 'completed', completed_at = now, claim_expires_at = NULL,
@@ -221,14 +255,18 @@ BEGIN
      WHERE EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
        AND j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND c.queue = j.queue AND c.retain_completed_ms > 0
-    RETURNING j.queue, j.group_key
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
   )
   SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
-         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue)
-    INTO n, qs, gs, fq
+         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue),
+         array_agg(u.dep) FILTER (WHERE u.dep IS NOT NULL)
+    INTO n, qs, gs, fq, dj
     FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
+  END IF;
+  IF dj IS NOT NULL THEN
+    PERFORM alkstore.deps_acked(dj);
   END IF;
   -- Running limits: a finish wakes a waiting worker (limit.sql).
   IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
@@ -249,6 +287,7 @@ DECLARE
   q        text;
   g        text;
   limited  boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps     boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
   IF (job_id IS NOT NULL AND alkstore.name_ok('worker', worker)) IS NOT TRUE THEN
@@ -271,10 +310,14 @@ BEGIN
          last_error = error, claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO result, q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO result, q, g, limited, deps;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF result = 'dead' AND deps THEN
+    PERFORM alkstore.deps_failed(ARRAY[job_id], 'dead');
   END IF;
   IF limited THEN
     PERFORM alkstore.wake('q', q);
@@ -290,6 +333,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
@@ -299,13 +343,17 @@ BEGIN
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key,
-    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, limited;
+    EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, limited, deps;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
+  END IF;
+  IF deps THEN
+    PERFORM alkstore.deps_failed(ARRAY[jid], 'dead');
   END IF;
   IF limited THEN
     PERFORM alkstore.wake('q', q);
@@ -342,13 +390,21 @@ DECLARE
   g   text;
   was text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled')
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked')
   RETURNING j.queue, j.group_key, j.state,
-    j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0)
-    INTO q, g, was, limited;
+    j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
+    j.dependents
+    INTO q, g, was, limited, deps;
   IF NOT FOUND THEN
     RETURN false;
+  END IF;
+  -- Gone without an ack: a later depends_on naming it must not take it
+  -- for acked; those waiting for it now go dead (deps.sql).
+  PERFORM alkstore.jobs_ended(ARRAY[jid], 'cancelled');
+  IF deps THEN
+    PERFORM alkstore.deps_failed(ARRAY[jid], 'cancelled');
   END IF;
   IF g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, was <> 'waiting');
@@ -359,11 +415,13 @@ BEGIN
   RETURN true;
 END $$;
 
--- A waiting job is pending to everyone outside (it only waits for its group).
+-- A waiting job is pending to everyone outside (it only waits for its group),
+-- and so are scheduled and blocked ones.
 CREATE OR REPLACE FUNCTION alkstore.job_json(j alkstore.jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
-    'id', j.id, 'queue', j.queue, 'state', CASE WHEN j.state IN ('waiting', 'scheduled') THEN 'pending' ELSE j.state END,
+    'id', j.id, 'queue', j.queue,
+    'state', CASE WHEN j.state IN ('waiting', 'scheduled', 'blocked') THEN 'pending' ELSE j.state END,
     'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
@@ -373,7 +431,8 @@ LANGUAGE sql STABLE AS $$
     'claimed_by', j.claimed_by, 'claim_expires_at', alkstore.ts(j.claim_expires_at),
     'expires_at', alkstore.ts(j.expires_at), 'last_error', j.last_error,
     'idempotency_key', j.idempotency_key, 'group_key', j.group_key, 'limit_key', j.limit_key,
-    'completed_at', alkstore.ts(j.completed_at), 'result', j.result)
+    'completed_at', alkstore.ts(j.completed_at), 'result', j.result,
+    'depends_on', to_jsonb(j.depends_on), 'waiting_for', alkstore.waiting_for(j))
 $$;
 
 CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
@@ -390,18 +449,31 @@ END $$;
 CREATE OR REPLACE FUNCTION alkstore.requeue_dead(jid bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
-  q text;
-  g text;
+  q    text;
+  g    text;
+  deps bigint[];
+  held text; -- with dependencies: 'blocked', 'dead' or NULL (deps.sql)
 BEGIN
-  SELECT j.queue, j.group_key INTO q, g FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
+  SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
+    FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  -- A dependent waits again for the dependencies not acked (v1.2 §J).
+  IF deps IS NOT NULL THEN
+    held := alkstore.deps_requeue(jid, deps);
+    IF held = 'dead' THEN
+      RETURN true; -- a dependency is gone without an ack: dead again, its error says which
+    END IF;
+  END IF;
   UPDATE alkstore.jobs j
-     SET state = CASE WHEN g IS NULL OR alkstore.group_join(q, g, 1) THEN 'pending' ELSE 'waiting' END,
+     SET state = CASE WHEN g IS NOT NULL AND NOT alkstore.group_join(q, g, 1) THEN 'waiting'
+                      ELSE coalesce(held, 'pending') END,
          attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
    WHERE j.id = jid;
-  PERFORM alkstore.wake('q', q);
+  IF held IS NULL THEN
+    PERFORM alkstore.wake('q', q);
+  END IF;
   RETURN true;
 END $$;
 
@@ -471,11 +543,11 @@ BEGIN
     'queue', q,
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
-             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at <= now)
+             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at <= now)
              + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
-               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'waiting' AND j.run_at > now)
+               + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at > now)
                + s_next,
     'running', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'running'),
     'dead', (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead'),
@@ -506,6 +578,7 @@ DECLARE
   now timestamptz := clock_timestamp();
   n   integer := 0;
   r   record;
+  dj  bigint[] := '{}'; -- dead-lettered jobs that jobs depend on (deps.sql)
 BEGIN
   -- The candidates from indexes (jobs_deadline, jobs_waiting), not a scan
   -- of the table, and locked as read: a job another transaction holds
@@ -522,7 +595,7 @@ BEGIN
        FOR UPDATE SKIP LOCKED
     ), w AS (
       SELECT e.id, e.state FROM alkstore.jobs e
-       WHERE e.state = 'waiting' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
+       WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
        FOR UPDATE SKIP LOCKED
     ), x AS (
       SELECT * FROM d UNION ALL SELECT * FROM w
@@ -536,13 +609,17 @@ BEGIN
      WHERE j.id = x.id AND j.state = x.state
        AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
        AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
-    RETURNING j.queue, j.group_key, x.state AS was
+    RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents
   LOOP
     n := n + 1;
     IF r.group_key IS NOT NULL THEN
       PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
     END IF;
+    IF r.dependents THEN
+      dj := dj || r.id;
+    END IF;
   END LOOP;
+  PERFORM alkstore.deps_failed(dj, 'dead');
   PERFORM alkstore.make_due(q, 2000);
   RETURN n;
 END $$;

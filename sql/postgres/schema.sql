@@ -39,7 +39,8 @@ CREATE TABLE alkstore.jobs (
   queue                 text        NOT NULL,
   -- 'pending', 'running', 'dead', 'completed', 'waiting' (pending, as
   -- every function reports it, behind its group's head; only heads are in
-  -- jobs_pending, so claims never read past them) or 'scheduled' (pending,
+  -- jobs_pending, so claims never read past them), 'blocked' (pending, as
+  -- reported, waiting for the jobs it depends on: deps.sql) or 'scheduled' (pending,
   -- as reported, written with a run_at ahead: kept out of jobs_pending so
   -- that claims never step over it — contract v1.2 §H; alk_sweep makes it
   -- pending when it comes due, and claims take it before that). Written only by
@@ -65,7 +66,10 @@ CREATE TABLE alkstore.jobs (
   completed_at          timestamptz,
   result                jsonb,
   prune_at              timestamptz, -- completed or dead: when alk_prune may delete it
-  limit_key             text         -- the partition its per-key limits count in (v1.2 §I)
+  limit_key             text,        -- the partition its per-key limits count in (v1.2 §I)
+  depends_on            bigint[],    -- the jobs it runs after (v1.2 §J, deps.sql), as given
+  deps_left             integer,     -- how many of them are not acked yet (its job_deps rows)
+  dependents            boolean      -- true once a job named it in depends_on
 );
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
@@ -113,9 +117,11 @@ CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priori
 CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id)
   WITH (deduplicate_items = off) WHERE state IN ('dead', 'completed');
 
--- Jobs waiting behind their group's head, next-in-line first.
+-- Jobs waiting behind their group's head, next-in-line first, and jobs
+-- waiting for their dependencies (deps.sql): what stats count as pending
+-- and alk_sweep expires without reading the rest.
 CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
-  WITH (deduplicate_items = off) WHERE state = 'waiting';
+  WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
 -- Finished jobs with a retention, in the order alk_prune deletes them.
 CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
 -- Statements that find jobs by id compare the state with COLLATE "C"
@@ -136,6 +142,23 @@ CREATE TABLE alkstore.groups (
   jobs      integer NOT NULL,
   PRIMARY KEY (queue, group_key)
 );
+
+-- Job dependencies (contract v1.2 §J, deps.sql): one row per job and a
+-- dependency of it not acked yet, found from the dependency when it ends.
+CREATE TABLE alkstore.job_deps (
+  dep_id bigint NOT NULL,
+  job_id bigint NOT NULL,
+  PRIMARY KEY (dep_id, job_id)
+);
+-- Jobs whose rows are gone though they were never acked (cancelled,
+-- purged, dead and pruned), kept for dependency_memory_ms(): an id whose
+-- row is gone counts as acked unless it is here (deps.sql).
+CREATE TABLE alkstore.job_ends (
+  id       bigint      PRIMARY KEY,
+  ending   text        NOT NULL, -- 'dead' or 'cancelled'
+  ended_at timestamptz NOT NULL
+);
+CREATE INDEX job_ends_age ON alkstore.job_ends (ended_at);
 
 -- Flow control (contract v1.2 §I, limit.sql): the limits of the queues that
 -- have any. A queue without limits has no row, and its claims never read
@@ -298,7 +321,8 @@ CREATE TYPE alkstore.enqueue_opts AS (
   idempotency_key    text,
   idempotency_ttl_ms bigint,      -- NULL: the default TTL
   group_key          text,
-  limit_key          text
+  limit_key          text,
+  depends_on         bigint[]     -- NULL: none
 );
 
 REVOKE ALL ON ALL TABLES IN SCHEMA alkstore FROM PUBLIC;

@@ -37,9 +37,14 @@
     requires = ["limit"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/deps.sql",
+    name = "deps",
+    requires = ["ahead"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/queue.sql",
     name = "queue",
-    requires = ["ahead"]
+    requires = ["deps"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/claim.sql",

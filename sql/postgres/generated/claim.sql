@@ -33,6 +33,7 @@ DECLARE
   is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
+  dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -74,7 +75,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
@@ -84,12 +85,18 @@ BEGIN
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     )
-    SELECT array_agg(q), array_agg(u.group_key) INTO qs, gs
-      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u WHERE u.group_key IS NOT NULL;
+    SELECT array_agg(q) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.id) FILTER (WHERE u.dependents)
+      INTO qs, gs, dj
+      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u;
     IF gs IS NOT NULL THEN
       PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
+    END IF;
+    IF dj IS NOT NULL THEN
+      PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -230,6 +237,7 @@ DECLARE
   is_limited boolean;  -- the queue has limits (v1.2 §I): alkstore.claim_limited claims
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
+  dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -271,7 +279,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
@@ -281,12 +289,18 @@ BEGIN
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.group_key
+      RETURNING j.id, j.group_key, j.dependents
     )
-    SELECT array_agg(q), array_agg(u.group_key) INTO qs, gs
-      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u WHERE u.group_key IS NOT NULL;
+    SELECT array_agg(q) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL),
+           array_agg(u.id) FILTER (WHERE u.dependents)
+      INTO qs, gs, dj
+      FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u;
     IF gs IS NOT NULL THEN
       PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
+    END IF;
+    IF dj IS NOT NULL THEN
+      PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)

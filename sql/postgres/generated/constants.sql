@@ -62,6 +62,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 100000::integer $$;
 CREATE OR REPLACE FUNCTION alkstore.default_idempotency_ttl_ms() RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 86400000::bigint $$;
 
+-- The most jobs one depends_on may name (contract v1.2 §J).
+CREATE OR REPLACE FUNCTION alkstore.max_dependencies() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 100::integer $$;
+
+-- How long an id that ended without an ack is remembered once its row is gone, in milliseconds.
+CREATE OR REPLACE FUNCTION alkstore.dependency_memory_ms() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 604800000::bigint $$;
+
 -- Options of a queue never configured (contract §5).
 CREATE OR REPLACE FUNCTION alkstore.default_queue_opts() RETURNS alkstore.queue_opts
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ROW(60000, 5, 5000, 3600000, 0, NULL)::alkstore.queue_opts $$;

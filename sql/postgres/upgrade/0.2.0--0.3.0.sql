@@ -81,3 +81,25 @@ CREATE INDEX jobs_deadline ON alkstore.jobs
 CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
 CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
   INCLUDE (queue) WHERE state = 'scheduled';
+
+-- Job dependencies (contract v1.2 §J: deps.sql). No defaults on the new
+-- columns: adding them rewrites nothing. jobs_waiting holds the jobs
+-- waiting for dependencies too.
+ALTER TABLE alkstore.jobs ADD COLUMN depends_on bigint[], ADD COLUMN deps_left integer,
+                          ADD COLUMN dependents boolean;
+ALTER TYPE alkstore.enqueue_opts ADD ATTRIBUTE depends_on bigint[];
+CREATE TABLE alkstore.job_deps (
+  dep_id bigint NOT NULL,
+  job_id bigint NOT NULL,
+  PRIMARY KEY (dep_id, job_id)
+);
+CREATE TABLE alkstore.job_ends (
+  id       bigint      PRIMARY KEY,
+  ending   text        NOT NULL,
+  ended_at timestamptz NOT NULL
+);
+CREATE INDEX job_ends_age ON alkstore.job_ends (ended_at);
+REVOKE ALL ON alkstore.job_deps, alkstore.job_ends FROM PUBLIC;
+DROP INDEX alkstore.jobs_waiting;
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
+  WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');

@@ -1,0 +1,229 @@
+-- Job dependencies (contract v1.2 §J). A job enqueued with depends_on
+-- waits, as state 'blocked' (pending to every function, outside the claim
+-- index), until each job it names has been acked; a grouped one that is
+-- not its group's head is 'waiting' as before, and becomes 'blocked'
+-- instead of pending when it heads the group with dependencies left.
+--
+-- alkstore.job_deps holds one row per job and dependency not acked yet;
+-- jobs.deps_left counts them, jobs.dependents marks a job some job named,
+-- so an ack, a death or a cancel looks for dependents only then (the
+-- common ack pays nothing). Naming a job updates its row: that lock orders
+-- the enqueue against the job's ack, death or claim (an ack waits for the
+-- enqueue to commit and then sees its row in job_deps; an enqueue that
+-- waited for an ack finds the job gone), so no dependent waits for a job
+-- that already ended.
+--
+-- A job whose row is gone counts as acked (retention 0 deletes at ack)
+-- unless alkstore.job_ends says it ended otherwise: every removal of a job
+-- that was not acked (cancel, purge, prune of a dead job) records it there,
+-- for dependency_memory_ms(). alk_prune forgets older records and moves
+-- meta's 'dependencies_forgotten_through' up to the highest id forgotten:
+-- an enqueue naming a gone id at or below it is refused, as nobody can
+-- tell any more how that job ended.
+
+-- Locks and marks the jobs in deps (in id order), and sorts them: those
+-- not acked yet (waiting, in the order given) and the first one that ended
+-- without an ack (failed: the dependency error). An id that names no job
+-- is InvalidOptions; on requeue (requeue: true) a dead dependency is
+-- waited for (it may be requeued too) and a forgotten one fails.
+CREATE OR REPLACE FUNCTION alkstore.deps_resolve(deps bigint[], requeue boolean,
+                                                 OUT waiting bigint[], OUT failed text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  ids       bigint[];
+  states    text[];
+  d         bigint;
+  i         integer;
+  ended     text;
+  last_id   bigint;
+  forgotten bigint;
+BEGIN
+  waiting := '{}';
+  SELECT array_agg(m.id), array_agg(m.state) INTO ids, states
+    FROM (SELECT j.id, j.state FROM alkstore.jobs j WHERE j.id = ANY (ARRAY(
+            SELECT x FROM unnest(deps) x ORDER BY x)) ORDER BY j.id FOR UPDATE) m;
+  UPDATE alkstore.jobs j SET dependents = true WHERE j.id = ANY (ids) AND j.dependents IS NOT TRUE;
+  FOREACH d IN ARRAY deps LOOP
+    i := array_position(ids, d);
+    IF i IS NOT NULL THEN
+      IF states[i] = 'completed' THEN
+        CONTINUE;
+      ELSIF states[i] = 'dead' AND NOT requeue THEN
+        failed := coalesce(failed, format('dependency %s dead', d));
+      ELSE
+        waiting := waiting || d;
+      END IF;
+      CONTINUE;
+    END IF;
+    SELECT e.ending INTO ended FROM alkstore.job_ends e WHERE e.id = d;
+    IF FOUND THEN
+      failed := coalesce(failed, format('dependency %s %s', d, ended));
+      CONTINUE;
+    END IF;
+    IF last_id IS NULL THEN
+      SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO last_id
+        FROM alkstore.jobs_id_seq s;
+      forgotten := coalesce((SELECT m.value::bigint FROM alkstore.meta m
+                              WHERE m.key = 'dependencies_forgotten_through'), 0);
+    END IF;
+    IF d > last_id THEN
+      PERFORM alkstore.raise('ALK03', format('depends_on names job %s, which does not exist', d));
+    ELSIF d <= forgotten THEN
+      IF requeue THEN
+        failed := coalesce(failed, format('dependency %s forgotten', d));
+      ELSE
+        PERFORM alkstore.raise('ALK03', format(
+          'depends_on names job %s, which is gone and may have ended without an ack more than %s days ago: '
+          'alkstore no longer remembers how it ended', d, alkstore.dependency_memory_ms() / 86400000));
+      END IF;
+    END IF;
+    -- Otherwise it was acked and deleted.
+  END LOOP;
+END $$;
+
+-- The jobs in jobs wait for the dependencies in waiting.
+CREATE OR REPLACE FUNCTION alkstore.deps_link(jobs bigint[], waiting bigint[]) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO alkstore.job_deps (dep_id, job_id)
+  SELECT d, j FROM unnest(waiting) d, unnest(jobs) j
+  ON CONFLICT DO NOTHING
+$$;
+
+-- The jobs in ids were acked: their dependents lose one dependency each;
+-- a blocked one left with none becomes pending (or scheduled, when its own
+-- run_at lies ahead), its run_at no earlier than now; a waiting group
+-- member stays waiting for its group.
+CREATE OR REPLACE FUNCTION alkstore.deps_acked(ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  now   timestamptz := clock_timestamp();
+  woken text;
+BEGIN
+  FOR woken IN
+    WITH e AS (
+      DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (ids) RETURNING d.job_id
+    ), n AS (
+      SELECT e.job_id, count(*)::integer AS n FROM e GROUP BY e.job_id
+    ), u AS (
+      UPDATE alkstore.jobs j
+         SET deps_left = j.deps_left - n.n,
+             run_at = CASE WHEN j.deps_left > n.n THEN j.run_at ELSE greatest(j.run_at, now) END,
+             state = CASE WHEN j.deps_left > n.n OR j.state = 'waiting' THEN j.state
+                          WHEN j.run_at > now THEN 'scheduled' ELSE 'pending' END
+        FROM n
+       WHERE j.id = n.job_id AND j.state IN ('blocked', 'waiting')
+      RETURNING j.queue, j.state
+    )
+    SELECT DISTINCT u.queue FROM u WHERE u.state = 'pending'
+  LOOP
+    PERFORM alkstore.wake('q', woken);
+  END LOOP;
+END $$;
+
+-- The jobs in ids went dead or were cancelled (ending): each job waiting
+-- for one goes dead at once with the error 'dependency <id> <ending>',
+-- naming its direct dependency, and so on down (contract v1.2 §J). Their
+-- groups pass on as when any job of theirs dies.
+CREATE OR REPLACE FUNCTION alkstore.deps_failed(ids bigint[], ending text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  now  timestamptz := clock_timestamp();
+  r    record;
+  was  text;
+  dead record;
+  next bigint[];
+BEGIN
+  WHILE cardinality(ids) > 0 LOOP
+    next := '{}';
+    FOR r IN
+      WITH e AS (
+        DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (ids) RETURNING d.dep_id, d.job_id
+      )
+      SELECT e.job_id, min(e.dep_id) AS dep FROM e GROUP BY e.job_id ORDER BY e.job_id
+    LOOP
+      SELECT j.state INTO was FROM alkstore.jobs j
+       WHERE j.id = r.job_id AND j.state IN ('blocked', 'waiting') FOR UPDATE;
+      IF NOT FOUND THEN
+        CONTINUE; -- dead already (another of its dependencies), or gone
+      END IF;
+      UPDATE alkstore.jobs j
+         SET state = 'dead', last_error = format('dependency %s %s', r.dep, ending),
+             prune_at = alkstore.dead_prune_at(j.queue, now)
+       WHERE j.id = r.job_id
+      RETURNING j.queue, j.group_key, j.dependents INTO dead;
+      IF dead.group_key IS NOT NULL THEN
+        PERFORM alkstore.group_done(dead.queue, dead.group_key, was <> 'waiting');
+      END IF;
+      IF dead.dependents THEN
+        next := next || r.job_id;
+      END IF;
+    END LOOP;
+    ids := next;
+    ending := 'dead';
+  END LOOP;
+END $$;
+
+-- Jobs removed without an ack (ending 'dead' or 'cancelled'): remembered
+-- so that a later depends_on naming one is not taken for acked.
+CREATE OR REPLACE FUNCTION alkstore.jobs_ended(ids bigint[], ending text) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO alkstore.job_ends (id, ending, ended_at)
+  SELECT x, ending, clock_timestamp() FROM unnest(ids) x
+  ON CONFLICT (id) DO UPDATE SET ending = excluded.ending, ended_at = excluded.ended_at
+$$;
+
+-- alk_prune's part: forgets up to max_rows records older than
+-- dependency_memory_ms(); returns how many.
+CREATE OR REPLACE FUNCTION alkstore.forget_ends(now timestamptz, max_rows integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  n   integer;
+  top bigint;
+BEGIN
+  WITH f AS (
+    DELETE FROM alkstore.job_ends e
+     WHERE e.id = ANY (ARRAY(
+             SELECT x.id FROM alkstore.job_ends x
+              WHERE x.ended_at <= now - alkstore.dependency_memory_ms() * interval '1 millisecond'
+              ORDER BY x.ended_at LIMIT max_rows
+              FOR UPDATE SKIP LOCKED))
+    RETURNING e.id
+  )
+  SELECT count(*), max(f.id) INTO n, top FROM f;
+  IF top IS NOT NULL THEN
+    INSERT INTO alkstore.meta AS m (key, value) VALUES ('dependencies_forgotten_through', top::text)
+    ON CONFLICT (key) DO UPDATE SET value = greatest(m.value::bigint, excluded.value::bigint)::text;
+  END IF;
+  RETURN n;
+END $$;
+
+-- waiting_for of alk_get_job: the ids in depends_on not acked yet, in the
+-- order given, while the job waits for them; else NULL.
+CREATE OR REPLACE FUNCTION alkstore.waiting_for(j alkstore.jobs) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN j.deps_left > 0 AND j.state IN ('blocked', 'waiting') THEN
+    (SELECT jsonb_agg(u.d ORDER BY u.n) FROM unnest(j.depends_on) WITH ORDINALITY AS u(d, n)
+      WHERE EXISTS (SELECT FROM alkstore.job_deps e WHERE e.dep_id = u.d AND e.job_id = j.id)) END
+$$;
+
+-- Puts a dead job that has dependencies back: it waits again for those
+-- not acked (contract v1.2 §J); returns its state, 'blocked' or 'dead'
+-- (a dependency gone without an ack), or NULL when it has none left.
+CREATE OR REPLACE FUNCTION alkstore.deps_requeue(jid bigint, deps bigint[]) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  res record;
+BEGIN
+  DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (deps) AND d.job_id = jid;
+  SELECT r.waiting, r.failed INTO res FROM alkstore.deps_resolve(deps, true) r;
+  IF res.failed IS NOT NULL THEN
+    UPDATE alkstore.jobs j SET last_error = res.failed, deps_left = NULL WHERE j.id = jid;
+    RETURN 'dead';
+  END IF;
+  UPDATE alkstore.jobs j SET deps_left = nullif(cardinality(res.waiting), 0) WHERE j.id = jid;
+  IF cardinality(res.waiting) = 0 THEN
+    RETURN NULL;
+  END IF;
+  PERFORM alkstore.deps_link(ARRAY[jid], res.waiting);
+  RETURN 'blocked';
+END $$;
