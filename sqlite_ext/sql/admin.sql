@@ -24,13 +24,17 @@ w(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'waiting' ORDER BY que
          UNION ALL
          SELECT (SELECT queue FROM alk_jobs WHERE state = 'waiting' AND queue > w.q ORDER BY queue LIMIT 1)
            FROM w WHERE w.q IS NOT NULL),
+b(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'blocked' ORDER BY queue LIMIT 1)
+         UNION ALL
+         SELECT (SELECT queue FROM alk_jobs WHERE state = 'blocked' AND queue > b.q ORDER BY queue LIMIT 1)
+           FROM b WHERE b.q IS NOT NULL),
 s(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'scheduled' ORDER BY queue LIMIT 1)
          UNION ALL
          SELECT (SELECT queue FROM alk_jobs WHERE state = 'scheduled' AND queue > s.q ORDER BY queue LIMIT 1)
            FROM s WHERE s.q IS NOT NULL)
 SELECT q FROM (
   SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM d UNION SELECT q FROM c UNION SELECT q FROM w
-  UNION SELECT q FROM s
+  UNION SELECT q FROM s UNION SELECT q FROM b
   UNION SELECT queue FROM alk_queues UNION SELECT queue FROM alk_paused
 ) WHERE q IS NOT NULL ORDER BY q;
 
@@ -41,7 +45,8 @@ SELECT id FROM alk_jobs WHERE queue = ?1 AND id > ?2 ORDER BY id LIMIT ?3;
 
 -- name: list_jobs_pending
 SELECT id FROM alk_jobs
-WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled') AND id > ?2
+WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled' OR state = 'blocked')
+  AND id > ?2
 ORDER BY id LIMIT ?3;
 
 -- name: list_jobs_running
@@ -59,20 +64,24 @@ SELECT id FROM alk_jobs WHERE queue = ?1 AND state = 'completed' AND id > ?2 ORD
 
 -- name: requeue_dead_ungrouped
 UPDATE alk_jobs SET state = 'pending', attempts = 0, run_at = ?2, expires_at = NULL, prune_at = NULL
-WHERE queue = ?1 AND state = 'dead' AND group_key IS NULL;
+WHERE queue = ?1 AND state = 'dead' AND group_key IS NULL AND depends_on IS NULL;
 
+-- Dead jobs requeued one by one: grouped ones and ones with dependencies.
 -- name: dead_grouped
-SELECT id FROM alk_jobs WHERE queue = ?1 AND state = 'dead' AND group_key IS NOT NULL ORDER BY id;
+SELECT id FROM alk_jobs WHERE queue = ?1 AND state = 'dead' AND (group_key IS NOT NULL OR depends_on IS NOT NULL)
+ORDER BY id;
 
 -- name: purge_dead
-DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'dead';
+DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'dead'
+RETURNING id;
 
 -- name: purge_completed
 DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'completed';
 
 -- name: purge_pending
-DELETE FROM alk_jobs WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled')
-RETURNING group_key;
+DELETE FROM alk_jobs WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled'
+                                           OR state = 'blocked')
+RETURNING group_key, id, dependents;
 
 -- Every stream (published to, configured, or with a saved offset): its
 -- first and last kept offsets (0 with none).

@@ -13,10 +13,11 @@ RETURNING jobs;
 -- name: group_drop
 DELETE FROM alk_groups WHERE queue = ?1 AND group_key = ?2;
 
--- The next waiting job (lowest id) becomes the group's head: pending, or
--- scheduled if its run_at lies ahead of ?3 (now).
+-- The next waiting job (lowest id) becomes the group's head: pending,
+-- scheduled if its run_at lies ahead of ?3 (now), or blocked while it
+-- waits for dependencies (deps.rs).
 -- name: group_promote
-UPDATE alk_jobs SET state = CASE WHEN run_at > ?3 THEN 'scheduled' ELSE 'pending' END
+UPDATE alk_jobs SET state = CASE WHEN deps_left > 0 THEN 'blocked' WHEN run_at > ?3 THEN 'scheduled' ELSE 'pending' END
 WHERE id = (SELECT min(id) FROM alk_jobs WHERE queue = ?1 AND group_key = ?2 AND state = 'waiting');
 
 -- The same for many finished heads at once: ?1 is a JSON array of
@@ -32,7 +33,7 @@ DELETE FROM alk_groups
 WHERE jobs <= 0 AND (queue, group_key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1));
 
 -- name: groups_promote
-UPDATE alk_jobs SET state = CASE WHEN run_at > ?2 THEN 'scheduled' ELSE 'pending' END
+UPDATE alk_jobs SET state = CASE WHEN deps_left > 0 THEN 'blocked' WHEN run_at > ?2 THEN 'scheduled' ELSE 'pending' END
 WHERE id IN (SELECT (SELECT min(w.id) FROM alk_jobs w
                      WHERE w.queue = f.value ->> 0 AND w.group_key = f.value ->> 1 AND w.state = 'waiting')
              FROM json_each(?1) f);

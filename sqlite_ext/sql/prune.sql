@@ -5,7 +5,8 @@
 -- name: prune_dead
 DELETE FROM alk_jobs WHERE id IN (
   SELECT id FROM alk_jobs WHERE state = 'dead' AND prune_at IS NOT NULL AND prune_at <= ?1
-  ORDER BY prune_at LIMIT ?2);
+  ORDER BY prune_at LIMIT ?2)
+RETURNING id;
 
 -- The next queue after ?1 ('' for the first: names are never empty) that
 -- has completed jobs: a skip through alk_jobs_completed, one seek per

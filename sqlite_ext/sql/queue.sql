@@ -61,14 +61,17 @@ INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at)
 VALUES (?1, 'pending', ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
 
--- An enqueue with a group, an idempotency key, a limit key or a run_at
--- ahead (?11 state: 'pending' for a group's head, else 'waiting';
--- 'scheduled' for a job due later).
+-- An enqueue with a group, an idempotency key, a limit key, a run_at
+-- ahead or dependencies (?11 state: 'pending' for a group's head, else
+-- 'waiting'; 'scheduled' for a job due later; 'blocked' or 'dead' for one
+-- with dependencies, deps.rs: ?15 depends_on, ?16 deps_left, ?17 its
+-- error and ?18 now when dead).
 -- name: enqueue_keyed
 INSERT INTO alk_jobs (queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at,
-  group_key, idempotency_key, limit_key)
-VALUES (?1, ?11, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14);
+  group_key, idempotency_key, limit_key, depends_on, deps_left, last_error, prune_at)
+VALUES (?1, ?11, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?15, ?16, ?17,
+        ?18 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = ?1));
 
 -- name: idempotency_get
 SELECT job_id FROM alk_idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3;
@@ -153,12 +156,13 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_
   AND claim_expires_at = ?3 + visibility_timeout_ms;
 
 -- Dead-lettering statements keep a dead job until now + the queue's
--- retain_dead_ms as it is now (NULL: kept), and return its queue and group.
+-- retain_dead_ms as it is now (NULL: kept), and return its queue, group
+-- and whether jobs depend on it (deps.rs).
 -- name: expire_one
 UPDATE alk_jobs SET state = 'dead', last_error = 'expired',
   prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND (state = 'pending' OR state = 'scheduled') AND expires_at <= ?2
-RETURNING queue, group_key;
+RETURNING queue, group_key, dependents;
 
 -- name: final_claim_one
 UPDATE alk_jobs
@@ -166,20 +170,21 @@ SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
     claimed_by = NULL, claim_expires_at = NULL,
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
-RETURNING queue, group_key;
+RETURNING queue, group_key, dependents;
 
 -- name: dead_letter
 UPDATE alk_jobs
 SET state = 'dead', last_error = ?2, claimed_by = NULL, claim_expires_at = NULL,
     prune_at = ?3 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1
-RETURNING queue, group_key;
+RETURNING queue, group_key, dependents;
 
--- The held job an ack finishes: its queue, group and the queue's
--- retain_completed_ms now (0: delete it).
+-- The held job an ack finishes: its queue, group, the queue's
+-- retain_completed_ms now (0: delete it) and whether jobs depend on it.
 -- name: ack_probe
 SELECT queue, group_key,
-       coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0)
+       coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0),
+       dependents
 FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
 
 -- name: ack_delete
@@ -188,19 +193,21 @@ DELETE FROM alk_jobs WHERE id = ?1;
 -- The held jobs among ?1 (a JSON array of ids), as ack_probe for each.
 -- name: ack_batch_probe
 SELECT id, queue, group_key,
-       coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0)
+       coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0),
+       dependents
 FROM alk_jobs
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2;
 
 -- name: ack_batch_delete
 DELETE FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1));
 
--- The common case in one pass: held jobs of no group, in queues that keep
--- no completed jobs, are deleted; the rest (if any) go through the probe.
+-- The common case in one pass: held jobs of no group and no dependents, in
+-- queues that keep no completed jobs, are deleted; the rest (if any) go
+-- through the probe.
 -- name: ack_batch_plain
 DELETE FROM alk_jobs
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2
-  AND group_key IS NULL
+  AND group_key IS NULL AND dependents IS NULL
   AND NOT EXISTS (SELECT 1 FROM alk_queues c WHERE c.queue = alk_jobs.queue AND c.retain_completed_ms > 0);
 
 -- Kept as completed, with its result, until ?3 (completed_at) + ?5.
@@ -224,7 +231,7 @@ UPDATE alk_jobs
 SET state = 'dead', last_error = ?3, claimed_by = NULL, claim_expires_at = NULL,
     prune_at = ?4 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
-RETURNING queue, group_key;
+RETURNING queue, group_key, dependents;
 
 -- name: heartbeat
 UPDATE alk_jobs
@@ -234,37 +241,45 @@ RETURNING id;
 
 -- name: cancel
 DELETE FROM alk_jobs WHERE id = ?1
-  AND (state = 'pending' OR state = 'running' OR state = 'waiting' OR state = 'scheduled')
-RETURNING queue, group_key, state;
+  AND (state = 'pending' OR state = 'running' OR state = 'waiting' OR state = 'scheduled'
+       OR state = 'blocked')
+RETURNING queue, group_key, state, dependents;
 
 -- A waiting job is pending to everyone outside (it only waits for its
--- group), and so is a scheduled one (it only waits for its run_at).
+-- group), and so are a scheduled one (it only waits for its run_at) and a
+-- blocked one (it waits for its dependencies).
 -- name: get_job
-SELECT id, queue, CASE state WHEN 'waiting' THEN 'pending' WHEN 'scheduled' THEN 'pending' ELSE state END,
+SELECT id, queue,
+       CASE state WHEN 'waiting' THEN 'pending' WHEN 'scheduled' THEN 'pending' WHEN 'blocked' THEN 'pending'
+                  ELSE state END,
        payload, priority,
        attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at,
        created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key,
-       group_key, completed_at, result, limit_key
+       group_key, completed_at, result, limit_key, depends_on,
+       deps_left > 0 AND (state = 'blocked' OR state = 'waiting')
 FROM alk_jobs WHERE id = ?1;
 
 -- name: dead_job
-SELECT queue, group_key FROM alk_jobs WHERE id = ?1 AND state = 'dead';
+SELECT queue, group_key, depends_on FROM alk_jobs WHERE id = ?1 AND state = 'dead';
 
 -- Requeue also clears the expiry: putting a dead job back is an explicit
--- decision to run it. ?3: 'pending', or 'waiting' behind its group's head.
+-- decision to run it. ?3: 'pending', 'waiting' behind its group's head, or
+-- 'blocked' waiting for its dependencies.
 -- name: requeue_dead
 UPDATE alk_jobs
 SET state = ?3, attempts = 0, run_at = ?2, expires_at = NULL, prune_at = NULL
 WHERE id = ?1 AND state = 'dead';
 
--- Waiting and scheduled jobs count as pending (or scheduled), by run_at.
+-- Waiting, scheduled and blocked jobs count as pending (or scheduled), by run_at.
 -- name: queue_stats
 SELECT
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at <= ?2)
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'blocked' AND run_at <= ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at > ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at > ?2)
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'blocked' AND run_at > ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at > ?2),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'running'),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'dead'),
@@ -275,14 +290,15 @@ SELECT
   EXISTS (SELECT 1 FROM alk_paused WHERE queue = ?1);
 
 -- Sweep: ?1 is a queue or NULL for every queue. Each returns the queue,
--- group and former state of what it dead-lettered.
+-- group and former state of what it dead-lettered, its id and whether jobs
+-- depend on it.
 -- name: sweep_expired
 UPDATE alk_jobs
 SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'pending';
+RETURNING queue, group_key, 'pending', id, dependents;
 
 -- name: sweep_expired_waiting
 UPDATE alk_jobs
@@ -290,7 +306,15 @@ SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'waiting' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'waiting';
+RETURNING queue, group_key, 'waiting', id, dependents;
+
+-- name: sweep_expired_blocked
+UPDATE alk_jobs
+SET state = 'dead', last_error = 'expired',
+    prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
+WHERE state = 'blocked' AND expires_at IS NOT NULL AND expires_at <= ?2
+  AND (?1 IS NULL OR queue = ?1)
+RETURNING queue, group_key, 'blocked', id, dependents;
 
 -- name: sweep_expired_scheduled
 UPDATE alk_jobs
@@ -298,7 +322,7 @@ SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'scheduled' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'scheduled';
+RETURNING queue, group_key, 'scheduled', id, dependents;
 
 -- name: sweep_final_claims
 UPDATE alk_jobs
@@ -307,7 +331,7 @@ SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'running';
+RETURNING queue, group_key, 'running', id, dependents;
 
 -- Scheduled jobs that came due become pending (contract v1.2 §H), at most
 -- ?3 of them, earliest first: alk_sweep's bounded batch.

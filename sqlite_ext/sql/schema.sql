@@ -33,14 +33,15 @@ CREATE TABLE IF NOT EXISTS alk_jobs (
   queue                 TEXT    NOT NULL,
   -- 'waiting': pending (as every function reports it) behind its group's
   -- head; only heads are in alk_jobs_pending, so claims never read past
-  -- them. 'scheduled': pending (as reported) with a run_at ahead when it
+  -- them. 'blocked': pending (as reported) waiting for the jobs it depends
+  -- on (v1.2 §J, deps.rs). 'scheduled': pending (as reported) with a run_at ahead when it
   -- was written, also outside alk_jobs_pending, so claims never step over
   -- it (contract v1.2 §H); alk_sweep makes it pending when it comes due,
   -- and claims take it before that. ORs, not IN (…): an IN list costs a
   -- temporary table per write.
   state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'
                                                OR state = 'completed' OR state = 'waiting'
-                                               OR state = 'scheduled'),
+                                               OR state = 'scheduled' OR state = 'blocked'),
   payload               TEXT    NOT NULL,
   priority              INTEGER NOT NULL,
   attempts              INTEGER NOT NULL,
@@ -59,7 +60,10 @@ CREATE TABLE IF NOT EXISTS alk_jobs (
   completed_at          INTEGER,
   result                TEXT,
   prune_at              INTEGER, -- completed or dead: when alk_prune may delete it
-  limit_key             TEXT     -- the partition its per-key limits count in (v1.2 §I)
+  limit_key             TEXT,    -- the partition its per-key limits count in (v1.2 §I)
+  depends_on            TEXT,    -- the JSON array of jobs it runs after (v1.2 §J, deps.rs)
+  deps_left             INTEGER, -- how many of them are not acked yet (its alk_job_deps rows)
+  dependents            INTEGER  -- 1 once a job named it in depends_on
 );
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
@@ -86,6 +90,10 @@ CREATE INDEX IF NOT EXISTS alk_jobs_scheduled
 -- Jobs waiting behind their group's head, next-in-line first.
 CREATE INDEX IF NOT EXISTS alk_jobs_waiting
   ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';
+-- Jobs waiting for their dependencies (v1.2 §J), for stats, listings and
+-- alk_sweep's expiry. (Not in alk_jobs_waiting: SQLite uses a partial
+-- index only for queries that repeat its WHERE term as written.)
+CREATE INDEX IF NOT EXISTS alk_jobs_blocked ON alk_jobs (queue, id) WHERE state = 'blocked';
 -- Completed jobs, for stats and, per queue, for alk_prune. One index only:
 -- an ack that keeps the job writes one index entry more than one that
 -- deletes it.
@@ -100,6 +108,23 @@ CREATE TABLE IF NOT EXISTS alk_groups (
   jobs      INTEGER NOT NULL,
   PRIMARY KEY (queue, group_key)
 ) WITHOUT ROWID;
+
+-- Job dependencies (contract v1.2 §J, deps.rs): one row per job and a
+-- dependency of it not acked yet, found from the dependency when it ends.
+CREATE TABLE IF NOT EXISTS alk_job_deps (
+  dep_id INTEGER NOT NULL,
+  job_id INTEGER NOT NULL,
+  PRIMARY KEY (dep_id, job_id)
+) WITHOUT ROWID;
+-- Jobs whose rows are gone though they were never acked (cancelled,
+-- purged, dead and pruned), kept for DEPENDENCY_MEMORY_MS: an id whose row
+-- is gone counts as acked unless it is here (deps.rs).
+CREATE TABLE IF NOT EXISTS alk_job_ends (
+  id       INTEGER PRIMARY KEY,
+  ending   TEXT    NOT NULL, -- 'dead' or 'cancelled'
+  ended_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS alk_job_ends_age ON alk_job_ends (ended_at);
 
 -- Flow control (contract v1.2 §I, limit.rs): the limits of the queues that
 -- have any. A queue without limits has no row, and its claims read no more

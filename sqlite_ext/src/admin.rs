@@ -7,7 +7,7 @@ use crate::conn::Conn;
 use crate::error::Result;
 use crate::function::Out;
 use crate::json::Obj;
-use crate::{group, queue};
+use crate::{deps, group, queue};
 use alkstore_core::time::now_ms;
 use alkstore_core::{err, Code, NameKind};
 
@@ -98,7 +98,8 @@ pub fn requeue_dead_all(conn: &Conn, args: &Args) -> Result<Out> {
     st.run()?;
     drop(st);
     let mut n = conn.db.changes();
-    // Grouped ones one by one, in id order: each rejoins its group.
+    // Grouped ones and ones with dependencies one by one, in id order: each
+    // rejoins its group, or waits again for its dependencies not acked.
     let grouped: Vec<i64> = {
         let mut st = conn.stmt("dead_grouped")?;
         st.bind_text(1, queue);
@@ -120,15 +121,17 @@ pub fn purge(conn: &Conn, args: &Args) -> Result<Out> {
     let st = state(args, 1, &["pending", "dead", "completed"], false)?;
     match st {
         Some("pending") => {
-            let mut left = Vec::new();
-            let mut n = 0;
+            let (mut left, mut ids, mut depended) = (Vec::new(), Vec::new(), Vec::new());
             {
                 let mut stmt = conn.stmt("purge_pending")?;
                 stmt.bind_text(1, queue);
                 while stmt.step_row()? {
-                    n += 1;
+                    ids.push(stmt.i64(1));
                     if let Some(g) = stmt.opt_text(0) {
                         left.push(g.to_owned());
+                    }
+                    if stmt.opt_i64(2).is_some() {
+                        depended.push(stmt.i64(1));
                     }
                 }
             }
@@ -136,15 +139,28 @@ pub fn purge(conn: &Conn, args: &Args) -> Result<Out> {
             for g in left {
                 group::done(conn, queue, &g, false)?;
             }
-            Ok(Out::Int(n))
+            // Purged pending jobs count as cancelled for their dependents,
+            // now and for a later depends_on (deps.rs).
+            let now = now_ms();
+            deps::ended(conn, &ids, "cancelled", now)?;
+            deps::failed(conn, &depended, "cancelled", now)?;
+            Ok(Out::Int(ids.len() as i64))
         }
-        other => {
-            let name = if other == Some("dead") {
-                "purge_dead"
-            } else {
-                "purge_completed"
-            };
-            let mut stmt = conn.stmt(name)?;
+        Some("dead") => {
+            // Remembered as ended without an ack (deps.rs).
+            let mut ids = Vec::new();
+            {
+                let mut stmt = conn.stmt("purge_dead")?;
+                stmt.bind_text(1, queue);
+                while stmt.step_row()? {
+                    ids.push(stmt.i64(0));
+                }
+            }
+            deps::ended(conn, &ids, "dead", now_ms())?;
+            Ok(Out::Int(ids.len() as i64))
+        }
+        _ => {
+            let mut stmt = conn.stmt("purge_completed")?;
             stmt.bind_text(1, queue);
             stmt.run()?;
             Ok(Out::Int(conn.db.changes()))

@@ -22,6 +22,7 @@
 mod admin;
 mod args;
 mod conn;
+mod deps;
 mod error;
 mod ffi;
 mod function;

@@ -33,8 +33,21 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
         done += conn.db.changes();
         after = queue;
     }
+    // Dead jobs, remembered as ended without an ack (deps.rs).
+    if done < max {
+        let mut ids = Vec::new();
+        {
+            let mut st = conn.stmt("prune_dead")?;
+            st.bind_i64(1, now);
+            st.bind_i64(2, max - done);
+            while st.step_row()? {
+                ids.push(st.i64(0));
+            }
+        }
+        crate::deps::ended(conn, &ids, "dead", now)?;
+        done += ids.len() as i64;
+    }
     for (name, cutoff) in [
-        ("prune_dead", now),
         ("prune_idempotency", now),
         // Old notification rows: listeners have read them long ago.
         ("prune_notifications", now - crate::notify::RETENTION_MS),
@@ -94,5 +107,8 @@ pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
     }
     // Claim times that left their rate window: not counted (limit.rs).
     crate::limit::prune(conn, now, max)?;
+    // Records of jobs gone without an ack, past their memory: not counted
+    // either (deps.rs).
+    crate::deps::forget(conn, now, max)?;
     Ok(Out::Int(done))
 }

@@ -6,7 +6,7 @@ use crate::conn::Conn;
 use crate::error::Result;
 use crate::function::Out;
 use crate::json::{self, Obj};
-use crate::{group, limit, pause};
+use crate::{deps, group, limit, pause};
 use alkstore_core::opts::backoff_ms;
 use alkstore_core::time::{self, now_ms};
 use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueLimits, QueueOpts};
@@ -33,12 +33,16 @@ pub fn enqueue_one(
     opts: &EnqueueOpts,
     payload: &str,
 ) -> Result<i64> {
-    if opts.idempotency_key.is_none() && opts.group_key.is_none() {
-        return insert_job(conn, queue, stamped, opts, payload, now_ms(), "pending");
+    if opts.idempotency_key.is_none() && opts.group_key.is_none() && opts.depends_on.is_none() {
+        return insert_job(conn, queue, stamped, opts, payload, now_ms(), "pending", None);
     }
     // Under the write lock: a second enqueue of the key waits for the first
     // transaction to end, then sees its key.
     let now = conn.now_locked()?;
+    let resolved = match &opts.depends_on {
+        Some(ids) => Some(deps::resolve(conn, ids, false)?),
+        None => None,
+    };
     if let Some(key) = &opts.idempotency_key {
         let mut st = conn.stmt("idempotency_get")?;
         st.bind_text(1, queue);
@@ -48,11 +52,16 @@ pub fn enqueue_one(
             return Ok(st.i64(0));
         }
     }
+    let state = dependent_state(resolved.as_ref());
+    // (A job dead at once, its dependency dead or cancelled, joins no group.)
     let state = match &opts.group_key {
-        Some(g) if !group::join(conn, queue, g, 1)? => "waiting",
-        _ => "pending",
+        Some(g) if state != "dead" && !group::join(conn, queue, g, 1)? => "waiting",
+        _ => state,
     };
-    let id = insert_job(conn, queue, stamped, opts, payload, now, state)?;
+    let id = insert_job(conn, queue, stamped, opts, payload, now, state, resolved.as_ref())?;
+    if let Some(r) = resolved.as_ref().filter(|r| r.failed.is_none()) {
+        deps::link(conn, &[id], &r.waiting)?;
+    }
     if let Some(key) = &opts.idempotency_key {
         let mut st = conn.stmt("idempotency_put")?;
         st.bind_text(1, queue);
@@ -72,15 +81,22 @@ pub fn enqueue_batch(conn: &Conn, args: &Args) -> Result<Out> {
     let items = payload_array(&payloads)?;
     let stamped = queue_opts(conn, queue)?;
     let now = now_ms();
+    let resolved = match &opts.depends_on {
+        Some(ids) if !items.is_empty() => Some(deps::resolve(conn, ids, false)?),
+        _ => None,
+    };
+    let first = dependent_state(resolved.as_ref());
     // With a group, the jobs join it in payload order: the first heads it
     // if it was empty.
     let mut head = match &opts.group_key {
-        Some(g) if !items.is_empty() => group::join(conn, queue, g, items.len() as i64)?,
+        Some(g) if !items.is_empty() && first != "dead" => {
+            group::join(conn, queue, g, items.len() as i64)?
+        }
         _ => true,
     };
     let mut ids = Vec::with_capacity(items.len());
     for item in items {
-        let state = if head { "pending" } else { "waiting" };
+        let state = if head || first == "dead" { first } else { "waiting" };
         ids.push(insert_job(
             conn,
             queue,
@@ -89,8 +105,12 @@ pub fn enqueue_batch(conn: &Conn, args: &Args) -> Result<Out> {
             item.get(),
             now,
             state,
+            resolved.as_ref(),
         )?);
         head = opts.group_key.is_none();
+    }
+    if let Some(r) = resolved.as_ref().filter(|r| r.failed.is_none()) {
+        deps::link(conn, &ids, &r.waiting)?;
     }
     Ok(Out::Text(json::int_array(&ids)))
 }
@@ -123,7 +143,20 @@ pub fn queue_opts(conn: &Conn, queue: &str) -> Result<QueueOpts> {
     })
 }
 
-/// Inserts one job in `state`, stamped with the resolved options; returns its id.
+/// The state of a job written with dependencies resolved as `resolved`
+/// (before its group): `dead` when one ended without an ack, `blocked`
+/// while some are not acked, else `pending`.
+fn dependent_state(resolved: Option<&deps::Resolved>) -> &'static str {
+    match resolved {
+        Some(r) if r.failed.is_some() => "dead",
+        Some(r) if !r.waiting.is_empty() => "blocked",
+        _ => "pending",
+    }
+}
+
+/// Inserts one job in `state`, stamped with the resolved options and its
+/// dependencies as `resolved`; returns its id.
+#[allow(clippy::too_many_arguments)]
 fn insert_job(
     conn: &Conn,
     queue: &str,
@@ -132,6 +165,7 @@ fn insert_job(
     payload: &str,
     now: i64,
     state: &str,
+    resolved: Option<&deps::Resolved>,
 ) -> Result<i64> {
     let run_at = opts.run_at(now);
     // A job that would be pending but is due later is scheduled: out of the
@@ -145,13 +179,21 @@ fn insert_job(
     let plain = state == "pending"
         && opts.group_key.is_none()
         && opts.idempotency_key.is_none()
-        && opts.limit_key.is_none();
+        && opts.limit_key.is_none()
+        && opts.depends_on.is_none();
     let mut st = conn.stmt(if plain { "enqueue" } else { "enqueue_keyed" })?;
     if !plain {
         st.bind_text(11, state);
         st.bind_opt_text(12, opts.group_key.as_deref());
         st.bind_opt_text(13, opts.idempotency_key.as_deref());
         st.bind_opt_text(14, opts.limit_key.as_deref());
+        let depends_on = opts.depends_on.as_deref().map(json::int_array);
+        st.bind_opt_text(15, depends_on.as_deref());
+        let left = resolved.map_or(0, |r| r.waiting.len() as i64);
+        st.bind_opt_i64(16, (left > 0).then_some(left));
+        let failed = resolved.and_then(|r| r.failed.as_deref());
+        st.bind_opt_text(17, failed);
+        st.bind_opt_i64(18, failed.map(|_| now));
     }
     st.bind_text(1, queue);
     st.bind_text(2, payload);
@@ -219,17 +261,23 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
         let mut progress = false;
         let mut promoted = false;
         for c in candidates.iter().filter(|c| c.dead_letter.is_some()) {
-            let finished = {
+            let (finished, dependents) = {
                 let mut st = conn.stmt(c.dead_letter.expect("filtered"))?;
                 st.bind_i64(1, c.order.2);
                 st.bind_i64(2, now);
-                st.step_row()?.then(|| group::of_row(&st)).flatten()
+                match st.step_row()? {
+                    true => (group::of_row(&st), st.opt_i64(2).is_some()),
+                    false => (None, false),
+                }
             };
             // Its group's next job becomes the head: a new candidate, so
             // look again even if this page was short.
             if let Some((q, g)) = finished {
                 group::done(conn, &q, &g, true)?;
                 promoted = true;
+            }
+            if dependents {
+                deps::failed(conn, &[c.order.2], "dead", now)?;
             }
             progress = true;
         }
@@ -450,29 +498,30 @@ fn any_scheduled_due(conn: &Conn, queue: &str, now: i64) -> Result<bool> {
 
 /// Moves a job to dead; its group (if any) passes to the next job.
 fn dead_letter(conn: &Conn, id: i64, error: Option<&str>) -> Result<()> {
-    let finished = {
-        let mut st = conn.stmt("dead_letter")?;
-        st.bind_i64(1, id);
-        st.bind_opt_text(2, error);
-        st.bind_i64(3, now_ms());
-        st.step_row()?.then(|| group::of_row(&st)).flatten()
-    };
-    if let Some((q, g)) = finished {
-        group::done(conn, &q, &g, true)?;
-    }
+    let now = now_ms();
+    let mut st = conn.stmt("dead_letter")?;
+    st.bind_i64(1, id);
+    st.bind_opt_text(2, error);
+    st.bind_i64(3, now);
+    finish(conn, st, id, now)?;
     Ok(())
 }
 
-/// Runs a statement that finishes a held job and returns its queue and
-/// group; true if it hit the job. A finished head hands its group on.
-fn finish(conn: &Conn, mut st: crate::conn::Cached<'_, '_>) -> Result<bool> {
+/// Runs a statement that moves job `id` to dead and returns its queue,
+/// group and whether jobs depend on it; true if it hit the job. A finished
+/// head hands its group on; jobs waiting for it die too (deps.rs).
+fn finish(conn: &Conn, mut st: crate::conn::Cached<'_, '_>, id: i64, now: i64) -> Result<bool> {
     if !st.step_row()? {
         return Ok(false);
     }
     let finished = group::of_row(&st);
+    let dependents = st.opt_i64(2).is_some();
     drop(st);
     if let Some((q, g)) = finished {
         group::done(conn, &q, &g, true)?;
+    }
+    if dependents {
+        deps::failed(conn, &[id], "dead", now)?;
     }
     Ok(true)
 }
@@ -514,7 +563,8 @@ fn ack_one(conn: &Conn, id: i64, worker: &str, result: Option<&str>) -> Result<b
 }
 
 /// Acks one held job, leaving its group's hand-over to the caller: `None`
-/// if not held, else the group it headed (if any).
+/// if not held, else the group it headed (if any). Jobs waiting for it
+/// lose a dependency (deps.rs).
 fn ack_held(
     conn: &Conn,
     id: i64,
@@ -523,14 +573,14 @@ fn ack_held(
 ) -> Result<Option<Option<(String, String)>>> {
     // A read first, then a plain DELETE or UPDATE: cheaper than a write
     // with RETURNING (a temporary table each) and the same for both paths.
-    let (grouped, keep_ms) = {
+    let (grouped, keep_ms, dependents) = {
         let mut st = conn.stmt("ack_probe")?;
         st.bind_i64(1, id);
         st.bind_text(2, worker);
         if !st.step_row()? {
             return Ok(None);
         }
-        (group::of_row(&st), st.i64(2))
+        (group::of_row(&st), st.i64(2), st.opt_i64(3).is_some())
     };
     if keep_ms > 0 {
         let mut st = conn.stmt("ack_keep")?;
@@ -543,6 +593,9 @@ fn ack_held(
         let mut st = conn.stmt("ack_delete")?;
         st.bind_i64(1, id);
         st.run()?;
+    }
+    if dependents {
+        deps::acked(conn, &[id], now_ms())?;
     }
     Ok(Some(grouped))
 }
@@ -572,6 +625,7 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
         return Ok(Out::Int(plain));
     }
     let (mut delete, mut keep, mut finished) = (Vec::new(), Vec::new(), Vec::new());
+    let mut depended = Vec::new(); // acked jobs that jobs depend on (deps.rs)
     {
         let mut st = conn.stmt("ack_batch_probe")?;
         st.bind_text(1, &list);
@@ -580,6 +634,9 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
             let (id, keep_ms) = (st.i64(0), st.i64(3));
             if let Some(g) = st.opt_text(2) {
                 finished.push((st.text(1).to_owned(), g.to_owned()));
+            }
+            if st.opt_i64(4).is_some() {
+                depended.push(id);
             }
             if keep_ms > 0 {
                 keep.push((id, keep_ms));
@@ -604,6 +661,7 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
     }
     let acked = plain + (delete.len() + keep.len()) as i64;
     group::done_many(conn, &finished)?;
+    deps::acked(conn, &depended, now)?;
     Ok(Out::Int(acked))
 }
 
@@ -642,12 +700,13 @@ pub fn fail(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let error = args.opt_text(2, "error")?;
+    let now = now_ms();
     let mut st = conn.stmt("fail")?;
     st.bind_i64(1, id);
     st.bind_text(2, worker);
     st.bind_opt_text(3, error);
-    st.bind_i64(4, now_ms());
-    Ok(Out::Bool(finish(conn, st)?))
+    st.bind_i64(4, now);
+    Ok(Out::Bool(finish(conn, st, id, now)?))
 }
 
 /// `alk_heartbeat(job_id, worker[, extend_s])` → true if the claim was extended.
@@ -665,16 +724,26 @@ pub fn heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_cancel(job_id)` → true if a pending or running job was removed.
 pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
-    let finished = {
+    let (finished, dependents) = {
         let mut st = conn.stmt("cancel")?;
         st.bind_i64(1, id);
         if !st.step_row()? {
             return Ok(Out::Bool(false));
         }
-        group::of_row(&st).map(|qg| (qg, st.text(2) != "waiting"))
+        (
+            group::of_row(&st).map(|qg| (qg, st.text(2) != "waiting")),
+            st.opt_i64(3).is_some(),
+        )
     };
     if let Some(((q, g), head)) = finished {
         group::done(conn, &q, &g, head)?;
+    }
+    // Gone without an ack: a later depends_on naming it must not take it
+    // for acked; those waiting for it now go dead (deps.rs).
+    let now = now_ms();
+    deps::ended(conn, &[id], "cancelled", now)?;
+    if dependents {
+        deps::failed(conn, &[id], "cancelled", now)?;
     }
     Ok(Out::Bool(true))
 }
@@ -692,6 +761,11 @@ pub fn job_doc(conn: &Conn, id: i64) -> Result<Option<String>> {
     if !st.step_row()? {
         return Ok(None);
     }
+    let depends_on = st.opt_text(21).map(str::to_owned);
+    let waiting_for = match (&depends_on, st.opt_i64(22)) {
+        (Some(deps), Some(1)) => deps::waiting_for(conn, id, deps)?,
+        _ => None,
+    };
     Ok(Some(
         Obj::new()
             .int("id", Some(st.i64(0)))
@@ -715,6 +789,8 @@ pub fn job_doc(conn: &Conn, id: i64) -> Result<Option<String>> {
             .str("limit_key", st.opt_text(20))
             .time("completed_at", st.opt_i64(18))
             .raw("result", st.opt_text(19).unwrap_or("null"))
+            .raw("depends_on", depends_on.as_deref().unwrap_or("null"))
+            .raw("waiting_for", waiting_for.as_deref().unwrap_or("null"))
             .finish(),
     ))
 }
@@ -727,19 +803,31 @@ pub fn requeue_dead(conn: &Conn, args: &Args) -> Result<Out> {
 
 /// Puts a dead job back; false if it is not dead.
 pub fn requeue_one(conn: &Conn, id: i64) -> Result<bool> {
-    let (queue, group) = {
+    let (queue, group, depends_on) = {
         let mut st = conn.stmt("dead_job")?;
         st.bind_i64(1, id);
         if !st.step_row()? {
             return Ok(false);
         }
-        (st.text(0).to_owned(), st.opt_text(1).map(str::to_owned))
+        (
+            st.text(0).to_owned(),
+            st.opt_text(1).map(str::to_owned),
+            st.opt_text(2).map(str::to_owned),
+        )
     };
+    // A dependent waits again for the dependencies not acked (v1.2 §J).
+    let held = match &depends_on {
+        Some(deps) => deps::requeue(conn, id, deps)?,
+        None => None,
+    };
+    if held == Some("dead") {
+        return Ok(true); // a dependency is gone without an ack: dead again, its error says which
+    }
     // A grouped job rejoins its group: it heads it if the group has no
     // other job, else it waits and runs next (lowest id).
     let state = match &group {
         Some(g) if !group::join(conn, &queue, g, 1)? => "waiting",
-        _ => "pending",
+        _ => held.unwrap_or("pending"),
     };
     let mut st = conn.stmt("requeue_dead")?;
     st.bind_i64(1, id);
@@ -841,9 +929,11 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
     let now = now_ms();
     let mut swept = 0;
     let mut finished = Vec::new();
+    let mut depended = Vec::new(); // dead-lettered jobs that jobs depend on
     for name in [
         "sweep_expired",
         "sweep_expired_waiting",
+        "sweep_expired_blocked",
         "sweep_expired_scheduled",
         "sweep_final_claims",
     ] {
@@ -855,12 +945,16 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
             if let Some(qg) = group::of_row(&st) {
                 finished.push((qg, st.text(2) != "waiting"));
             }
+            if st.opt_i64(4).is_some() {
+                depended.push(st.i64(3));
+            }
         }
     }
     // Expired waiting jobs leave their group too, without handing it on.
     for ((q, g), head) in finished {
         group::done(conn, &q, &g, head)?;
     }
+    deps::failed(conn, &depended, "dead", now)?;
     // Scheduled jobs that came due become pending, a bounded batch a call
     // (claims take the others meanwhile: contract v1.2 §H).
     let mut st = conn.stmt("make_due")?;

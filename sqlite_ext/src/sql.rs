@@ -34,12 +34,13 @@ pub fn schema_objects() -> &'static [(String, String)] {
     })
 }
 
-const SOURCES: [&str; 10] = [
+const SOURCES: [&str; 11] = [
     include_str!("../sql/schedule.sql"),
     include_str!("../sql/admin.sql"),
     include_str!("../sql/queue.sql"),
     include_str!("../sql/limit.sql"),
     include_str!("../sql/group.sql"),
+    include_str!("../sql/deps.sql"),
     include_str!("../sql/pause.sql"),
     include_str!("../sql/prune.sql"),
     include_str!("../sql/stream.sql"),

@@ -14,12 +14,14 @@ UPDATE alk_streams SET stamped_offset = last_offset;
 -- CHECK gains 'scheduled' — SQLite changes a constraint only by rebuilding
 -- the table (as 0002 did; the AUTOINCREMENT counter is carried over) — and
 -- pending jobs whose run_at lies ahead take it, out of alk_jobs_pending.
+-- The rebuilt table also has the columns of job dependencies (v1.2 §J) and
+-- the state 'blocked'.
 CREATE TABLE alk_jobs_v3 (
   id                    INTEGER PRIMARY KEY AUTOINCREMENT,
   queue                 TEXT    NOT NULL,
   state                 TEXT    NOT NULL CHECK (state = 'pending' OR state = 'running' OR state = 'dead'
                                                OR state = 'completed' OR state = 'waiting'
-                                               OR state = 'scheduled'),
+                                               OR state = 'scheduled' OR state = 'blocked'),
   payload               TEXT    NOT NULL,
   priority              INTEGER NOT NULL,
   attempts              INTEGER NOT NULL,
@@ -38,7 +40,10 @@ CREATE TABLE alk_jobs_v3 (
   completed_at          INTEGER,
   result                TEXT,
   prune_at              INTEGER,
-  limit_key             TEXT
+  limit_key             TEXT,
+  depends_on            TEXT,
+  deps_left             INTEGER,
+  dependents            INTEGER
 );
 INSERT INTO alk_jobs_v3 (id, queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by,
@@ -68,6 +73,7 @@ CREATE INDEX alk_jobs_scheduled
   ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'scheduled';
 CREATE INDEX alk_jobs_waiting
   ON alk_jobs (queue, group_key, id) WHERE state = 'waiting';
+CREATE INDEX alk_jobs_blocked ON alk_jobs (queue, id) WHERE state = 'blocked';
 CREATE INDEX alk_jobs_completed ON alk_jobs (queue, prune_at) WHERE state = 'completed';
 CREATE INDEX alk_jobs_prune ON alk_jobs (prune_at) WHERE state = 'dead' AND prune_at IS NOT NULL;
 
@@ -88,5 +94,19 @@ CREATE TABLE alk_claim_times (
 );
 CREATE INDEX alk_claim_times_window ON alk_claim_times (queue, limit_key, claimed_at);
 CREATE INDEX alk_claim_times_age ON alk_claim_times (claimed_at);
+
+-- Job dependencies (v1.2 §J): the dependency rows and the jobs that ended
+-- without an ack; jobs' columns depends_on, deps_left, dependents (above).
+CREATE TABLE alk_job_deps (
+  dep_id INTEGER NOT NULL,
+  job_id INTEGER NOT NULL,
+  PRIMARY KEY (dep_id, job_id)
+) WITHOUT ROWID;
+CREATE TABLE alk_job_ends (
+  id       INTEGER PRIMARY KEY,
+  ending   TEXT    NOT NULL,
+  ended_at INTEGER NOT NULL
+);
+CREATE INDEX alk_job_ends_age ON alk_job_ends (ended_at);
 
 UPDATE alk_meta SET value = '3' WHERE key = 'schema_version';
