@@ -34,7 +34,16 @@ pub fn enqueue_one(
     payload: &str,
 ) -> Result<i64> {
     if opts.idempotency_key.is_none() && opts.group_key.is_none() && opts.depends_on.is_none() {
-        return insert_job(conn, queue, stamped, opts, payload, now_ms(), "pending", None);
+        return insert_job(
+            conn,
+            queue,
+            stamped,
+            opts,
+            payload,
+            now_ms(),
+            "pending",
+            None,
+        );
     }
     // Under the write lock: a second enqueue of the key waits for the first
     // transaction to end, then sees its key.
@@ -58,7 +67,16 @@ pub fn enqueue_one(
         Some(g) if state != "dead" && !group::join(conn, queue, g, 1)? => "waiting",
         _ => state,
     };
-    let id = insert_job(conn, queue, stamped, opts, payload, now, state, resolved.as_ref())?;
+    let id = insert_job(
+        conn,
+        queue,
+        stamped,
+        opts,
+        payload,
+        now,
+        state,
+        resolved.as_ref(),
+    )?;
     if let Some(r) = resolved.as_ref().filter(|r| r.failed.is_none()) {
         deps::link(conn, &[id], &r.waiting)?;
     }
@@ -96,7 +114,11 @@ pub fn enqueue_batch(conn: &Conn, args: &Args) -> Result<Out> {
     };
     let mut ids = Vec::with_capacity(items.len());
     for item in items {
-        let state = if head || first == "dead" { first } else { "waiting" };
+        let state = if head || first == "dead" {
+            first
+        } else {
+            "waiting"
+        };
         ids.push(insert_job(
             conn,
             queue,
