@@ -8,7 +8,7 @@ use alkstore_tests::*;
 use serde_json::{json, Value};
 
 /// The keys of a job document (`alk_get_job`), exactly.
-const JOB_KEYS: [&str; 21] = [
+const JOB_KEYS: [&str; 23] = [
     "attempts",
     "backoff_base_s",
     "backoff_max_s",
@@ -16,6 +16,7 @@ const JOB_KEYS: [&str; 21] = [
     "claimed_by",
     "completed_at",
     "created_at",
+    "depends_on",
     "expires_at",
     "group_key",
     "id",
@@ -30,6 +31,7 @@ const JOB_KEYS: [&str; 21] = [
     "run_at",
     "state",
     "visibility_timeout_s",
+    "waiting_for",
 ];
 
 per_engine! {
@@ -62,6 +64,8 @@ per_engine! {
         keys.sort();
         assert_eq!(keys, JOB_KEYS, "[{}]", db.engine());
         assert_eq!(job["state"], "pending");
+        // No dependencies (contract v1.2 §J): both null.
+        assert_eq!((job["depends_on"].clone(), job["waiting_for"].clone()), (json!(null), json!(null)));
         assert_eq!(job["payload"], json!({"k": [1, 2]}));
         assert_eq!(
             (

@@ -374,9 +374,18 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
                SELECT alk_schedule('dump-s', 'dump-q', '{"every_s": 3600}', '1');
                SELECT alk_queue_configure('dump-l', '{"rate_max": 1, "rate_per_s": 3600, "key_max_running": 1}');
                SELECT alk_enqueue('dump-l', '{"limit_key": "a"}', '1'), alk_enqueue('dump-l', NULL, '2');
-               SELECT count(*) FROM alk_claim('dump-l', 'w');"#,
+               SELECT count(*) FROM alk_claim('dump-l', 'w');
+               SELECT alk_enqueue('dump-d', NULL, '1');
+               SELECT alk_enqueue('dump-d', jsonb_build_object('depends_on', jsonb_build_array(max(id))), '2')
+                 FROM alkstore.jobs WHERE queue = 'dump-d';
+               SELECT alk_cancel(alk_enqueue('dump-x', NULL, '1'));"#,
         )
         .unwrap();
+        // A dependency (v1.2 §J) and a job gone without an ack.
+        let cancelled: i64 = c
+            .query_one("SELECT id FROM alkstore.job_ends", &[])
+            .unwrap()
+            .get(0);
         // A stream with an assignment's snapshot kept, and an event waiting
         // for its offset (each statement its own transaction).
         for sql in [
@@ -457,6 +466,23 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
                 db.ok("alk_claim", &[t("dump-g"), t("w"), Arg::Int(5)])[0]["payload"],
                 2,
                 "{w} hand-over"
+            );
+            let first = db.ok("alk_claim", &[t("dump-d"), t("w"), Arg::Int(5)]);
+            assert_eq!(first.as_array().unwrap().len(), 1, "{w} the dependent waits: {first}");
+            assert!(db.yes("alk_ack", &[first[0]["id"].as_i64().unwrap().into(), t("w")]));
+            assert_eq!(
+                db.ok("alk_claim", &[t("dump-d"), t("w"), Arg::Int(5)])[0]["payload"],
+                2,
+                "{w} released by the ack"
+            );
+            let named = db.int(
+                "alk_enqueue",
+                &[t("dump-d"), j(&format!(r#"{{"depends_on": [{cancelled}]}}"#)), j("3")],
+            );
+            assert_eq!(
+                db.ok("alk_get_job", &[named.into()])["last_error"],
+                format!("dependency {cancelled} cancelled"),
+                "{w} the cancel is remembered"
             );
             assert_eq!(db.ok("alk_schedules", &[])[0]["name"], "dump-s", "{w}");
             // Limits and the claims in their window come back (v1.2 §I).

@@ -94,10 +94,13 @@ fn readings(db: &mut dyn Db) -> Value {
         .as_object_mut()
         .unwrap()
         .remove("oldest_runnable_age_s");
-    // The keys 0.3.0 added (flow control, contract v1.2 §I), neutral on
-    // data of before (no limits, no limit_key), so old and new code read alike.
+    // The keys 0.3.0 added (flow control, contract v1.2 §I; dependencies,
+    // §J), neutral on data of before (no limits, no limit_key, no
+    // depends_on), so old and new code read alike.
     let neutral = [
         ("limit_key", Value::Null),
+        ("depends_on", Value::Null),
+        ("waiting_for", Value::Null),
         ("running_limit", Value::Null),
         ("next_slot_at", Value::Null),
         ("max_running", Value::Null),
