@@ -80,6 +80,10 @@ step "schedules (docs/features.md): cargo run -p alkstore --example schedules"
 cargo run --locked -q -p alkstore --example schedules | tee "$log.schedules"
 grep -q '^ran job [0-9]* with {"report":"sales"}$' "$log.schedules"
 
+step "workflows (README): cargo run -p alkstore --example workflow"
+cargo run --locked -q -p alkstore --example workflow | tee "$log.workflow"
+diff -u facade/examples/workflow.expected.txt "$log.workflow"
+
 step "SQLite engine: the release library in the sqlite3 shell and Python"
 cargo build --locked --release -p alkstore-sqlite
 ALKSTORE_SQLITE_LIB="$PWD/target/release/libalkstore_sqlite.so" \
@@ -129,10 +133,12 @@ cargo test --locked -p alkstore --all-features
 step "the alkstore command-line tool and its Prometheus exporter on SQLite and PostgreSQL"
 cargo test --locked -p alkstore-cli
 
-step "job features and schedules examples on PostgreSQL"
+step "job features, schedules and workflow examples on PostgreSQL"
 cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | check_features
 cargo run --locked -q -p alkstore --example schedules "$ALKSTORE_PG_URL" | tee "$log.schedules"
 grep -q '^ran job [0-9]* with {"report":"sales"}$' "$log.schedules"
+cargo run --locked -q -p alkstore --example workflow "$ALKSTORE_PG_URL" | tee "$log.workflow"
+diff -u facade/examples/workflow.expected.txt "$log.workflow"
 
 step "async Rust (docs/rust.md): cargo run -p alkstore --features sqlx-postgres --example async_sqlx"
 # sqlx wants a host in its URL, even when ?host= names the socket directory.

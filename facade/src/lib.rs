@@ -98,6 +98,8 @@ mod worker;
     feature = "tokio-postgres"
 ))]
 mod worker_core;
+#[cfg(feature = "blocking")]
+mod workflow;
 
 /// The queue options of flow control (contract v1.2 §I), as
 /// `alk_queue_opts` names them: what [`QueueOpts`]'s limit setters write.
@@ -153,6 +155,8 @@ pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
 pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
 pub use worker_core::DEFAULT_SWEEP_EVERY;
+#[cfg(feature = "blocking")]
+pub use workflow::Workflow;
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (or `sqlite://…`)
 /// or `postgres://…` / `postgresql://…`, the scheme in any case. Anything

@@ -228,6 +228,10 @@ pub struct EnqueueOpts {
     /// tenant, an API host): see [`QueueOpts::key_max_running`] and
     /// [`QueueOpts::key_rate`].
     pub limit_key: Option<String>,
+    /// Jobs (1 to 100 ids, of any queue) that must be acked before this one
+    /// runs (contract v1.2 §J). If one goes dead or is cancelled, this job
+    /// goes dead at once. Empty: none. [`crate::Workflow`] enqueues a graph.
+    pub depends_on: Vec<i64>,
 }
 
 impl EnqueueOpts {
@@ -290,6 +294,12 @@ impl EnqueueOpts {
         self
     }
 
+    /// Runs the job only after these jobs were acked (see the field's docs).
+    pub fn depends_on(mut self, job_ids: impl IntoIterator<Item = i64>) -> Self {
+        self.depends_on = job_ids.into_iter().collect();
+        self
+    }
+
     /// The options as the JSON object the functions take.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -317,6 +327,9 @@ impl EnqueueOpts {
         }
         if let Some(k) = &self.limit_key {
             m.insert("limit_key".into(), k.as_str().into());
+        }
+        if !self.depends_on.is_empty() {
+            m.insert("depends_on".into(), self.depends_on.clone().into());
         }
         Value::Object(m)
     }

@@ -468,8 +468,15 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
                 "{w} hand-over"
             );
             let first = db.ok("alk_claim", &[t("dump-d"), t("w"), Arg::Int(5)]);
-            assert_eq!(first.as_array().unwrap().len(), 1, "{w} the dependent waits: {first}");
-            assert!(db.yes("alk_ack", &[first[0]["id"].as_i64().unwrap().into(), t("w")]));
+            assert_eq!(
+                first.as_array().unwrap().len(),
+                1,
+                "{w} the dependent waits: {first}"
+            );
+            assert!(db.yes(
+                "alk_ack",
+                &[first[0]["id"].as_i64().unwrap().into(), t("w")]
+            ));
             assert_eq!(
                 db.ok("alk_claim", &[t("dump-d"), t("w"), Arg::Int(5)])[0]["payload"],
                 2,
@@ -477,7 +484,11 @@ fn pg_dump_and_restore_bring_back_everything_and_counters_continue() {
             );
             let named = db.int(
                 "alk_enqueue",
-                &[t("dump-d"), j(&format!(r#"{{"depends_on": [{cancelled}]}}"#)), j("3")],
+                &[
+                    t("dump-d"),
+                    j(&format!(r#"{{"depends_on": [{cancelled}]}}"#)),
+                    j("3"),
+                ],
             );
             assert_eq!(
                 db.ok("alk_get_job", &[named.into()])["last_error"],
