@@ -11,7 +11,9 @@
 # a job table with nothing but the stamped columns, a primary key and a
 # claim index, sent, in a function, and in a function with alk_enqueue's
 # name check, stamping and wake-up; ALK_BENCH_OPS picks operations (default
-# "enqueue batch claim1 claim32"; also "publish publish10": alk_publish 1
+# "enqueue batch claim1 claim32"; also "pair pairdeps": a job and a second
+# one with a neutral option, or after the first (depends_on, contract v1.2
+# §J); also "publish publish10": alk_publish 1
 # and 10 per transaction, with a "no ticket" column beside them — the same
 # with the commit-ticket trigger disabled, contract v1.2 §L). About 2
 # minutes, 9 with the peers.
@@ -124,6 +126,10 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     enqueue:gw)   echo "PERFORM graphile_worker.add_job('enq', p::json); COMMIT;" ;;
     enqueue:pgq)  echo "PERFORM pgq.insert_event('enq', 'job', p::text); COMMIT;" ;;
     batch:alk)    echo "PERFORM alk_enqueue_batch('batch', NULL, b); COMMIT;" ;;
+    # Two jobs, the second after the first (depends_on), against the same
+    # two through the same (general) enqueue path with a neutral option.
+    pair:alk)     echo "PERFORM alk_enqueue('enq', jsonb_build_object('priority', 0 * alk_enqueue('enq', NULL, p)), p); COMMIT;" ;;
+    pairdeps:alk) echo "PERFORM alk_enqueue('enq', jsonb_build_object('depends_on', jsonb_build_array(alk_enqueue('enq', NULL, p))), p); COMMIT;" ;;
     batch:raw)    echo "INSERT INTO raw_jobs ($raw_cols) SELECT 'batch', 'pending', e, $raw_vals FROM jsonb_array_elements(b) e; COMMIT;" ;;
     batch:pgmq)   echo "PERFORM pgmq.send_batch('batch', ARRAY(SELECT jsonb_array_elements(b))); COMMIT;" ;;
     batch:gw)     echo "PERFORM graphile_worker.add_jobs(ARRAY(SELECT ('batch', e, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM json_array_elements(b::json) e)); COMMIT;" ;;
@@ -136,6 +142,7 @@ body() { # operation system -> PL/pgSQL, or nothing if the system has no such op
     publish10:pgq) echo "FOR j IN 1..10 LOOP PERFORM pgq.insert_event('events', 'event', p::text); END LOOP; COMMIT;" ;;
     claim1:alk)   echo "SELECT c.id INTO x FROM alk_claim('work', 'w', 1) c; COMMIT;
     PERFORM alk_ack(x, 'w'); COMMIT;" ;;
+    claim1deps:alk) body claim1 alk ;;
     claim1:raw)   echo "UPDATE raw_jobs $raw_claim_set WHERE id = ($pick LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id INTO x; COMMIT;
     DELETE FROM raw_jobs WHERE id = x; COMMIT;" ;;
     claim1:pgmq)  echo "SELECT msg_id INTO x FROM pgmq.read('work', 60, 1); COMMIT;
@@ -158,12 +165,15 @@ per_op() { # operation system -> instructions per operation, or -
   b=$(body "$op" "$sys")
   [ -n "$b" ] || { echo -; return; }
   case $op in
-    enqueue|claim1|publish) n1=100; n2=600 ;;
+    enqueue|claim1|claim1deps|publish|pair|pairdeps) n1=100; n2=600 ;;
     batch|claim32|publish10) n1=10;  n2=60 ;;
   esac
   pre=$(reset "$sys")
   case $op in
     claim1)  pre+=$'\n\n'$(fill "$sys" "$n2"); check="IF x IS NULL THEN RAISE 'nothing claimed'; END IF;" ;;
+    # Every job claimed has a dependent (at a lower priority) that its ack releases.
+    claim1deps) pre+=$'\n\n'"SELECT count(alk_enqueue('work', jsonb_build_object('priority', -1, 'depends_on', jsonb_build_array(alk_enqueue('work', NULL, '1'))), '2')) FROM generate_series(1, $n2);"$'\n\n'"VACUUM ANALYZE;"
+                check="IF x IS NULL THEN RAISE 'nothing claimed'; END IF;" ;;
     claim32) pre+=$'\n\n'$(fill "$sys" $(( n2 * 32 ))); check="IF cardinality(xs) IS DISTINCT FROM 32 THEN RAISE 'claimed %', xs; END IF;" ;;
   esac
   local loop="CREATE OR REPLACE PROCEDURE public.bench_loop(n int) LANGUAGE plpgsql AS \$body\$
@@ -213,11 +223,14 @@ for op in ${ALK_BENCH_OPS:-enqueue batch claim1 claim32}; do
     claim32) label="claim 32 + ack (2 tx)" ;;
     publish) label="publish 1/tx" ;;
     publish10) label="publish 10/tx" ;;
+    pair)      label="2 jobs/tx, general path" ;;
+    pairdeps)  label="2 jobs/tx, 2nd depends_on 1st" ;;
+    claim1deps) label="claim 1 + ack releasing 1 (2 tx)" ;;
   esac
   declare -A v=()
   printf '%-32s' "$label"
   for s in "${systems[@]}"; do v[$s]=$(per_op $op "$s"); printf ' %10s' "${v[$s]}"; done
-  printf '   %6.2fx' "$(echo "${v[alk]} / ${v[raw]}" | bc -l)"
+  if [ "${v[raw]}" = - ]; then printf '   %7s' -; else printf '   %6.2fx' "$(echo "${v[alk]} / ${v[raw]}" | bc -l)"; fi
   if [ "$peers" = 1 ]; then
     best=$(for s in pgmq gw pgq; do [ "${v[$s]}" = - ] || echo "${v[$s]}"; done | sort -n | head -1)
     printf '  %7.2fx' "$(echo "${v[alk]} / $best" | bc -l)"

@@ -488,18 +488,23 @@ CREATE OR REPLACE FUNCTION alkstore.depends_on_opt(v jsonb) RETURNS bigint[]
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   ids bigint[];
+  ok  boolean;
 BEGIN
-  IF jsonb_typeof(v) IS DISTINCT FROM 'array' OR jsonb_array_length(v) NOT BETWEEN 1 AND alkstore.max_dependencies()
-     OR EXISTS (SELECT FROM jsonb_array_elements(v) e
-                 WHERE CASE WHEN jsonb_typeof(e) = 'number' AND (e #>> '{}') ~ '^[0-9]{1,19}$'
-                            THEN (e #>> '{}')::numeric NOT BETWEEN 1 AND 9223372036854775807
-                            ELSE true END) THEN
+  IF jsonb_typeof(v) = 'array' AND jsonb_array_length(v) BETWEEN 1 AND alkstore.max_dependencies() THEN
+    -- One statement (each costs more to start than the checks in it).
+    SELECT bool_and(x.id IS NOT NULL), array_agg(x.id) INTO ok, ids
+      FROM (SELECT CASE WHEN jsonb_typeof(e) = 'number' AND (e #>> '{}') ~ '^[0-9]{1,19}$' THEN
+                     CASE WHEN (e #>> '{}')::numeric BETWEEN 1 AND 9223372036854775807
+                          THEN (e #>> '{}')::bigint END END AS id
+              FROM jsonb_array_elements(v) e) x;
+  END IF;
+  IF ok IS NOT TRUE THEN
     PERFORM alkstore.raise('ALK03', format('depends_on must be a JSON array of 1 to %s job ids, got %s',
       alkstore.max_dependencies(), alkstore.excerpt(v::text)));
   END IF;
-  SELECT array_agg(u.id ORDER BY u.n) INTO ids
-    FROM (SELECT (e #>> '{}')::bigint AS id, min(n) AS n
-            FROM jsonb_array_elements(v) WITH ORDINALITY AS x(e, n) GROUP BY 1) u;
+  IF cardinality(ids) > 1 THEN -- duplicates dropped, the first of each kept
+    ids := ARRAY(SELECT u.id FROM unnest(ids) WITH ORDINALITY AS u(id, n) GROUP BY u.id ORDER BY min(u.n));
+  END IF;
   RETURN ids;
 END $$;
 
@@ -1376,10 +1381,18 @@ DECLARE
   forgotten bigint;
 BEGIN
   waiting := '{}';
-  SELECT array_agg(m.id), array_agg(m.state) INTO ids, states
-    FROM (SELECT j.id, j.state FROM alkstore.jobs j WHERE j.id = ANY (ARRAY(
-            SELECT x FROM unnest(deps) x ORDER BY x)) ORDER BY j.id FOR UPDATE) m;
-  UPDATE alkstore.jobs j SET dependents = true WHERE j.id = ANY (ids) AND j.dependents IS NOT TRUE;
+  -- Locked and marked one by one in id order, so two enqueues naming the
+  -- same jobs take their rows in the same order. (One statement per id:
+  -- with "id = ANY (deps)" the generic plan's estimate is ten rows, so
+  -- PostgreSQL kept planning the statement anew at every call, which cost
+  -- more than the update.)
+  FOREACH d IN ARRAY ARRAY(SELECT x FROM unnest(deps) x ORDER BY x) LOOP
+    UPDATE alkstore.jobs j SET dependents = true WHERE j.id = d RETURNING j.state INTO ended;
+    IF FOUND THEN
+      ids := ids || d;
+      states := states || ended;
+    END IF;
+  END LOOP;
   FOREACH d IN ARRAY deps LOOP
     i := array_position(ids, d);
     IF i IS NOT NULL THEN
@@ -1418,13 +1431,16 @@ BEGIN
   END LOOP;
 END $$;
 
--- The jobs in jobs wait for the dependencies in waiting.
+-- The jobs in jobs wait for the dependencies in waiting. (PL/pgSQL, as
+-- every function here: its plans are kept per session, where a SQL
+-- function that writes is planned at every call.)
 CREATE OR REPLACE FUNCTION alkstore.deps_link(jobs bigint[], waiting bigint[]) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO alkstore.job_deps (dep_id, job_id)
   SELECT d, j FROM unnest(waiting) d, unnest(jobs) j
-  ON CONFLICT DO NOTHING
-$$;
+  ON CONFLICT DO NOTHING;
+END $$;
 
 -- The jobs in ids were acked: their dependents lose one dependency each;
 -- a blocked one left with none becomes pending (or scheduled, when its own
@@ -1434,26 +1450,30 @@ CREATE OR REPLACE FUNCTION alkstore.deps_acked(ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   now   timestamptz := clock_timestamp();
+  acked bigint;
   woken text;
 BEGIN
-  FOR woken IN
-    WITH e AS (
-      DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (ids) RETURNING d.job_id
-    ), n AS (
-      SELECT e.job_id, count(*)::integer AS n FROM e GROUP BY e.job_id
-    ), u AS (
-      UPDATE alkstore.jobs j
-         SET deps_left = j.deps_left - n.n,
-             run_at = CASE WHEN j.deps_left > n.n THEN j.run_at ELSE greatest(j.run_at, now) END,
-             state = CASE WHEN j.deps_left > n.n OR j.state = 'waiting' THEN j.state
-                          WHEN j.run_at > now THEN 'scheduled' ELSE 'pending' END
-        FROM n
-       WHERE j.id = n.job_id AND j.state IN ('blocked', 'waiting')
-      RETURNING j.queue, j.state
-    )
-    SELECT DISTINCT u.queue FROM u WHERE u.state = 'pending'
-  LOOP
-    PERFORM alkstore.wake('q', woken);
+  -- A statement per acked job: with "dep_id = ANY (ids)" the generic
+  -- plan's estimates are ten times a single id's, and PostgreSQL planned
+  -- the statement anew at every ack.
+  FOREACH acked IN ARRAY ids LOOP
+    FOR woken IN
+      WITH e AS (
+        DELETE FROM alkstore.job_deps d WHERE d.dep_id = acked RETURNING d.job_id
+      ), u AS (
+        UPDATE alkstore.jobs j
+           SET deps_left = j.deps_left - 1,
+               run_at = CASE WHEN j.deps_left > 1 THEN j.run_at ELSE greatest(j.run_at, now) END,
+               state = CASE WHEN j.deps_left > 1 OR j.state = 'waiting' THEN j.state
+                            WHEN j.run_at > now THEN 'scheduled' ELSE 'pending' END
+          FROM e
+         WHERE j.id = e.job_id AND j.state IN ('blocked', 'waiting')
+        RETURNING j.queue, j.state
+      )
+      SELECT DISTINCT u.queue FROM u WHERE u.state = 'pending'
+    LOOP
+      PERFORM alkstore.wake('q', woken);
+    END LOOP;
   END LOOP;
 END $$;
 
@@ -1503,11 +1523,12 @@ END $$;
 -- Jobs removed without an ack (ending 'dead' or 'cancelled'): remembered
 -- so that a later depends_on naming one is not taken for acked.
 CREATE OR REPLACE FUNCTION alkstore.jobs_ended(ids bigint[], ending text) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO alkstore.job_ends (id, ending, ended_at)
-  SELECT x, ending, clock_timestamp() FROM unnest(ids) x
-  ON CONFLICT (id) DO UPDATE SET ending = excluded.ending, ended_at = excluded.ended_at
-$$;
+  SELECT x, jobs_ended.ending, clock_timestamp() FROM unnest(ids) x
+  ON CONFLICT (id) DO UPDATE SET ending = excluded.ending, ended_at = excluded.ended_at;
+END $$;
 
 -- alk_prune's part: forgets up to max_rows records older than
 -- dependency_memory_ms(); returns how many.

@@ -291,18 +291,23 @@ CREATE OR REPLACE FUNCTION alkstore.depends_on_opt(v jsonb) RETURNS bigint[]
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   ids bigint[];
+  ok  boolean;
 BEGIN
-  IF jsonb_typeof(v) IS DISTINCT FROM 'array' OR jsonb_array_length(v) NOT BETWEEN 1 AND alkstore.max_dependencies()
-     OR EXISTS (SELECT FROM jsonb_array_elements(v) e
-                 WHERE CASE WHEN jsonb_typeof(e) = 'number' AND (e #>> '{}') ~ '^[0-9]{1,19}$'
-                            THEN (e #>> '{}')::numeric NOT BETWEEN 1 AND 9223372036854775807
-                            ELSE true END) THEN
+  IF jsonb_typeof(v) = 'array' AND jsonb_array_length(v) BETWEEN 1 AND alkstore.max_dependencies() THEN
+    -- One statement (each costs more to start than the checks in it).
+    SELECT bool_and(x.id IS NOT NULL), array_agg(x.id) INTO ok, ids
+      FROM (SELECT CASE WHEN jsonb_typeof(e) = 'number' AND (e #>> '{}') ~ '^[0-9]{1,19}$' THEN
+                     CASE WHEN (e #>> '{}')::numeric BETWEEN 1 AND 9223372036854775807
+                          THEN (e #>> '{}')::bigint END END AS id
+              FROM jsonb_array_elements(v) e) x;
+  END IF;
+  IF ok IS NOT TRUE THEN
     PERFORM alkstore.raise('ALK03', format('depends_on must be a JSON array of 1 to %s job ids, got %s',
       alkstore.max_dependencies(), alkstore.excerpt(v::text)));
   END IF;
-  SELECT array_agg(u.id ORDER BY u.n) INTO ids
-    FROM (SELECT (e #>> '{}')::bigint AS id, min(n) AS n
-            FROM jsonb_array_elements(v) WITH ORDINALITY AS x(e, n) GROUP BY 1) u;
+  IF cardinality(ids) > 1 THEN -- duplicates dropped, the first of each kept
+    ids := ARRAY(SELECT u.id FROM unnest(ids) WITH ORDINALITY AS u(id, n) GROUP BY u.id ORDER BY min(u.n));
+  END IF;
   RETURN ids;
 END $$;
 

@@ -39,10 +39,18 @@ DECLARE
   forgotten bigint;
 BEGIN
   waiting := '{}';
-  SELECT array_agg(m.id), array_agg(m.state) INTO ids, states
-    FROM (SELECT j.id, j.state FROM alkstore.jobs j WHERE j.id = ANY (ARRAY(
-            SELECT x FROM unnest(deps) x ORDER BY x)) ORDER BY j.id FOR UPDATE) m;
-  UPDATE alkstore.jobs j SET dependents = true WHERE j.id = ANY (ids) AND j.dependents IS NOT TRUE;
+  -- Locked and marked one by one in id order, so two enqueues naming the
+  -- same jobs take their rows in the same order. (One statement per id:
+  -- with "id = ANY (deps)" the generic plan's estimate is ten rows, so
+  -- PostgreSQL kept planning the statement anew at every call, which cost
+  -- more than the update.)
+  FOREACH d IN ARRAY ARRAY(SELECT x FROM unnest(deps) x ORDER BY x) LOOP
+    UPDATE alkstore.jobs j SET dependents = true WHERE j.id = d RETURNING j.state INTO ended;
+    IF FOUND THEN
+      ids := ids || d;
+      states := states || ended;
+    END IF;
+  END LOOP;
   FOREACH d IN ARRAY deps LOOP
     i := array_position(ids, d);
     IF i IS NOT NULL THEN
@@ -81,13 +89,16 @@ BEGIN
   END LOOP;
 END $$;
 
--- The jobs in jobs wait for the dependencies in waiting.
+-- The jobs in jobs wait for the dependencies in waiting. (PL/pgSQL, as
+-- every function here: its plans are kept per session, where a SQL
+-- function that writes is planned at every call.)
 CREATE OR REPLACE FUNCTION alkstore.deps_link(jobs bigint[], waiting bigint[]) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO alkstore.job_deps (dep_id, job_id)
   SELECT d, j FROM unnest(waiting) d, unnest(jobs) j
-  ON CONFLICT DO NOTHING
-$$;
+  ON CONFLICT DO NOTHING;
+END $$;
 
 -- The jobs in ids were acked: their dependents lose one dependency each;
 -- a blocked one left with none becomes pending (or scheduled, when its own
@@ -97,26 +108,30 @@ CREATE OR REPLACE FUNCTION alkstore.deps_acked(ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   now   timestamptz := clock_timestamp();
+  acked bigint;
   woken text;
 BEGIN
-  FOR woken IN
-    WITH e AS (
-      DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (ids) RETURNING d.job_id
-    ), n AS (
-      SELECT e.job_id, count(*)::integer AS n FROM e GROUP BY e.job_id
-    ), u AS (
-      UPDATE alkstore.jobs j
-         SET deps_left = j.deps_left - n.n,
-             run_at = CASE WHEN j.deps_left > n.n THEN j.run_at ELSE greatest(j.run_at, now) END,
-             state = CASE WHEN j.deps_left > n.n OR j.state = 'waiting' THEN j.state
-                          WHEN j.run_at > now THEN 'scheduled' ELSE 'pending' END
-        FROM n
-       WHERE j.id = n.job_id AND j.state IN ('blocked', 'waiting')
-      RETURNING j.queue, j.state
-    )
-    SELECT DISTINCT u.queue FROM u WHERE u.state = 'pending'
-  LOOP
-    PERFORM alkstore.wake('q', woken);
+  -- A statement per acked job: with "dep_id = ANY (ids)" the generic
+  -- plan's estimates are ten times a single id's, and PostgreSQL planned
+  -- the statement anew at every ack.
+  FOREACH acked IN ARRAY ids LOOP
+    FOR woken IN
+      WITH e AS (
+        DELETE FROM alkstore.job_deps d WHERE d.dep_id = acked RETURNING d.job_id
+      ), u AS (
+        UPDATE alkstore.jobs j
+           SET deps_left = j.deps_left - 1,
+               run_at = CASE WHEN j.deps_left > 1 THEN j.run_at ELSE greatest(j.run_at, now) END,
+               state = CASE WHEN j.deps_left > 1 OR j.state = 'waiting' THEN j.state
+                            WHEN j.run_at > now THEN 'scheduled' ELSE 'pending' END
+          FROM e
+         WHERE j.id = e.job_id AND j.state IN ('blocked', 'waiting')
+        RETURNING j.queue, j.state
+      )
+      SELECT DISTINCT u.queue FROM u WHERE u.state = 'pending'
+    LOOP
+      PERFORM alkstore.wake('q', woken);
+    END LOOP;
   END LOOP;
 END $$;
 
@@ -166,11 +181,12 @@ END $$;
 -- Jobs removed without an ack (ending 'dead' or 'cancelled'): remembered
 -- so that a later depends_on naming one is not taken for acked.
 CREATE OR REPLACE FUNCTION alkstore.jobs_ended(ids bigint[], ending text) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO alkstore.job_ends (id, ending, ended_at)
-  SELECT x, ending, clock_timestamp() FROM unnest(ids) x
-  ON CONFLICT (id) DO UPDATE SET ending = excluded.ending, ended_at = excluded.ended_at
-$$;
+  SELECT x, jobs_ended.ending, clock_timestamp() FROM unnest(ids) x
+  ON CONFLICT (id) DO UPDATE SET ending = excluded.ending, ended_at = excluded.ended_at;
+END $$;
 
 -- alk_prune's part: forgets up to max_rows records older than
 -- dependency_memory_ms(); returns how many.
