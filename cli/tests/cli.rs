@@ -155,6 +155,25 @@ fn every_subcommand_on_every_engine() {
             "dead",
             "{url}"
         );
+        // A job after a (contract v1.2 §J): `job` shows what it waits for.
+        let after = json(
+            &url,
+            &[
+                "enqueue",
+                &fresh("cli-after"),
+                "{}",
+                "--opts",
+                &format!(r#"{{"depends_on": [{a}]}}"#),
+            ],
+        )["id"]
+            .as_i64()
+            .unwrap();
+        let doc = json(&url, &["job", &after.to_string()]);
+        assert_eq!(
+            (&doc["depends_on"], &doc["waiting_for"]),
+            (&json!([a]), &json!([a])),
+            "{url}"
+        );
         // Requeue one, then (dead again) the whole queue's.
         assert_eq!(
             json(&url, &["requeue", &b.to_string()]),

@@ -3139,6 +3139,10 @@ BEGIN
     PERFORM alkstore.raise('ALK03', 'idempotency_key and idempotency_ttl_s cannot be given to a schedule: '
                                     'each occurrence is a job of its own');
   END IF;
+  IF o.depends_on IS NOT NULL THEN
+    PERFORM alkstore.raise('ALK03', 'depends_on cannot be given to a schedule: its jobs are enqueued '
+                                    'at their times, after any job it could name ended');
+  END IF;
   INSERT INTO alkstore.schedules AS s (name, queue, spec, payload, opts, next_run_at)
   VALUES (n, q, spec, body, CASE WHEN opts = 'null'::jsonb THEN NULL ELSE opts END, next)
   ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE

@@ -94,10 +94,11 @@ fn main() {
     let n: u64 = if quick { 500 } else { 20_000 };
     let dir = tempfile::tempdir().unwrap();
     let c = open(&dir.path().join("bench.db"));
-    // ALK_BENCH_ONLY=limits or =ahead: that section alone.
+    // ALK_BENCH_ONLY=limits, =ahead or =deps: that section alone.
     match std::env::var("ALK_BENCH_ONLY").as_deref() {
         Ok("limits") => return limits(&c, quick),
         Ok("ahead") => return ahead(&c, quick),
+        Ok("deps") => return deps(&c, quick),
         _ => {}
     }
     let mut report = Report { rows: Vec::new() };
@@ -295,6 +296,103 @@ fn main() {
     admin_paging(&c, quick);
     limits(&c, quick);
     ahead(&c, quick);
+    deps(&c, quick);
+}
+
+/// Job dependencies (contract v1.2 §J), each against the same work without
+/// them (the "raw" column here): a transaction enqueueing a job and one
+/// after it, against two jobs through the same enqueue path; claim+ack 1
+/// where each ack releases a job, against a plain backlog of the same
+/// size; then the ack of a job with 1,000 dependents beside a backlog.
+fn deps(c: &Connection, quick: bool) {
+    let ops: u64 = if quick { 200 } else { 5_000 };
+    let backlog: u64 = if quick { 10_000 } else { 100_000 };
+    println!(
+        "
+job dependencies, against the same work without them:"
+    );
+    let mut report = Report { rows: Vec::new() };
+    let pairs = |opts: &str| {
+        c.execute_batch("DELETE FROM alk_jobs; DELETE FROM alk_job_deps")
+            .unwrap();
+        let mut first = c.prepare("SELECT alk_enqueue('e', NULL, '1')").unwrap();
+        let mut second = c.prepare("SELECT alk_enqueue('e', ?1, '2')").unwrap();
+        timed(|| {
+            for _ in 0..ops {
+                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                let id: i64 = first.query_row([], |r| r.get(0)).unwrap();
+                let opts = opts.replace("ID", &id.to_string());
+                second.query_row([opts], |r| r.get::<_, i64>(0)).unwrap();
+                c.execute_batch("COMMIT").unwrap();
+            }
+        })
+    };
+    let (with, without) = alternate(
+        || pairs(r#"{"depends_on": [ID]}"#),
+        || pairs(r#"{"priority": 0}"#),
+    );
+    report.add("a job and one after it (2/tx)", ops, with, without);
+    // Each ack releases a job (at a lower priority, so parents come first).
+    let fill = |deps: bool| {
+        c.execute_batch("DELETE FROM alk_jobs; DELETE FROM alk_job_deps; BEGIN IMMEDIATE")
+            .unwrap();
+        let mut first = c.prepare("SELECT alk_enqueue('q', NULL, '1')").unwrap();
+        let mut second = c.prepare("SELECT alk_enqueue('q', ?1, '2')").unwrap();
+        for _ in 0..ops {
+            let id: i64 = first.query_row([], |r| r.get(0)).unwrap();
+            let opts = match deps {
+                true => format!(r#"{{"priority": -1, "depends_on": [{id}]}}"#),
+                false => r#"{"priority": -1}"#.to_string(),
+            };
+            second.query_row([opts], |r| r.get::<_, i64>(0)).unwrap();
+        }
+        c.execute_batch("COMMIT; ANALYZE").unwrap();
+    };
+    let (with, without) = alternate(
+        || {
+            fill(true);
+            claim_ack_q(c, ops)
+        },
+        || {
+            fill(false);
+            claim_ack_q(c, ops)
+        },
+    );
+    report.add("claim+ack 1, each ack releasing 1", ops, with, without);
+    // Fan-out: one ack releases 1,000 jobs, beside a backlog.
+    c.execute_batch("DELETE FROM alk_jobs; DELETE FROM alk_job_deps")
+        .unwrap();
+    let payloads = serde_json::to_string(&(0..1_000).collect::<Vec<_>>()).unwrap();
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    for _ in 0..backlog / 1_000 {
+        c.query_row(
+            "SELECT alk_enqueue_batch('other', NULL, ?1)",
+            [&payloads],
+            |_| Ok(()),
+        )
+        .unwrap();
+    }
+    let root: i64 = c
+        .query_row("SELECT alk_enqueue('fan', NULL, '0')", [], |r| r.get(0))
+        .unwrap();
+    c.query_row(
+        "SELECT alk_enqueue_batch('fan', ?1, ?2)",
+        [format!(r#"{{"depends_on": [{root}]}}"#), payloads],
+        |_| Ok(()),
+    )
+    .unwrap();
+    c.execute_batch("COMMIT; ANALYZE").unwrap();
+    c.query_row("SELECT alk_claim('fan', 'w', 1)", [], |_| Ok(()))
+        .unwrap();
+    let d = timed(|| {
+        assert!(c
+            .query_row("SELECT alk_ack(?1, 'w')", [root], |r| r.get::<_, bool>(0))
+            .unwrap());
+    });
+    println!(
+        "ack of a job with 1000 dependents beside {backlog} pending jobs: {:.1} ms",
+        d.as_secs_f64() * 1e3
+    );
 }
 
 /// Jobs scheduled ahead (contract v1.2 §H): claim+ack 1 on a backlog of due

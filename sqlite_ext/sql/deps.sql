@@ -22,8 +22,7 @@ INSERT INTO alk_job_deps (dep_id, job_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING
 
 -- Job ?1 was acked: each job waiting for it has one dependency fewer; a
 -- blocked one with none left becomes pending (scheduled while its own
--- run_at lies ahead of ?2), its run_at no earlier than ?2. Returns the
--- queues of those that became pending.
+-- run_at lies ahead of ?2), its run_at no earlier than ?2.
 -- name: deps_release
 UPDATE alk_jobs
 SET deps_left = deps_left - 1,
@@ -31,8 +30,7 @@ SET deps_left = deps_left - 1,
     state = CASE WHEN deps_left > 1 OR state = 'waiting' THEN state
                  WHEN run_at > ?2 THEN 'scheduled' ELSE 'pending' END
 WHERE id IN (SELECT job_id FROM alk_job_deps WHERE dep_id = ?1)
-  AND (state = 'blocked' OR state = 'waiting')
-RETURNING queue, state;
+  AND (state = 'blocked' OR state = 'waiting');
 
 -- name: deps_drop
 DELETE FROM alk_job_deps WHERE dep_id = ?1;

@@ -125,7 +125,7 @@ pub fn acked(conn: &Conn, ids: &[i64], now: i64) -> Result<()> {
         let mut st = conn.stmt("deps_release")?;
         st.bind_i64(1, d);
         st.bind_i64(2, now);
-        while st.step_row()? {}
+        st.run()?;
         drop(st);
         let mut st = conn.stmt("deps_drop")?;
         st.bind_i64(1, d);

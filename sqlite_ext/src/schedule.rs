@@ -34,6 +34,14 @@ pub fn schedule(conn: &Conn, args: &Args) -> Result<Out> {
         )
         .map_err(Into::into);
     }
+    if parsed.depends_on.is_some() {
+        return err(
+            Code::InvalidOptions,
+            "depends_on cannot be given to a schedule: its jobs are enqueued at their times, \
+             after any job it could name ended",
+        )
+        .map_err(Into::into);
+    }
     let now = conn.now_locked()?;
     let next = spec.next_after(now);
     let mut st = conn.stmt("schedule_put")?;

@@ -244,6 +244,15 @@ per_engine! {
             "ALK03",
             "[{e}]"
         );
+        // Nor dependencies (contract v1.2 §J): a job a schedule named once
+        // would have ended long before its later occurrences.
+        let err = db
+            .call(
+                "alk_schedule",
+                &[t(&name), t("q"), j(r#"{"every_s": 60}"#), j("1"), j(r#"{"depends_on": [1]}"#)],
+            )
+            .unwrap_err();
+        assert!(err.code == "ALK03" && err.message.contains("depends_on"), "[{e}] {err:?}");
         assert_eq!(
             db.code(
                 "alk_schedule",
