@@ -126,7 +126,7 @@ def _json(value):
 def enqueue(conn: Any, queue: str, payload: Any, **opts: Any) -> int:
     """Enqueues a job in the connection's current transaction; returns its
     id. ``opts``: the enqueue options (``delay_s``, ``priority``,
-    ``idempotency_key``, ``group_key``, ``limit_key``, …)."""
+    ``idempotency_key``, ``group_key``, ``limit_key``, ``depends_on``, …)."""
     cast = "::jsonb" if _is_postgres(conn) else ""
     return _one(conn, f"SELECT alk_enqueue(?, ?{cast}, ?{cast})",
                 (queue, _json(opts) if opts else None, _json(payload)))
