@@ -20,17 +20,17 @@ SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_jobs'), 0),
 -- name: deps_link
 INSERT INTO alk_job_deps (dep_id, job_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING;
 
--- Job ?1 was acked: each job waiting for it has one dependency fewer; a
--- blocked one with none left becomes pending (scheduled while its own
--- run_at lies ahead of ?2), its run_at no earlier than ?2.
+-- A job that waited for an acked job (deps.rs) has one dependency fewer;
+-- blocked with none left, it becomes pending (scheduled while its own
+-- run_at lies ahead of ?2), its run_at no earlier than ?2. By id, one job a
+-- statement: an "id IN (SELECT …)" costs a temporary table per call.
 -- name: deps_release
 UPDATE alk_jobs
 SET deps_left = deps_left - 1,
     run_at = CASE WHEN deps_left > 1 THEN run_at ELSE max(run_at, ?2) END,
     state = CASE WHEN deps_left > 1 OR state = 'waiting' THEN state
                  WHEN run_at > ?2 THEN 'scheduled' ELSE 'pending' END
-WHERE id IN (SELECT job_id FROM alk_job_deps WHERE dep_id = ?1)
-  AND (state = 'blocked' OR state = 'waiting');
+WHERE id = ?1 AND (state = 'blocked' OR state = 'waiting');
 
 -- name: deps_drop
 DELETE FROM alk_job_deps WHERE dep_id = ?1;

@@ -122,16 +122,28 @@ pub fn link(conn: &Conn, jobs: &[i64], waiting: &[i64]) -> Result<()> {
 /// `run_at` no earlier than now.
 pub fn acked(conn: &Conn, ids: &[i64], now: i64) -> Result<()> {
     for &d in ids {
-        let mut st = conn.stmt("deps_release")?;
-        st.bind_i64(1, d);
-        st.bind_i64(2, now);
-        st.run()?;
-        drop(st);
+        for j in dependents(conn, d)? {
+            let mut st = conn.stmt("deps_release")?;
+            st.bind_i64(1, j);
+            st.bind_i64(2, now);
+            st.run()?;
+        }
         let mut st = conn.stmt("deps_drop")?;
         st.bind_i64(1, d);
         st.run()?;
     }
     Ok(())
+}
+
+/// The jobs waiting for job `d`, in id order.
+fn dependents(conn: &Conn, d: i64) -> Result<Vec<i64>> {
+    let mut st = conn.stmt("deps_dependents")?;
+    st.bind_i64(1, d);
+    let mut v = Vec::new();
+    while st.step_row()? {
+        v.push(st.i64(0));
+    }
+    Ok(v)
 }
 
 /// The jobs in `ids` went dead or were cancelled (`ending`): each job
@@ -144,15 +156,7 @@ pub fn failed(conn: &Conn, ids: &[i64], ending: &str, now: i64) -> Result<()> {
     while !ids.is_empty() {
         let mut next = Vec::new();
         for d in std::mem::take(&mut ids) {
-            let dependents: Vec<i64> = {
-                let mut st = conn.stmt("deps_dependents")?;
-                st.bind_i64(1, d);
-                let mut v = Vec::new();
-                while st.step_row()? {
-                    v.push(st.i64(0));
-                }
-                v
-            };
+            let dependents = dependents(conn, d)?;
             let mut st = conn.stmt("deps_drop")?;
             st.bind_i64(1, d);
             st.run()?;
