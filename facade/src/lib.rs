@@ -98,7 +98,6 @@ mod worker;
     feature = "tokio-postgres"
 ))]
 mod worker_core;
-#[cfg(feature = "blocking")]
 mod workflow;
 
 /// The queue options of flow control (contract v1.2 §I), as
@@ -155,7 +154,6 @@ pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
 pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
 pub use worker_core::DEFAULT_SWEEP_EVERY;
-#[cfg(feature = "blocking")]
 pub use workflow::Workflow;
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (or `sqlite://…`)

@@ -5,7 +5,9 @@
 //! acked, and when one goes dead or is cancelled, the steps after it go
 //! dead at once (`dependency <id> dead`), down the graph.
 
-use crate::{EnqueueOpts, Error, Result, Store, TxHandle};
+use crate::{EnqueueOpts, Error, Result};
+#[cfg(feature = "blocking")]
+use crate::{Store, TxHandle};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -77,6 +79,7 @@ impl Workflow {
 
     /// Enqueues every step in one transaction of `store`: all of them, or
     /// (on any error) none. Returns each step's job id by name.
+    #[cfg(feature = "blocking")]
     pub fn enqueue(&self, store: &Store) -> Result<BTreeMap<String, i64>> {
         let order = self.order()?; // checked before the transaction opens
         let mut tx = store.begin()?;
@@ -94,22 +97,52 @@ impl Workflow {
 
     /// Enqueues every step inside your transaction `tx` (with your own
     /// rows): the jobs exist only if it commits.
+    #[cfg(feature = "blocking")]
     pub fn enqueue_tx(&self, tx: &mut dyn TxHandle) -> Result<BTreeMap<String, i64>> {
         let order = self.order()?;
         self.enqueue_in(tx, &order)
     }
 
+    #[cfg(feature = "blocking")]
     fn enqueue_in(&self, tx: &mut dyn TxHandle, order: &[usize]) -> Result<BTreeMap<String, i64>> {
         let mut ids = BTreeMap::new();
         for &i in order {
-            let step = &self.steps[i];
-            let mut opts = step.opts.clone();
-            opts.depends_on
-                .extend(step.after.iter().map(|name| ids[name.as_str()]));
+            let (step, opts) = self.with_edges(i, &ids);
             let id = tx.enqueue_tx(&step.queue, &opts, &step.payload)?;
             ids.insert(step.name.clone(), id);
         }
         Ok(ids)
+    }
+
+    /// [`enqueue_tx`](Self::enqueue_tx) on an async transaction (sqlx,
+    /// tokio-postgres): the jobs exist only if it commits.
+    #[cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres"
+    ))]
+    pub async fn enqueue_async(
+        &self,
+        tx: &mut impl crate::AsyncTxHandle,
+    ) -> Result<BTreeMap<String, i64>> {
+        let order = self.order()?;
+        let mut ids = BTreeMap::new();
+        for i in order {
+            let (step, opts) = self.with_edges(i, &ids);
+            let id = tx.enqueue_tx(&step.queue, &opts, &step.payload).await?;
+            ids.insert(step.name.clone(), id);
+        }
+        Ok(ids)
+    }
+
+    /// Step `i` and its options with the ids of the steps it runs after
+    /// (enqueued already: `order` puts them first).
+    fn with_edges(&self, i: usize, ids: &BTreeMap<String, i64>) -> (&Step, EnqueueOpts) {
+        let step = &self.steps[i];
+        let mut opts = step.opts.clone();
+        opts.depends_on
+            .extend(step.after.iter().map(|name| ids[name.as_str()]));
+        (step, opts)
     }
 
     /// The steps in an order that enqueues every step after those it names

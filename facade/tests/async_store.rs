@@ -266,3 +266,44 @@ async fn an_unknown_function_or_arity_is_invalid_argument_on_every_async_driver_
     AsyncTransactionEnd::commit(tx).await.unwrap();
     assert_eq!(stats(&store, &queue).await["pending"], 1, "[{target}]");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_enqueued_on_an_async_transaction_exists_only_if_it_commits() {
+    on_every_store!(a_workflow_enqueued_on_an_async_transaction_exists_only_if_it_commits_on);
+}
+
+async fn a_workflow_enqueued_on_an_async_transaction_exists_only_if_it_commits_on<
+    DB: AsyncEngine,
+>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let q = fresh("async-wf");
+    let flow = alkstore::Workflow::new()
+        .step("a", &q, json!(1), &[])
+        .step("b", &q, json!(2), &["a"])
+        .step("c", &q, json!(3), &["a", "b"]);
+    let mut tx = store.begin().await.unwrap();
+    let gone = flow
+        .enqueue_async(&mut AsyncConn::<DB>(&mut tx))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(store.get_job(gone["a"]).await.unwrap(), None, "[{target}]");
+    let mut tx = store.begin().await.unwrap();
+    let ids = flow
+        .enqueue_async(&mut AsyncConn::<DB>(&mut tx))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let c = store.get_job(ids["c"]).await.unwrap().unwrap();
+    assert_eq!(c["waiting_for"], json!([ids["a"], ids["b"]]), "[{target}]");
+    let cycle = alkstore::Workflow::new().step("x", &q, json!(1), &["x"]);
+    let mut tx = store.begin().await.unwrap();
+    let err = cycle
+        .enqueue_async(&mut AsyncConn::<DB>(&mut tx))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("ALK03"), "[{target}] {err}");
+    tx.rollback().await.unwrap();
+}
