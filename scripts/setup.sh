@@ -25,6 +25,11 @@ fi
 
 command -v npm >/dev/null || need_apt+=(nodejs npm)
 
+# The web dashboard's browser tests: headless chromium over WebDriver.
+for pkg in chromium chromium-driver; do
+  have "$pkg" || need_apt+=("$pkg")
+done
+
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   apt-get update -qq

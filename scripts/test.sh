@@ -93,8 +93,9 @@ step "SQLite engine: benchmark smoke run (figures: cargo bench -p alkstore-sqlit
 ALK_BENCH_QUICK=1 cargo bench --locked -p alkstore-sqlite --bench sqlite
 
 if [ "${ALK_SKIP_POSTGRES:-0}" = 1 ]; then
-  step "cross-engine suite and the Rust facade (SQLite only: ALK_SKIP_POSTGRES=1)"
+  step "cross-engine suite, the Rust facade and the web dashboard (SQLite only: ALK_SKIP_POSTGRES=1)"
   cargo test --locked -p alkstore-tests -p alkstore
+  ALKSTORE_REQUIRE_BROWSER=1 cargo test --locked -p alkstore-web
   echo; echo "all SQLite suites passed (PostgreSQL skipped)"
   summary
   exit 0
@@ -132,6 +133,9 @@ cargo test --locked -p alkstore --all-features
 
 step "the alkstore command-line tool and its Prometheus exporter on SQLite and PostgreSQL"
 cargo test --locked -p alkstore-cli
+
+step "the web dashboard (alkstore web): its JSON API on SQLite and both PostgreSQL installs, and headless chromium driving the pages (screenshots: ALK_SCREENSHOTS=docs/screenshots)"
+ALKSTORE_REQUIRE_BROWSER=1 cargo test --locked -p alkstore-web
 
 step "job features, schedules and workflow examples on PostgreSQL"
 cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | check_features

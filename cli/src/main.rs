@@ -12,6 +12,7 @@ mod jobs;
 mod metrics;
 mod output;
 mod streams;
+mod web;
 
 use clap::{Parser, Subcommand};
 
@@ -141,6 +142,19 @@ enum Command {
         #[arg(long, default_value_t = 5.0)]
         scrape_timeout: f64,
     },
+    /// Serves the web dashboard (and its JSON API under /api).
+    Web {
+        /// Address to listen on; one that is not loopback needs a token.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        listen: String,
+        /// Every request must carry it (`Authorization: Bearer TOKEN`, or a
+        /// browser's login).
+        #[arg(long, env = "ALKSTORE_WEB_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Refuse every change (403).
+        #[arg(long)]
+        read_only: bool,
+    },
 }
 
 fn main() {
@@ -180,6 +194,14 @@ fn run(cli: Cli) -> Fallible {
             std::time::Duration::from_secs_f64(*scrape_timeout),
         );
     }
+    if let Command::Web {
+        listen,
+        token,
+        read_only,
+    } = cli.command
+    {
+        return web::serve(&url, &listen, token, read_only);
+    }
     let store = alkstore::open(&url)?;
     let store = &store;
     match cli.command {
@@ -214,6 +236,11 @@ fn run(cli: Cli) -> Fallible {
         Command::Locks => streams::locks(store, &out),
         Command::Schedules => jobs::schedules(store, &out),
         Command::Prune { batch } => jobs::prune(store, &out, batch),
-        Command::Install { .. } | Command::Upgrade | Command::Metrics { .. } => unreachable!(),
+        Command::Install { .. }
+        | Command::Upgrade
+        | Command::Metrics { .. }
+        | Command::Web { .. } => {
+            unreachable!()
+        }
     }
 }

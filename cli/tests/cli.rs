@@ -615,3 +615,87 @@ fn urls_that_name_no_database_are_refused_at_once_without_their_password() {
         .unwrap();
     assert!(ok.status.success(), "{ok:?}");
 }
+
+/// GETs `path` from a server at `addr` (HTTP/1.0, so the answer ends with
+/// the connection), retrying until it listens; the status line and body.
+fn http_get(addr: &str, path: &str, headers: &str) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut conn) = std::net::TcpStream::connect(addr) {
+            write!(conn, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{headers}\r\n").unwrap();
+            let mut response = String::new();
+            conn.read_to_string(&mut response).unwrap();
+            let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+            return (
+                head.lines().next().unwrap_or("").to_string(),
+                body.to_string(),
+            );
+        }
+        assert!(Instant::now() < deadline, "the dashboard never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn web_serves_the_dashboard_with_its_token_and_refuses_an_open_network_address() {
+    for (url, _dir) in urls() {
+        // Reachable from the network and no token: refused before it listens.
+        let out = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+            .args(["--url", &url, "web", "--listen", "0.0.0.0:0"])
+            .env_remove("ALKSTORE_WEB_TOKEN")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
+        assert!(
+            stderr.contains("without a token") && stderr.contains("--token"),
+            "{stderr}"
+        );
+
+        let queue = fresh("web-cli");
+        json(&url, &["enqueue", &queue, r#"{"n":1}"#]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+            .args(["--url", &url, "web", "--listen", &addr, "--read-only"])
+            .env("ALKSTORE_WEB_TOKEN", "cli-token")
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (status, _) = http_get(&addr, "/api/queues", "");
+        assert!(status.contains(" 401 "), "{url}: {status}");
+        let (status, body) = http_get(&addr, "/api/queues", "Authorization: Bearer cli-token\r\n");
+        assert!(status.contains(" 200 "), "{url}: {status} {body}");
+        let queues: Value = serde_json::from_str(&body).unwrap();
+        let ours = queues
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["queue"] == queue.as_str());
+        assert_eq!(ours.unwrap()["pending"], 1, "{url}: {body}");
+        // --read-only: a change is refused.
+        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        write!(conn, "POST /api/queues/{queue}/pause HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer cli-token\r\n\r\n").unwrap();
+        let mut response = String::new();
+        conn.read_to_string(&mut response).unwrap();
+        assert!(
+            response.starts_with("HTTP/1.0 403") || response.starts_with("HTTP/1.1 403"),
+            "{response}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            json(&url, &["queues"])
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|q| q["queue"] == queue.as_str())
+                .unwrap()["paused"],
+            false
+        );
+    }
+}

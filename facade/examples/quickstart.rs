@@ -1,6 +1,7 @@
 //! The quick start: only `cargo` needed.
 //!
-//! `cargo run -p alkstore --example quickstart`
+//! `cargo run -p alkstore --example quickstart [PATH]`
+//! (with a PATH the database stays there, to look at with `alkstore web`).
 //!
 //! On an embedded SQLite file: an order and its receipt (an outbox message)
 //! commit in one transaction; a second order and its receipt roll back; a
@@ -12,11 +13,15 @@ use std::time::Duration;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let store = alkstore::SqliteStore::open(dir.path().join("shop.db"))?;
+    let path = std::env::args_os()
+        .nth(1)
+        .map_or_else(|| dir.path().join("shop.db"), Into::into);
+    let store = alkstore::SqliteStore::open(path)?;
 
     let tx = store.transaction()?;
-    tx.conn()
-        .execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)")?;
+    tx.conn().execute_batch(
+        "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)",
+    )?;
     tx.commit()?;
 
     // An order and its receipt commit together…

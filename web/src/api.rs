@@ -1,0 +1,397 @@
+//! The JSON API under `/api`: the admin functions' own documents, so that
+//! a script sees what the pages show.
+
+use crate::db::{blocking, call, outbox_of, ApiError, Db};
+use crate::Shared;
+use alkstore::sql::Arg;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio_stream::{Stream, StreamExt};
+
+/// A filtered listing reads at most this many jobs per request.
+pub const FILTER_SCAN: i64 = 2_000;
+/// A bulk action reads at most this many jobs.
+pub const BULK_SCAN: i64 = 100_000;
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// `GET /api/queues`: `alk_queues()`.
+pub async fn queues(State(app): State<Shared>) -> ApiResult {
+    Ok(Json(call(&app.db, "alk_queues", vec![]).await?))
+}
+
+/// The query of a job listing.
+#[derive(Deserialize, Default)]
+pub struct ListQuery {
+    /// pending, running, dead, completed; empty or absent: every state.
+    pub state: Option<String>,
+    /// Jobs after this id.
+    pub after_id: Option<i64>,
+    /// At most this many (1–1000, default 100).
+    pub limit: Option<i64>,
+    /// `path=value` on the payload (see [`Filter`]).
+    pub filter: Option<String>,
+}
+
+impl ListQuery {
+    fn state(&self) -> Option<String> {
+        self.state.clone().filter(|s| !s.is_empty())
+    }
+}
+
+/// A filter on a payload field: `account=42`, `user.email=ada@example.com`.
+/// The value is compared as JSON when it parses as JSON (`42`, `true`,
+/// `"42"`), else as a string.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    path: Vec<String>,
+    value: Value,
+}
+
+impl Filter {
+    /// Parses `path=value`; an empty text is no filter.
+    pub fn parse(text: &str) -> Result<Option<Filter>, ApiError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let Some((path, value)) = text.split_once('=') else {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "a filter is payload_field=value, e.g. account=42 or user.email=ada@example.com",
+            ));
+        };
+        let path: Vec<String> = path.trim().split('.').map(str::to_string).collect();
+        if path.iter().any(String::is_empty) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "a filter's field path has an empty part",
+            ));
+        }
+        let value = value.trim();
+        let value =
+            serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string()));
+        Ok(Some(Filter { path, value }))
+    }
+
+    /// Whether a job document's payload matches.
+    pub fn matches(&self, job: &Value) -> bool {
+        let mut v = job.get("payload");
+        for key in &self.path {
+            v = v.and_then(|v| v.get(key));
+        }
+        match (v, &self.value) {
+            (Some(found), want) if found == want => true,
+            // `account=42` also finds "42", and `code="7"` finds 7.
+            (Some(Value::String(s)), Value::Number(n)) => s == &n.to_string(),
+            (Some(Value::Number(n)), Value::String(s)) => s == &n.to_string(),
+            _ => false,
+        }
+    }
+}
+
+/// A page of jobs, filtered: the matches, and the last id read (where the
+/// next page starts; it may lie beyond the last match).
+pub struct Listing {
+    pub jobs: Vec<Value>,
+    pub through: i64,
+    pub more: bool,
+}
+
+/// Reads `queue`'s jobs after `after_id` until `limit` match or `scan`
+/// jobs were read.
+pub fn list(
+    db: &Db,
+    queue: &str,
+    state: Option<&str>,
+    after_id: i64,
+    limit: i64,
+    filter: Option<&Filter>,
+    scan: i64,
+) -> Result<Listing, ApiError> {
+    let mut out = Listing {
+        jobs: vec![],
+        through: after_id,
+        more: false,
+    };
+    let mut read = 0;
+    loop {
+        let page_size = if filter.is_some() {
+            1000
+        } else {
+            limit.min(1000)
+        };
+        let page = db.store().call(
+            "alk_list_jobs",
+            &[
+                Arg::Text(queue.into()),
+                state.map_or(Arg::Null, |s| Arg::Text(s.into())),
+                Arg::Int(out.through),
+                Arg::Int(page_size),
+            ],
+        )?;
+        let page = page.as_array().cloned().unwrap_or_default();
+        let full = page.len() as i64 == page_size;
+        for job in page {
+            let id = job.get("id").and_then(Value::as_i64).unwrap_or(out.through);
+            read += 1;
+            if filter.is_none_or(|f| f.matches(&job)) {
+                out.jobs.push(job);
+            }
+            out.through = id;
+            if out.jobs.len() as i64 == limit {
+                out.more = true;
+                return Ok(out);
+            }
+        }
+        if !full {
+            return Ok(out);
+        }
+        if read >= scan {
+            out.more = true;
+            return Ok(out);
+        }
+    }
+}
+
+fn limit(q: &ListQuery) -> Result<i64, ApiError> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "limit is 1–1000"));
+    }
+    Ok(limit)
+}
+
+/// `GET /api/queues/{queue}/jobs?state=&after_id=&limit=&filter=`:
+/// `alk_list_jobs`, with an optional payload filter. A filtered page reads
+/// at most 2,000 jobs; the header `x-alkstore-through` names the last id
+/// read, where the next page starts.
+pub async fn jobs(
+    State(app): State<Shared>,
+    Path(queue): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let limit = limit(&q)?;
+    let filter = Filter::parse(q.filter.as_deref().unwrap_or(""))?;
+    let state = q.state();
+    let after = q.after_id.unwrap_or(0);
+    let listing = blocking(&app.db, move |db| {
+        list(
+            db,
+            &queue,
+            state.as_deref(),
+            after,
+            limit,
+            filter.as_ref(),
+            FILTER_SCAN,
+        )
+    })
+    .await?;
+    let mut response = Json(Value::Array(listing.jobs)).into_response();
+    response
+        .headers_mut()
+        .insert("x-alkstore-through", listing.through.into());
+    Ok(response)
+}
+
+/// `GET /api/jobs/{id}`: `alk_get_job`, 404 when there is none.
+pub async fn job(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
+    match call(&app.db, "alk_get_job", vec![Arg::Int(id)]).await? {
+        Value::Null => Err(ApiError::not_found(format!("no job {id}"))),
+        job => Ok(Json(job)),
+    }
+}
+
+async fn changed(app: &Shared, v: Value) -> ApiResult {
+    app.sampler.poke();
+    Ok(Json(v))
+}
+
+/// `POST /api/jobs/{id}/requeue`: `alk_requeue_dead` → `{"requeued": bool}`.
+pub async fn requeue(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
+    let done = call(&app.db, "alk_requeue_dead", vec![Arg::Int(id)]).await?;
+    changed(&app, json!({"requeued": done})).await
+}
+
+/// `POST /api/jobs/{id}/cancel`: `alk_cancel` → `{"cancelled": bool}`.
+pub async fn cancel(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
+    let done = call(&app.db, "alk_cancel", vec![Arg::Int(id)]).await?;
+    changed(&app, json!({"cancelled": done})).await
+}
+
+async fn pause_or_resume(app: &Shared, queue: String, pause: bool) -> ApiResult {
+    let (function, name) = match (outbox_of(&queue), pause) {
+        (Some(outbox), true) => ("alk_outbox_pause", outbox.to_string()),
+        (Some(outbox), false) => ("alk_outbox_resume", outbox.to_string()),
+        (None, true) => ("alk_queue_pause", queue),
+        (None, false) => ("alk_queue_resume", queue),
+    };
+    let done = call(&app.db, function, vec![Arg::Text(name)]).await?;
+    let key = if pause { "paused" } else { "resumed" };
+    changed(app, json!({ key: done })).await
+}
+
+/// `POST /api/queues/{queue}/pause` → `{"paused": bool}` (an outbox's
+/// backing queue pauses the outbox).
+pub async fn pause(State(app): State<Shared>, Path(queue): Path<String>) -> ApiResult {
+    pause_or_resume(&app, queue, true).await
+}
+
+/// `POST /api/queues/{queue}/resume` → `{"resumed": bool}`.
+pub async fn resume(State(app): State<Shared>, Path(queue): Path<String>) -> ApiResult {
+    pause_or_resume(&app, queue, false).await
+}
+
+/// `POST /api/queues/{queue}/requeue-dead`: `alk_requeue_dead_all` →
+/// `{"requeued": n}`.
+pub async fn requeue_dead_all(State(app): State<Shared>, Path(queue): Path<String>) -> ApiResult {
+    let n = call(&app.db, "alk_requeue_dead_all", vec![Arg::Text(queue)]).await?;
+    changed(&app, json!({"requeued": n})).await
+}
+
+/// The query of a purge.
+#[derive(Deserialize)]
+pub struct PurgeQuery {
+    state: Option<String>,
+}
+
+/// `POST /api/queues/{queue}/purge?state=`: `alk_purge` → `{"purged": n}`.
+pub async fn purge(
+    State(app): State<Shared>,
+    Path(queue): Path<String>,
+    Query(q): Query<PurgeQuery>,
+) -> ApiResult {
+    let Some(state) = q.state.filter(|s| !s.is_empty()) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "purge needs ?state=pending, dead or completed",
+        ));
+    };
+    let n = call(
+        &app.db,
+        "alk_purge",
+        vec![Arg::Text(queue), Arg::Text(state)],
+    )
+    .await?;
+    changed(&app, json!({"purged": n})).await
+}
+
+/// `POST /api/queues/{queue}/configure` with a JSON object of queue
+/// options (the flow-control limits among them): `alk_queue_configure` →
+/// the resolved options.
+pub async fn configure(
+    State(app): State<Shared>,
+    Path(queue): Path<String>,
+    Json(opts): Json<Value>,
+) -> ApiResult {
+    let v = call(
+        &app.db,
+        "alk_queue_configure",
+        vec![Arg::Text(queue), Arg::Json(opts.to_string())],
+    )
+    .await?;
+    changed(&app, v).await
+}
+
+/// The query of a bulk action.
+#[derive(Deserialize)]
+pub struct BulkQuery {
+    /// `requeue` (dead jobs) or `cancel` (pending or running ones).
+    action: String,
+    /// The state whose jobs are acted on (default: dead for requeue,
+    /// pending for cancel).
+    state: Option<String>,
+    /// `path=value` on the payload; absent: every job in the state.
+    filter: Option<String>,
+    /// Count only (`true`): what a confirmation shows.
+    dry_run: Option<bool>,
+}
+
+/// `POST /api/queues/{queue}/bulk?action=requeue|cancel&state=&filter=&dry_run=`:
+/// acts on every job of the state that the filter matches (at most
+/// 100,000 read) → `{"matched": n, "changed": m}`; a job that changed
+/// state in between is matched but not changed.
+pub async fn bulk(
+    State(app): State<Shared>,
+    Path(queue): Path<String>,
+    Query(q): Query<BulkQuery>,
+) -> ApiResult {
+    let (function, default_state) = match q.action.as_str() {
+        "requeue" => ("alk_requeue_dead", "dead"),
+        "cancel" => ("alk_cancel", "pending"),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "action is requeue or cancel",
+            ))
+        }
+    };
+    let state = q
+        .state
+        .filter(|s| !s.is_empty())
+        .unwrap_or(default_state.into());
+    let filter = Filter::parse(q.filter.as_deref().unwrap_or(""))?;
+    let dry_run = q.dry_run.unwrap_or(false);
+    let v = blocking(&app.db, move |db| {
+        let listing = list(
+            db,
+            &queue,
+            Some(&state),
+            0,
+            BULK_SCAN,
+            filter.as_ref(),
+            BULK_SCAN,
+        )?;
+        let mut changed = 0;
+        if !dry_run {
+            for job in &listing.jobs {
+                let id = job.get("id").and_then(Value::as_i64).unwrap_or(0);
+                if db.store().call(function, &[Arg::Int(id)])? == Value::Bool(true) {
+                    changed += 1;
+                }
+            }
+        }
+        Ok(json!({"matched": listing.jobs.len(), "changed": changed, "truncated": listing.more}))
+    })
+    .await?;
+    changed(&app, v).await
+}
+
+/// `GET /api/streams`: `alk_streams()`.
+pub async fn streams(State(app): State<Shared>) -> ApiResult {
+    Ok(Json(call(&app.db, "alk_streams", vec![]).await?))
+}
+
+/// `GET /api/schedules`: `alk_schedules()`.
+pub async fn schedules(State(app): State<Shared>) -> ApiResult {
+    Ok(Json(call(&app.db, "alk_schedules", vec![]).await?))
+}
+
+/// `GET /api/locks`: `alk_locks()`.
+pub async fn locks(State(app): State<Shared>) -> ApiResult {
+    Ok(Json(call(&app.db, "alk_locks", vec![]).await?))
+}
+
+/// `GET /api/health`: the health panel's readings (see [`crate::health`]).
+pub async fn health(State(app): State<Shared>) -> ApiResult {
+    Ok(Json(blocking(&app.db, crate::health::read).await?))
+}
+
+/// `GET /api/events`: server-sent events `counts`, each `alk_queues()` as
+/// the one sampler read it; the first at once.
+pub async fn events(
+    State(app): State<Shared>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let rx = app.sampler.subscribe();
+    let stream = tokio_stream::wrappers::WatchStream::new(rx)
+        .filter(|v| !v.is_null())
+        .map(|v| Ok(Event::default().event("counts").data(v.to_string())));
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

@@ -1,0 +1,298 @@
+//! Who may see and change what: the bearer token, the browser's session
+//! cookie and its CSRF token, the same-origin rule for changes, and
+//! read-only mode.
+
+use crate::Shared;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Form, Json};
+use maud::{html, Markup};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "alkstore_session";
+/// The header a browser's change carries its CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// How long a browser stays logged in.
+const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// Sessions kept at most (the oldest go first): a flood of logins or
+/// cookie-less page loads cannot grow memory without bound.
+const MAX_SESSIONS: usize = 10_000;
+
+struct Session {
+    csrf: String,
+    created: Instant,
+}
+
+/// Browser sessions, in memory: a restart logs every browser out.
+#[derive(Default)]
+pub struct Sessions(Mutex<HashMap<String, Session>>);
+
+impl Sessions {
+    fn create(&self) -> (String, String) {
+        let (id, csrf) = (random_token(), random_token());
+        let mut map = self.0.lock().unwrap();
+        map.retain(|_, s| s.created.elapsed() < SESSION_TTL);
+        if map.len() >= MAX_SESSIONS {
+            if let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.created)
+                .map(|(k, _)| k.clone())
+            {
+                map.remove(&oldest);
+            }
+        }
+        map.insert(
+            id.clone(),
+            Session {
+                csrf: csrf.clone(),
+                created: Instant::now(),
+            },
+        );
+        (id, csrf)
+    }
+
+    fn csrf(&self, id: &str) -> Option<String> {
+        let map = self.0.lock().unwrap();
+        map.get(id)
+            .filter(|s| s.created.elapsed() < SESSION_TTL)
+            .map(|s| s.csrf.clone())
+    }
+
+    fn remove(&self, id: &str) {
+        self.0.lock().unwrap().remove(id);
+    }
+}
+
+/// 32 random bytes as hex.
+fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).expect("the operating system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.to_string())
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+/// Whether a change comes from another site: a browser names the page's
+/// origin in `Origin` (and `Sec-Fetch-Site`) on every cross-site request.
+fn cross_site(headers: &HeaderMap) -> bool {
+    if headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == "cross-site")
+    {
+        return true;
+    }
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let origin_host = origin.split_once("://").map_or(origin, |(_, h)| h);
+    origin == "null" || origin_host != host
+}
+
+/// The CSRF token a page embeds for its session (`None`: no session).
+#[derive(Clone, Default)]
+pub struct Csrf(pub Option<String>);
+
+fn refuse(status: StatusCode, api: bool, message: &str) -> Response {
+    if api {
+        (status, Json(json!({"error": message, "code": null}))).into_response()
+    } else {
+        (status, message.to_string()).into_response()
+    }
+}
+
+/// Every request passes here: authenticates it, refuses changes that are
+/// cross-site, lack the session's CSRF token or meet read-only mode, and
+/// gives a page its CSRF token.
+pub async fn guard(State(app): State<Shared>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let api = path.starts_with("/api/") || path == "/api";
+    let change = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let open = path == "/login" || path.starts_with("/assets/");
+    if change && cross_site(req.headers()) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            api,
+            "refused: a change sent from another site",
+        );
+    }
+    if open {
+        return next.run(req).await;
+    }
+    let headers = req.headers();
+    let session = cookie(headers).and_then(|id| app.sessions.csrf(&id).map(|c| (id, c)));
+    let by_bearer = match (&app.config.token, bearer(headers)) {
+        (Some(token), Some(given)) if same(token, given) => true,
+        (_, Some(_)) => {
+            return refuse(StatusCode::UNAUTHORIZED, api, "wrong token");
+        }
+        _ => false,
+    };
+    if app.config.token.is_some() && !by_bearer && session.is_none() {
+        if api {
+            let mut r = refuse(
+                StatusCode::UNAUTHORIZED,
+                true,
+                "a token is required: Authorization: Bearer TOKEN",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+        return Redirect::to(&format!("{}/login", app.config.base)).into_response();
+    }
+    if change && !by_bearer {
+        if let Some((_, csrf)) = &session {
+            let given = headers
+                .get(CSRF_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if !same(csrf, given) {
+                return refuse(
+                    StatusCode::FORBIDDEN,
+                    api,
+                    "refused: the CSRF token is missing or wrong (reload the page)",
+                );
+            }
+        }
+    }
+    if change && app.config.read_only && path != "/logout" {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            api,
+            "refused: this dashboard is read-only",
+        );
+    }
+    // A browser without a session on an open (token-less) dashboard gets
+    // one, so that its changes carry a CSRF token too.
+    let mut new_cookie = None;
+    let csrf = match session {
+        Some((_, csrf)) => Some(csrf),
+        None if !api && !by_bearer => {
+            let (id, csrf) = app.sessions.create();
+            new_cookie = Some(id);
+            Some(csrf)
+        }
+        None => None,
+    };
+    req.extensions_mut().insert(Csrf(csrf));
+    let mut response = next.run(req).await;
+    if let Some(id) = new_cookie {
+        set_cookie(&mut response, &app.config.base, &id);
+    }
+    response
+}
+
+fn set_cookie(response: &mut Response, base: &str, id: &str) {
+    let path = if base.is_empty() { "/" } else { base };
+    let value = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path={path}");
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
+fn login_page(base: &str, error: Option<&str>) -> Markup {
+    html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "alkstore — log in" }
+                link rel="stylesheet" href={(base) "/assets/app.css"};
+            }
+            body.login {
+                form method="post" action={(base) "/login"} {
+                    h1 { "alkstore" }
+                    @if let Some(e) = error { p.error #login-error { (e) } }
+                    label { "Token " input #token type="password" name="token" autofocus; }
+                    button #login type="submit" { "Log in" }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /login`: the token form.
+pub async fn login_form(State(app): State<Shared>) -> Response {
+    if app.config.token.is_none() {
+        return Redirect::to(&format!("{}/", app.config.base)).into_response();
+    }
+    login_page(&app.config.base, None).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    token: String,
+}
+
+/// `POST /login`: a right token starts a session (the cookie), a wrong one
+/// answers 401 after a pause that makes guessing slow.
+pub async fn login(State(app): State<Shared>, Form(form): Form<LoginForm>) -> Response {
+    let Some(token) = &app.config.token else {
+        return Redirect::to(&format!("{}/", app.config.base)).into_response();
+    };
+    if !same(token, &form.token) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        return (
+            StatusCode::UNAUTHORIZED,
+            login_page(&app.config.base, Some("wrong token")),
+        )
+            .into_response();
+    }
+    let (id, _) = app.sessions.create();
+    let mut response = Redirect::to(&format!("{}/", app.config.base)).into_response();
+    set_cookie(&mut response, &app.config.base, &id);
+    response
+}
+
+/// `POST /logout`: forgets the session.
+pub async fn logout(State(app): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(id) = cookie(&headers) {
+        app.sessions.remove(&id);
+    }
+    let mut response = Redirect::to(&format!("{}/login", app.config.base)).into_response();
+    let path = if app.config.base.is_empty() {
+        "/"
+    } else {
+        &app.config.base
+    };
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{COOKIE}=; HttpOnly; SameSite=Strict; Path={path}; Max-Age=0"
+    )) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
