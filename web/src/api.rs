@@ -2,6 +2,7 @@
 //! a script sees what the pages show.
 
 use crate::db::{blocking, call, outbox_of, ApiError, Db};
+use crate::sampler::Reading;
 use crate::Shared;
 use alkstore::sql::Arg;
 use axum::extract::{Path, Query, State};
@@ -390,8 +391,9 @@ pub async fn events(
     State(app): State<Shared>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let rx = app.sampler.subscribe();
-    let stream = tokio_stream::wrappers::WatchStream::new(rx)
-        .filter(|v| !v.is_null())
-        .map(|v| Ok(Event::default().event("counts").data(v.to_string())));
+    let stream = tokio_stream::wrappers::WatchStream::new(rx).filter_map(|r| match r {
+        Reading::Queues(v) => Some(Ok(Event::default().event("counts").data(v.to_string()))),
+        _ => None,
+    });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }

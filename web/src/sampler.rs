@@ -29,6 +29,17 @@ const FIRST_READ: Duration = Duration::from_secs(30);
 const POINT_S: u64 = 30;
 const POINTS: usize = 120;
 
+/// The sampler's last reading.
+#[derive(Clone, Debug)]
+pub enum Reading {
+    /// None yet.
+    None,
+    /// `alk_queues()`.
+    Queues(Value),
+    /// The last reading failed.
+    Failed,
+}
+
 /// One point of a queue's history.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Point {
@@ -45,7 +56,7 @@ pub struct Point {
 
 /// The sampler's handle: the latest `alk_queues()` and the history.
 pub struct Sampler {
-    latest: watch::Receiver<Value>,
+    latest: watch::Receiver<Reading>,
     wake: Arc<Notify>,
     history: Arc<Mutex<HashMap<String, VecDeque<Point>>>>,
 }
@@ -63,7 +74,7 @@ fn n(q: &Value, k: &str) -> i64 {
 impl Sampler {
     /// Starts the sampling task on the current tokio runtime.
     pub fn start(db: Arc<Held>) -> Sampler {
-        let (tx, rx) = watch::channel(Value::Null);
+        let (tx, rx) = watch::channel(Reading::None);
         let history: Arc<Mutex<HashMap<String, VecDeque<Point>>>> = Arc::default();
         let hist = history.clone();
         let wake = Arc::new(Notify::new());
@@ -76,9 +87,16 @@ impl Sampler {
                 let read =
                     tokio::task::spawn_blocking(move || db2.store().call("alk_queues", &[])).await;
                 let took = started.elapsed();
-                if let Ok(Ok(queues)) = read {
-                    record(&hist, &mut last, &queues);
-                    tx.send_replace(queues);
+                match read {
+                    Ok(Ok(queues)) => {
+                        record(&hist, &mut last, &queues);
+                        tx.send_replace(Reading::Queues(queues));
+                    }
+                    // Pages read for themselves (and show the error) until
+                    // a reading succeeds.
+                    _ => {
+                        tx.send_replace(Reading::Failed);
+                    }
                 }
                 if tx.is_closed() {
                     return; // the router is gone
@@ -106,16 +124,20 @@ impl Sampler {
     }
 
     /// The latest reading of `alk_queues()`: what pages show (waits for
-    /// the first; null if it fails for 30 s).
+    /// the first; null if a reading failed or none came in 30 s).
     pub async fn latest(&self) -> Value {
         let mut rx = self.latest.clone();
-        let _ = tokio::time::timeout(FIRST_READ, rx.wait_for(|v| !v.is_null())).await;
-        let v = rx.borrow().clone();
+        let _ =
+            tokio::time::timeout(FIRST_READ, rx.wait_for(|r| !matches!(r, Reading::None))).await;
+        let v = match &*rx.borrow() {
+            Reading::Queues(v) => v.clone(),
+            _ => Value::Null,
+        };
         v
     }
 
     /// A listener that sees each new reading.
-    pub fn subscribe(&self) -> watch::Receiver<Value> {
+    pub fn subscribe(&self) -> watch::Receiver<Reading> {
         self.wake.notify_one();
         self.latest.clone()
     }
