@@ -122,6 +122,22 @@ fn cross_site(headers: &HeaderMap) -> bool {
     origin == "null" || origin_host != host
 }
 
+/// Whether the request names a loopback host (`localhost`, `127.0.0.1`,
+/// `[::1]`, any port).
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The CSRF token a page embeds for its session (`None`: no session).
 #[derive(Clone, Default)]
 pub struct Csrf(pub Option<String>);
@@ -142,6 +158,16 @@ pub async fn guard(State(app): State<Shared>, mut req: Request, next: Next) -> R
     let api = path.starts_with("/api/") || path == "/api";
     let change = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let open = path == "/login" || path.starts_with("/assets/");
+    if app.config.token.is_none() && !loopback_host(req.headers()) {
+        // Without a token only a loopback name may reach it: a page of
+        // another site that rebinds its own name to 127.0.0.1 is then
+        // refused (DNS rebinding), since its requests carry its name.
+        return refuse(
+            StatusCode::FORBIDDEN,
+            api,
+            "refused: without a token this dashboard answers only to localhost, 127.0.0.1 or [::1]",
+        );
+    }
     if change && cross_site(req.headers()) {
         return refuse(
             StatusCode::FORBIDDEN,

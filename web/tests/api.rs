@@ -615,6 +615,24 @@ fn without_a_token_a_cross_site_change_is_still_refused() {
     let r = post(&requeue, &[("sec-fetch-site", "cross-site")], None);
     assert_eq!(r.status, 403);
     assert_eq!(store.get_job(dead).unwrap().unwrap()["state"], "dead");
+    // Another site's name rebound to 127.0.0.1 (DNS rebinding): its own
+    // name in Host, even for reads.
+    let r = get(&server.url("/api/queues"), &[("host", "evil.example:8081")]);
+    assert_eq!(r.status, 403, "{}", r.text);
+    let r = post(
+        &requeue,
+        &[("host", "evil.example"), ("origin", "http://evil.example")],
+        None,
+    );
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert_eq!(store.get_job(dead).unwrap().unwrap()["state"], "dead");
+    for host in ["localhost:1", "127.0.0.1", "[::1]:8081"] {
+        assert_eq!(
+            get(&server.url("/api/queues"), &[("host", host)]).status,
+            200,
+            "{host}"
+        );
+    }
     // A browser gets a session with its first page; its changes need the token.
     let page = get(&server.url("/"), &[]);
     assert_eq!(page.status, 200);
