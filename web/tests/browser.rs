@@ -113,10 +113,16 @@ async fn until(c: &Client, what: &str, script: &str) {
         if v == Value::Bool(true) {
             return;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "waited 10 s for {what} ({script})"
-        );
+        if started.elapsed() > Duration::from_secs(10) {
+            let flash = c
+                .execute(
+                    "return [location.href, document.getElementById('flash')?.textContent];",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            panic!("waited 10 s for {what} ({script}); the page says {flash}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -231,7 +237,9 @@ fn an_operator_requeues_a_dead_job_and_sees_it_leave_without_reloading() {
             let dir = shots();
             // A wrong token: the login page again, saying so.
             login(&c, &base, "not-the-token").await;
-            assert_eq!(text(&c, "#login-error").await, "wrong token", "[{label}]");
+            // (the refusal comes after a pause that slows guessing)
+            let error = c.wait().for_element(Locator::Id("login-error")).await.unwrap();
+            assert_eq!(error.text().await.unwrap(), "wrong token", "[{label}]");
             if label == "sqlite" {
                 std::fs::write(dir.join("login.png"), c.screenshot().await.unwrap()).unwrap();
             }
@@ -343,6 +351,25 @@ fn an_operator_requeues_a_dead_job_and_sees_it_leave_without_reloading() {
             .await
             .unwrap();
             c.find(Locator::Id("no-jobs")).await.unwrap();
+
+            // Limits, edited on the queue's page.
+            c.goto(&format!("{base}/queues/{queue}")).await.unwrap();
+            c.find(Locator::Css("details.limits summary")).await.unwrap().click().await.unwrap();
+            c.find(Locator::Css("#limits input[name=max_running]")).await.unwrap().send_keys("4").await.unwrap();
+            c.find(Locator::Css("#limits button[type=submit]")).await.unwrap().click().await.unwrap();
+            until(&c, "the limits to be saved", "document.getElementById('flash').textContent === 'limits saved'").await;
+            assert_eq!(off(|| q.opts()).unwrap()["max_running"], 4, "[{label}]");
+
+            // Bulk: requeue what the filter matches, after a confirmation
+            // that names the count (the browser's confirm answered yes).
+            c.goto(&format!("{base}/queues/{queue}?state=dead&filter=report%3Dmonthly")).await.unwrap();
+            c.execute("window.asked = []; window.confirm = (q) => { sessionStorage.setItem('asked', q); return true; };", vec![]).await.unwrap();
+            c.find(Locator::XPath("//button[text()='Requeue all matching']")).await.unwrap().click().await.unwrap();
+            until(&c, "the page to reload after the bulk requeue", "window.asked === undefined").await;
+            c.find(Locator::Id("no-jobs")).await.unwrap();
+            let asked = c.execute("return sessionStorage.getItem('asked');", vec![]).await.unwrap();
+            assert_eq!(asked, json!("Requeue 1 matching jobs?"), "[{label}]");
+            assert_eq!(off(|| store.get_job(dead)).unwrap().unwrap()["state"], "pending", "[{label}]");
 
             // A dependent job draws what it waits for.
             let (extract, load) = (ids["extract"], ids["load"]);

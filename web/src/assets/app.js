@@ -80,7 +80,15 @@ function live() {
     }
     document.body.dataset.updated = String(Date.now());
   });
+  // A browser allows six connections to a host: close this one when the
+  // page goes (a page kept for the back button keeps it open otherwise),
+  // and open it again if the page comes back.
+  window.addEventListener("pagehide", () => source.close(), { once: true });
 }
+
+window.addEventListener("pageshow", (event) => {
+  if (event.persisted && document.body.dataset.live) live();
+});
 
 document.addEventListener("click", (event) => {
   const button = event.target.closest("button[data-url]");
