@@ -280,6 +280,12 @@ pub fn get_job(job_id: i64) -> Call<Option<Value>> {
     Call::new("alk_get_job", vec![job_id.into()], optional)
 }
 
+/// `alk_job_errors`: every error the job met, oldest first
+/// (`[{attempt, error, at}]`), `None` if there is no such job.
+pub fn job_errors(job_id: i64) -> Call<Option<Value>> {
+    Call::new("alk_job_errors", vec![job_id.into()], optional)
+}
+
 /// `alk_requeue_dead`: true if a dead job went back to pending.
 pub fn requeue_dead(job_id: i64) -> Call<bool> {
     Call::new("alk_requeue_dead", vec![job_id.into()], boolean)

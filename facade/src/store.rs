@@ -70,6 +70,12 @@ impl Store {
         call::get_job(job_id).run_on(&*self.engine)
     }
 
+    /// Every error a job met, oldest first (`alk_job_errors`): an array of
+    /// `{attempt, error, at}`, the last 100; `None` when unknown or acked.
+    pub fn job_errors(&self, job_id: i64) -> Result<Option<Value>> {
+        call::job_errors(job_id).run_on(&*self.engine)
+    }
+
     /// Opens a transaction for business rows and alkstore writes together
     /// (your own statements: [`TxHandle::sqlite`], [`TxHandle::postgres`]).
     pub fn begin(&self) -> Result<Box<dyn TxHandle>> {

@@ -109,6 +109,13 @@ DROP INDEX alkstore.jobs_waiting;
 CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
   WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
 
+-- Every error a job meets (alk_job_errors), from now on: a job's earlier
+-- errors were not kept, so an upgraded job starts with its last_error.
+ALTER TABLE alkstore.jobs ADD COLUMN errors jsonb;
+UPDATE alkstore.jobs SET errors = jsonb_build_array(jsonb_build_object(
+         'attempt', attempts, 'error', last_error, 'at', NULL))
+ WHERE last_error IS NOT NULL;
+
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
@@ -210,6 +217,17 @@ $$;
 CREATE OR REPLACE FUNCTION alkstore.ts(t timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- A job's errors with one more, {attempt, error, at}, the last 100 kept
+-- (alk_job_errors): every statement that writes last_error writes this
+-- too. Not a trigger: a row trigger on jobs would fetch the old row again
+-- for every claim and ack, which never name last_error.
+CREATE OR REPLACE FUNCTION alkstore.push_error(errors jsonb, attempt integer, error text) RETURNS jsonb
+LANGUAGE sql VOLATILE AS $$
+  SELECT CASE WHEN jsonb_array_length(e) > 100 THEN e - 0 ELSE e END
+    FROM (SELECT coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+                   'attempt', attempt, 'error', error, 'at', alkstore.ts(clock_timestamp())))) x(e)
 $$;
 
 -- Raises a contract error: SQLSTATE = code, message "alkstore: Variant: detail".
@@ -1505,6 +1523,7 @@ BEGIN
       END IF;
       UPDATE alkstore.jobs j
          SET state = 'dead', last_error = format('dependency %s %s', r.dep, ending),
+             errors = alkstore.push_error(j.errors, j.attempts, format('dependency %s %s', r.dep, ending)),
              prune_at = alkstore.dead_prune_at(j.queue, now)
        WHERE j.id = r.job_id
       RETURNING j.queue, j.group_key, j.dependents INTO dead;
@@ -1575,7 +1594,8 @@ BEGIN
   DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (deps) AND d.job_id = jid;
   SELECT r.waiting, r.failed INTO res FROM alkstore.deps_resolve(deps, true) r;
   IF res.failed IS NOT NULL THEN
-    UPDATE alkstore.jobs j SET last_error = res.failed, deps_left = NULL WHERE j.id = jid;
+    UPDATE alkstore.jobs j SET last_error = res.failed, errors = alkstore.push_error(j.errors, j.attempts, res.failed),
+                               deps_left = NULL WHERE j.id = jid;
     RETURN 'dead';
   END IF;
   UPDATE alkstore.jobs j SET deps_left = nullif(cardinality(res.waiting), 0) WHERE j.id = jid;
@@ -1896,7 +1916,8 @@ BEGIN
                          least(j.backoff_base_ms * power(2::numeric, greatest(j.attempts - 1, 0)),
                                j.backoff_max_ms)::bigint) * interval '1 millisecond' END,
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
-         last_error = error, claimed_by = NULL, claim_expires_at = NULL
+         last_error = error, errors = alkstore.push_error(j.errors, j.attempts, error),
+         claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
@@ -1928,7 +1949,8 @@ BEGIN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
   END IF;
   UPDATE alkstore.jobs j
-     SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
+     SET state = 'dead', last_error = error, errors = alkstore.push_error(j.errors, j.attempts, error),
+         claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key,
@@ -2023,6 +2045,16 @@ LANGUAGE sql STABLE AS $$
     'completed_at', alkstore.ts(j.completed_at), 'result', j.result,
     'depends_on', to_jsonb(j.depends_on), 'waiting_for', alkstore.waiting_for(j))
 $$;
+
+-- Every error the job met, oldest first (the trigger in schema.sql writes
+-- them); [] for a job without any, NULL when there is no such job.
+CREATE OR REPLACE FUNCTION alk_job_errors(job_id bigint) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
+BEGIN
+  RETURN (SELECT coalesce(j.errors, '[]'::jsonb) FROM alkstore.jobs j WHERE j.id = jid);
+END $$;
 
 CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -2193,6 +2225,9 @@ BEGIN
        SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
            last_error = CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
                              ELSE 'expired' END,
+           errors = alkstore.push_error(j.errors, j.attempts,
+                      CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
+                           ELSE 'expired' END),
            prune_at = alkstore.dead_prune_at(j.queue, now)
       FROM x
      WHERE j.id = x.id AND j.state = x.state
@@ -2285,7 +2320,8 @@ BEGIN
   -- The deadline, written as in jobs_deadline, lets these read that index.)
   IF any_due THEN
     WITH d AS (
-      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
+      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
+             errors = alkstore.push_error(j.errors, j.attempts, 'expired'), prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
@@ -2294,6 +2330,7 @@ BEGIN
       RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
+             errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
@@ -2489,7 +2526,8 @@ BEGIN
   -- The deadline, written as in jobs_deadline, lets these read that index.)
   IF any_due THEN
     WITH d AS (
-      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
+      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
+             errors = alkstore.push_error(j.errors, j.attempts, 'expired'), prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
@@ -2498,6 +2536,7 @@ BEGIN
       RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
+             errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
@@ -4122,6 +4161,7 @@ BEGIN
     ('alk_heartbeat(bigint, text, double precision)', 'alkstore_user'),
     ('alk_cancel(bigint)', 'alkstore_user'),
     ('alk_get_job(bigint)', 'alkstore_user'),
+    ('alk_job_errors(bigint)', 'alkstore_user'),
     ('alk_requeue_dead(bigint)', 'alkstore_admin'),
     ('alk_queue_configure(text, jsonb)', 'alkstore_admin'),
     ('alk_queue_opts(text)', 'alkstore_user'),

@@ -15,6 +15,17 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
 
+-- A job's errors with one more, {attempt, error, at}, the last 100 kept
+-- (alk_job_errors): every statement that writes last_error writes this
+-- too. Not a trigger: a row trigger on jobs would fetch the old row again
+-- for every claim and ack, which never name last_error.
+CREATE OR REPLACE FUNCTION alkstore.push_error(errors jsonb, attempt integer, error text) RETURNS jsonb
+LANGUAGE sql VOLATILE AS $$
+  SELECT CASE WHEN jsonb_array_length(e) > 100 THEN e - 0 ELSE e END
+    FROM (SELECT coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+                   'attempt', attempt, 'error', error, 'at', alkstore.ts(clock_timestamp())))) x(e)
+$$;
+
 -- Raises a contract error: SQLSTATE = code, message "alkstore: Variant: detail".
 CREATE OR REPLACE FUNCTION alkstore.raise(code text, detail text) RETURNS void
 LANGUAGE plpgsql AS $$

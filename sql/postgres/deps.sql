@@ -163,6 +163,7 @@ BEGIN
       END IF;
       UPDATE alkstore.jobs j
          SET state = 'dead', last_error = format('dependency %s %s', r.dep, ending),
+             errors = alkstore.push_error(j.errors, j.attempts, format('dependency %s %s', r.dep, ending)),
              prune_at = alkstore.dead_prune_at(j.queue, now)
        WHERE j.id = r.job_id
       RETURNING j.queue, j.group_key, j.dependents INTO dead;
@@ -233,7 +234,8 @@ BEGIN
   DELETE FROM alkstore.job_deps d WHERE d.dep_id = ANY (deps) AND d.job_id = jid;
   SELECT r.waiting, r.failed INTO res FROM alkstore.deps_resolve(deps, true) r;
   IF res.failed IS NOT NULL THEN
-    UPDATE alkstore.jobs j SET last_error = res.failed, deps_left = NULL WHERE j.id = jid;
+    UPDATE alkstore.jobs j SET last_error = res.failed, errors = alkstore.push_error(j.errors, j.attempts, res.failed),
+                               deps_left = NULL WHERE j.id = jid;
     RETURN 'dead';
   END IF;
   UPDATE alkstore.jobs j SET deps_left = nullif(cardinality(res.waiting), 0) WHERE j.id = jid;

@@ -307,7 +307,8 @@ BEGIN
                          least(j.backoff_base_ms * power(2::numeric, greatest(j.attempts - 1, 0)),
                                j.backoff_max_ms)::bigint) * interval '1 millisecond' END,
          prune_at = CASE WHEN j.attempts >= j.max_attempts THEN alkstore.dead_prune_at(j.queue, now) END,
-         last_error = error, claimed_by = NULL, claim_expires_at = NULL
+         last_error = error, errors = alkstore.push_error(j.errors, j.attempts, error),
+         claimed_by = NULL, claim_expires_at = NULL
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
@@ -339,7 +340,8 @@ BEGIN
     PERFORM alkstore.job_id(jid), alkstore.name('worker', w); -- (one expression: alk_claim)
   END IF;
   UPDATE alkstore.jobs j
-     SET state = 'dead', last_error = error, claimed_by = NULL, claim_expires_at = NULL,
+     SET state = 'dead', last_error = error, errors = alkstore.push_error(j.errors, j.attempts, error),
+         claimed_by = NULL, claim_expires_at = NULL,
          prune_at = alkstore.dead_prune_at(j.queue, clock_timestamp())
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key,
@@ -434,6 +436,16 @@ LANGUAGE sql STABLE AS $$
     'completed_at', alkstore.ts(j.completed_at), 'result', j.result,
     'depends_on', to_jsonb(j.depends_on), 'waiting_for', alkstore.waiting_for(j))
 $$;
+
+-- Every error the job met, oldest first (the trigger in schema.sql writes
+-- them); [] for a job without any, NULL when there is no such job.
+CREATE OR REPLACE FUNCTION alk_job_errors(job_id bigint) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
+BEGIN
+  RETURN (SELECT coalesce(j.errors, '[]'::jsonb) FROM alkstore.jobs j WHERE j.id = jid);
+END $$;
 
 CREATE OR REPLACE FUNCTION alk_get_job(job_id bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -604,6 +616,9 @@ BEGIN
        SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
            last_error = CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
                              ELSE 'expired' END,
+           errors = alkstore.push_error(j.errors, j.attempts,
+                      CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
+                           ELSE 'expired' END),
            prune_at = alkstore.dead_prune_at(j.queue, now)
       FROM x
      WHERE j.id = x.id AND j.state = x.state

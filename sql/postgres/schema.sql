@@ -69,8 +69,11 @@ CREATE TABLE alkstore.jobs (
   limit_key             text,        -- the partition its per-key limits count in (v1.2 §I)
   depends_on            bigint[],    -- the jobs it runs after (v1.2 §J, deps.sql), as given
   deps_left             integer,     -- how many of them are not acked yet (its job_deps rows)
-  dependents            boolean      -- true once a job named it in depends_on
+  dependents            boolean,     -- true once a job named it in depends_on
+  errors                jsonb        -- every error it met, oldest first: each write of
+                                     -- last_error also writes alkstore.push_error (alk_job_errors)
 );
+
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
 -- acked jobs are deleted, so claim cost does not grow with history.

@@ -248,6 +248,10 @@ RETURNING queue, group_key, state, dependents;
 -- A waiting job is pending to everyone outside (it only waits for its
 -- group), and so are a scheduled one (it only waits for its run_at) and a
 -- blocked one (it waits for its dependencies).
+-- Every error the job met (alk_job_errors).
+-- name: job_errors
+SELECT coalesce(errors, '[]') FROM alk_jobs WHERE id = ?1;
+
 -- name: get_job
 SELECT id, queue,
        CASE state WHEN 'waiting' THEN 'pending' WHEN 'scheduled' THEN 'pending' WHEN 'blocked' THEN 'pending'

@@ -63,8 +63,25 @@ CREATE TABLE IF NOT EXISTS alk_jobs (
   limit_key             TEXT,    -- the partition its per-key limits count in (v1.2 §I)
   depends_on            TEXT,    -- the JSON array of jobs it runs after (v1.2 §J, deps.rs)
   deps_left             INTEGER, -- how many of them are not acked yet (its alk_job_deps rows)
-  dependents            INTEGER  -- 1 once a job named it in depends_on
+  dependents            INTEGER, -- 1 once a job named it in depends_on
+  errors                TEXT     -- every error it met, oldest first, JSON (alk_job_errors)
 );
+
+-- Every error a job met (alk_job_errors): each write of last_error (a
+-- failed or retried attempt, a claim's or a sweep's expiry, a dependency
+-- that died) appends {attempt, error, at}, the last 100 kept. Only
+-- statements that set last_error carry this trigger, so claims, acks and
+-- enqueues never run it; the history goes with the job's row.
+CREATE TRIGGER IF NOT EXISTS alk_jobs_errors AFTER UPDATE OF last_error ON alk_jobs
+FOR EACH ROW WHEN NEW.last_error IS NOT NULL
+BEGIN
+  UPDATE alk_jobs SET errors = json_insert(
+      CASE WHEN json_array_length(coalesce(NEW.errors, '[]')) >= 100
+           THEN json_remove(NEW.errors, '$[0]') ELSE coalesce(NEW.errors, '[]') END,
+      '$[#]', json_object('attempt', NEW.attempts, 'error', NEW.last_error,
+                          'at', strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))
+   WHERE id = NEW.id;
+END;
 
 -- Claim order among runnable jobs. Partial: dead jobs are not in it and
 -- acked jobs are deleted, so claim cost does not grow with history.

@@ -55,6 +55,7 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_heartbeat", WRITES, queue::heartbeat),
     (c"alk_cancel", WRITES, queue::cancel),
     (c"alk_get_job", READS, queue::get_job),
+    (c"alk_job_errors", READS, queue::job_errors),
     (c"alk_requeue_dead", WRITES, queue::requeue_dead),
     (c"alk_queue_configure", WRITES, queue::configure),
     (c"alk_queue_opts", READS, queue::opts),

@@ -770,6 +770,19 @@ pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
     Ok(Out::Bool(true))
 }
 
+/// `alk_job_errors(job_id)` → every error the job met, oldest first
+/// (`[{attempt, error, at}]`, written by the `alk_jobs_errors` trigger), or
+/// NULL when there is no such job.
+pub fn job_errors(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let mut st = conn.stmt("job_errors")?;
+    st.bind_i64(1, id);
+    if !st.step_row()? {
+        return Ok(Out::Null);
+    }
+    Ok(Out::Text(st.text(0).to_owned()))
+}
+
 /// `alk_get_job(job_id)` → the job document, or NULL when unknown or acked.
 pub fn get_job(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;

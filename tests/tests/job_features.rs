@@ -1046,3 +1046,90 @@ fn ack_batch_deletes_or_keeps_whether_or_not_any_queue_keeps_acked_jobs() {
         assert_eq!(job(db, k)["state"], "completed", "[{e}] the kept one stays");
     }
 }
+
+// ---- every error a job met (alk_job_errors) ----
+
+per_engine! {
+    fn every_error_a_job_met_is_kept_oldest_first_across_requeues(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let q = fresh("errors");
+        db.ok("alk_queue_configure", &[t(&q), j(r#"{"visibility_timeout_s": 0.05, "backoff_base_s": 0, "backoff_max_s": 0}"#)]);
+        let id = enqueue(db, &q, r#"{"max_attempts": 3}"#, "{}");
+        assert_eq!(db.ok("alk_job_errors", &[Arg::Int(id)]), json!([]), "[{e}] none yet");
+        // Attempt 1: a retry; attempt 2: a fail with attempts left, the same
+        // message again; attempt 3: the claim expires on the last attempt.
+        let mut claimed = claim(db, &q, "w", 1);
+        assert_eq!(claimed, vec![id]);
+        assert_eq!(db.ok("alk_retry", &[Arg::Int(id), t("w"), t("SMTP timeout"), Arg::Num(0.0)]), "pending");
+        claimed = claim(db, &q, "w", 1);
+        assert_eq!(claimed, vec![id], "[{e}]");
+        db.ok("alk_retry", &[Arg::Int(id), t("w"), t("SMTP timeout"), Arg::Num(0.0)]);
+        assert_eq!(claim(db, &q, "w", 1), vec![id], "[{e}]");
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        db.int("alk_sweep", &[t(&q)]);
+        assert_eq!(job(db, id)["state"], "dead", "[{e}]");
+        let errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
+        let seen: Vec<(i64, &str)> = errors
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (x["attempt"].as_i64().unwrap(), x["error"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![(1, "SMTP timeout"), (2, "SMTP timeout"), (3, "visibility timeout exceeded on final attempt")],
+            "[{e}] {errors}"
+        );
+        for x in errors.as_array().unwrap() {
+            let at = x["at"].as_str().unwrap_or_else(|| panic!("[{e}] {x}"));
+            assert!(at.len() == 24 && at.ends_with('Z') && at.contains('T'), "[{e}] {at}");
+        }
+        let ats: Vec<&str> = errors.as_array().unwrap().iter().map(|x| x["at"].as_str().unwrap()).collect();
+        assert!(ats.windows(2).all(|w| w[0] <= w[1]), "[{e}] oldest first: {ats:?}");
+        // A requeue keeps them; the next failure adds one (attempts restart at 0).
+        assert!(db.yes("alk_requeue_dead", &[Arg::Int(id)]));
+        assert_eq!(db.ok("alk_job_errors", &[Arg::Int(id)]).as_array().unwrap().len(), 3, "[{e}]");
+        assert_eq!(claim(db, &q, "w", 1), vec![id], "[{e}]");
+        assert!(db.yes("alk_fail", &[Arg::Int(id), t("w"), t("mailbox gone")]));
+        let errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
+        assert_eq!(errors[3]["attempt"], 1, "[{e}] {errors}");
+        assert_eq!(errors[3]["error"], "mailbox gone", "[{e}] {errors}");
+        assert_eq!(job(db, id)["last_error"], "mailbox gone", "[{e}] last_error is the last of them");
+        // A job that never failed has none; acked, it has no document at all.
+        let clean = enqueue(db, &q, r#"{"max_attempts": 3}"#, "{}");
+        assert_eq!(claim(db, &q, "w", 1), vec![clean], "[{e}]");
+        assert_eq!(db.ok("alk_job_errors", &[Arg::Int(clean)]), json!([]), "[{e}]");
+        assert!(ack(db, clean, "w"));
+        assert_eq!(db.ok("alk_job_errors", &[Arg::Int(clean)]), Value::Null, "[{e}]");
+        assert_eq!(db.ok("alk_job_errors", &[Arg::Int(i64::MAX)]), Value::Null, "[{e}]");
+        // Ids as alk_get_job takes them.
+        for bad in [Arg::Int(0), Arg::Int(-1), Arg::Null] {
+            let as_get_job = db.call("alk_get_job", &[bad.clone()]).map_err(|f| f.code);
+            let as_errors = db.call("alk_job_errors", &[bad.clone()]).map_err(|f| f.code);
+            assert_eq!(as_errors, as_get_job, "[{e}] {bad:?}");
+        }
+    }
+}
+
+per_engine! {
+    fn a_job_keeps_its_last_hundred_errors(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let q = fresh("errors-cap");
+        db.ok("alk_queue_configure", &[t(&q), j(r#"{"backoff_base_s": 0, "backoff_max_s": 0}"#)]);
+        let id = enqueue(db, &q, r#"{"max_attempts": 1000}"#, "{}");
+        for n in 1..=103 {
+            assert_eq!(claim(db, &q, "w", 1), vec![id], "[{e}] attempt {n}");
+            db.ok("alk_retry", &[Arg::Int(id), t("w"), t(&format!("failure {n}")), Arg::Num(0.0)]);
+        }
+        let errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
+        let errors = errors.as_array().unwrap();
+        assert_eq!(errors.len(), 100, "[{e}]");
+        assert_eq!(errors[0]["error"], "failure 4", "[{e}] the oldest three went");
+        assert_eq!(errors[99]["error"], "failure 103", "[{e}]");
+        assert_eq!(errors[99]["attempt"], 103, "[{e}]");
+    }
+}

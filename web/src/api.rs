@@ -210,6 +210,15 @@ pub async fn job(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
     }
 }
 
+/// `GET /api/jobs/{id}/errors`: `alk_job_errors`, every error the job met
+/// (`[{attempt, error, at}]`, oldest first), 404 when there is no such job.
+pub async fn job_errors(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
+    match call(&app.db, "alk_job_errors", vec![Arg::Int(id)]).await? {
+        Value::Null => Err(ApiError::not_found(format!("no job {id}"))),
+        errors => Ok(Json(errors)),
+    }
+}
+
 async fn changed(app: &Shared, v: Value) -> ApiResult {
     app.sampler.poke();
     Ok(Json(v))

@@ -89,6 +89,7 @@ pub fn router(db: Db, config: Config) -> Router {
         .route("/queues/{queue}/configure", post(api::configure))
         .route("/queues/{queue}/bulk", post(api::bulk))
         .route("/jobs/{id}", get(api::job))
+        .route("/jobs/{id}/errors", get(api::job_errors))
         .route("/jobs/{id}/requeue", post(api::requeue))
         .route("/jobs/{id}/cancel", post(api::cancel))
         .route("/streams", get(api::streams))

@@ -248,6 +248,16 @@ pub async fn queue(
                 .store()
                 .call("alk_queue_opts", &[Arg::Text(name.clone())])?,
         };
+        // An outbox's jobs are not listed: alk_list_jobs takes queue names,
+        // and an outbox's backing name is reserved.
+        if outbox_of(&name).is_some() {
+            let none = api::Listing {
+                jobs: vec![],
+                through: after,
+                more: false,
+            };
+            return Ok((stats, opts, none));
+        }
         let listing = api::list(
             db,
             &name,
@@ -264,6 +274,7 @@ pub async fn queue(
     let qs = seg(&queue);
     let api_q = format!("/api/queues/{qs}");
     let paused = stats["paused"].as_bool().unwrap_or(false);
+    let is_outbox = outbox_of(&queue).is_some();
     let title = match outbox_of(&queue) {
         Some(o) => format!("Outbox {o}"),
         None => format!("Queue {queue}"),
@@ -299,12 +310,19 @@ pub async fn queue(
             } @else {
                 (action(&app, "Pause", &format!("{api_q}/pause"), Some("Pause claims on this queue?"), "reload"))
             }
-            (action(&app, "Requeue all dead", &format!("{api_q}/requeue-dead"), Some("Requeue every dead job of this queue?"), "reload"))
-            @for s in ["pending", "dead", "completed"] {
-                (action(&app, &format!("Purge {s}"), &format!("{api_q}/purge?state={s}"),
-                    Some(&format!("Delete every {s} job of this queue? This cannot be undone.")), "reload"))
+            @if !is_outbox {
+                (action(&app, "Requeue all dead", &format!("{api_q}/requeue-dead"), Some("Requeue every dead job of this queue?"), "reload"))
+                @for s in ["pending", "dead", "completed"] {
+                    (action(&app, &format!("Purge {s}"), &format!("{api_q}/purge?state={s}"),
+                        Some(&format!("Delete every {s} job of this queue? This cannot be undone.")), "reload"))
+                }
             }
         }
+        @if is_outbox {
+            p.hint #outbox-note { "An outbox's messages are not listed here: the SQL API's listings and bulk actions take queue names, "
+                "and an outbox's backing name is reserved. Its messages are reachable by id ("
+                code { "alk_get_job" } ", " code { "alk_requeue_dead" } ", " code { "alk_cancel" } ")." }
+        } @else {
         @if !opts.is_null() {
             details.limits {
                 summary { "Flow control limits" }
@@ -338,6 +356,7 @@ pub async fn queue(
         @if listing.more {
             @let next = format!("{}&after_id={}", link(state.as_deref()), listing.through);
             a.next href=(next) { "Next page →" }
+        }
         }
     };
     Ok(layout(&app, &csrf, &title, true, body))
@@ -392,7 +411,7 @@ pub async fn job(
     Extension(csrf): Extension<Csrf>,
     Path(id): Path<i64>,
 ) -> Page {
-    let (job, nodes) = blocking(&app.db, move |db| {
+    let (job, errors, nodes) = blocking(&app.db, move |db| {
         let job = db.store().call("alk_get_job", &[Arg::Int(id)])?;
         if job.is_null() {
             return Err(ApiError::new(
@@ -402,8 +421,9 @@ pub async fn job(
                 ),
             ));
         }
+        let errors = db.store().call("alk_job_errors", &[Arg::Int(id)])?;
         let nodes = graph::read(db, &job)?;
-        Ok((job, nodes))
+        Ok((job, errors, nodes))
     })
     .await?;
     let base = &app.config.base;
@@ -428,7 +448,17 @@ pub async fn job(
                 (action(&app, "Cancel", &format!("/api/jobs/{id}/cancel"), Some("Cancel this job?"), "reload"))
             }
         }
-        @if !job["last_error"].is_null() {
+        @if let Some(errors) = errors.as_array().filter(|e| !e.is_empty()) {
+            h2 { "Errors, oldest first" }
+            table #errors {
+                thead { tr { th { "attempt" } th { "at" } th { "error" } } }
+                tbody {
+                    @for e in errors {
+                        tr { td.num { (text(&e["attempt"])) } td { (text(&e["at"])) } td { pre.error { (text(&e["error"])) } } }
+                    }
+                }
+            }
+        } @else if !job["last_error"].is_null() {
             h2 { "Last error" }
             pre.error { (text(&job["last_error"])) }
         }
@@ -456,20 +486,28 @@ pub async fn job(
 /// `GET /dead`: the dead letters of every queue, newest pages first read.
 pub async fn dead(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -> Page {
     let queues = counts(&app).await?;
-    let jobs = blocking(&app.db, move |db| {
+    let (jobs, outboxes) = blocking(&app.db, move |db| {
         let mut jobs = vec![];
+        let mut outboxes = vec![];
         for q in queues.as_array().into_iter().flatten() {
-            if q["dead"].as_i64().unwrap_or(0) > 0 {
-                let name = q["queue"].as_str().unwrap_or("");
-                jobs.extend(api::list(db, name, Some("dead"), 0, 100, None, 100)?.jobs);
+            let dead = q["dead"].as_i64().unwrap_or(0);
+            let name = q["queue"].as_str().unwrap_or("");
+            match outbox_of(name) {
+                _ if dead == 0 => {}
+                Some(outbox) => outboxes.push((outbox.to_string(), dead)),
+                None => jobs.extend(api::list(db, name, Some("dead"), 0, 100, None, 100)?.jobs),
             }
         }
-        Ok(jobs)
+        Ok((jobs, outboxes))
     })
     .await?;
     let body = html! {
         p.hint { "Up to 100 per queue; a queue's page lists them all." }
         (jobs_table(&app, &jobs))
+        @for (outbox, dead) in &outboxes {
+            p.hint { "Outbox " (outbox) ": " (dead) " dead (the SQL API lists an outbox's messages by id only: "
+                code { "alk_get_job" } ", " code { "alk_requeue_dead" } ")." }
+        }
     };
     Ok(layout(&app, &csrf, "Dead letters", true, body))
 }

@@ -335,6 +335,16 @@ fn an_operator_requeues_a_dead_job_and_sees_it_leave_without_reloading() {
                 std::fs::write(dir.join("overview.png"), c.screenshot().await.unwrap()).unwrap();
             }
 
+            // The dead job's page: both of its errors, oldest first.
+            c.goto(&format!("{base}/jobs/{dead}")).await.unwrap();
+            let rows = c.find_all(Locator::Css("#errors tbody tr")).await.unwrap();
+            assert_eq!(rows.len(), 2, "[{label}]");
+            assert!(rows[0].text().await.unwrap().contains("timeout talking to the warehouse"), "[{label}]");
+            assert!(rows[1].text().await.unwrap().contains("timeout again"), "[{label}]");
+            if label == "sqlite" {
+                std::fs::write(dir.join("dead-job.png"), c.screenshot().await.unwrap()).unwrap();
+            }
+
             // The queue's page: filter on a payload field; the jobs of a workflow.
             c.goto(&format!(
                 "{base}/queues/{queue}?state=dead&filter=account%3D42"

@@ -69,7 +69,8 @@ BEGIN
   -- The deadline, written as in jobs_deadline, lets these read that index.)
   IF any_due THEN
     WITH d AS (
-      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
+      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
+             errors = alkstore.push_error(j.errors, j.attempts, 'expired'), prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
@@ -78,6 +79,7 @@ BEGIN
       RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
+             errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
@@ -273,7 +275,8 @@ BEGIN
   -- The deadline, written as in jobs_deadline, lets these read that index.)
   IF any_due THEN
     WITH d AS (
-      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired', prune_at = alkstore.dead_prune_at(q, now)
+      UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
+             errors = alkstore.push_error(j.errors, j.attempts, 'expired'), prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
@@ -282,6 +285,7 @@ BEGIN
       RETURNING j.id, j.group_key, j.dependents
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
+             errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
              claimed_by = NULL, claim_expires_at = NULL, prune_at = alkstore.dead_prune_at(q, now)
        WHERE j.id = ANY (ARRAY(
                SELECT e.id FROM alkstore.jobs e

@@ -74,6 +74,7 @@ BEGIN
     ('alk_heartbeat(bigint, text, double precision)', 'alkstore_user'),
     ('alk_cancel(bigint)', 'alkstore_user'),
     ('alk_get_job(bigint)', 'alkstore_user'),
+    ('alk_job_errors(bigint)', 'alkstore_user'),
     ('alk_requeue_dead(bigint)', 'alkstore_admin'),
     ('alk_queue_configure(text, jsonb)', 'alkstore_admin'),
     ('alk_queue_opts(text)', 'alkstore_user'),

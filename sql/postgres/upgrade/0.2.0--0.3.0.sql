@@ -103,3 +103,10 @@ REVOKE ALL ON alkstore.job_deps, alkstore.job_ends FROM PUBLIC;
 DROP INDEX alkstore.jobs_waiting;
 CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
   WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
+
+-- Every error a job meets (alk_job_errors), from now on: a job's earlier
+-- errors were not kept, so an upgraded job starts with its last_error.
+ALTER TABLE alkstore.jobs ADD COLUMN errors jsonb;
+UPDATE alkstore.jobs SET errors = jsonb_build_array(jsonb_build_object(
+         'attempt', attempts, 'error', last_error, 'at', NULL))
+ WHERE last_error IS NOT NULL;

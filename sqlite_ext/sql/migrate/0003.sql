@@ -43,22 +43,43 @@ CREATE TABLE alk_jobs_v3 (
   limit_key             TEXT,
   depends_on            TEXT,
   deps_left             INTEGER,
-  dependents            INTEGER
+  dependents            INTEGER,
+  errors                TEXT
 );
 INSERT INTO alk_jobs_v3 (id, queue, state, payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by,
-  claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at)
+  claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at,
+  errors)
 SELECT id, queue,
   CASE WHEN state = 'pending' AND run_at > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
        THEN 'scheduled' ELSE state END,
   payload, priority, attempts, max_attempts,
   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by,
-  claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at
+  claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at,
+  -- earlier errors were not kept: an upgraded job starts with its last one
+  CASE WHEN last_error IS NOT NULL
+       THEN json_array(json_object('attempt', attempts, 'error', last_error, 'at', NULL)) END
 FROM alk_jobs ORDER BY id;
 DELETE FROM sqlite_sequence WHERE name = 'alk_jobs_v3';
 INSERT INTO sqlite_sequence (name, seq) SELECT 'alk_jobs_v3', seq FROM sqlite_sequence WHERE name = 'alk_jobs';
 DROP TABLE alk_jobs;
 ALTER TABLE alk_jobs_v3 RENAME TO alk_jobs;
+
+-- Every error a job met (alk_job_errors): each write of last_error (a
+-- failed or retried attempt, a claim's or a sweep's expiry, a dependency
+-- that died) appends {attempt, error, at}, the last 100 kept. Only
+-- statements that set last_error carry this trigger, so claims, acks and
+-- enqueues never run it; the history goes with the job's row.
+CREATE TRIGGER alk_jobs_errors AFTER UPDATE OF last_error ON alk_jobs
+FOR EACH ROW WHEN NEW.last_error IS NOT NULL
+BEGIN
+  UPDATE alk_jobs SET errors = json_insert(
+      CASE WHEN json_array_length(coalesce(NEW.errors, '[]')) >= 100
+           THEN json_remove(NEW.errors, '$[0]') ELSE coalesce(NEW.errors, '[]') END,
+      '$[#]', json_object('attempt', NEW.attempts, 'error', NEW.last_error,
+                          'at', strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))
+   WHERE id = NEW.id;
+END;
 
 CREATE INDEX alk_jobs_pending
   ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
