@@ -155,6 +155,15 @@ fn check_fixture(db: &mut dyn Db, engine: &str) {
     assert_eq!(job(3)["attempts"], 1, "[{engine}]");
     assert_eq!(job(3)["max_attempts"], 2, "[{engine}]");
     assert_eq!(job(3)["last_error"], "try later", "[{engine}]");
+    // Errors from before 0.3.0 were not kept: each job starts with its last.
+    for (id, error) in [(2, "boom: it broke"), (3, "try later")] {
+        assert_eq!(
+            db.ok("alk_job_errors", &[Arg::Int(id)]),
+            json!([{"attempt": job(id as usize)["attempts"], "error": error, "at": null}]),
+            "[{engine}] job {id}"
+        );
+    }
+    assert_eq!(db.ok("alk_job_errors", &[Arg::Int(1)]), json!([]), "[{engine}]");
     assert_eq!(
         job(4)["payload"],
         json!({"kind": "pending", "n": [1, 2.5, null, "x"]}),
