@@ -171,6 +171,7 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_get_job", Both, &["bigint"], 1, Json, User),
     f("alk_job_errors", Both, &["bigint"], 1, Json, User),
     f("alk_requeue_dead", Both, &["bigint"], 1, Bool, Admin),
+    f("alk_delete_job", Both, &["bigint"], 1, Bool, Admin),
     f(
         "alk_queue_configure",
         Both,

@@ -286,6 +286,11 @@ pub fn job_errors(job_id: i64) -> Call<Option<Value>> {
     Call::new("alk_job_errors", vec![job_id.into()], optional)
 }
 
+/// `alk_delete_job`: true if a dead or completed job was deleted.
+pub fn delete_job(job_id: i64) -> Call<bool> {
+    Call::new("alk_delete_job", vec![job_id.into()], boolean)
+}
+
 /// `alk_requeue_dead`: true if a dead job went back to pending.
 pub fn requeue_dead(job_id: i64) -> Call<bool> {
     Call::new("alk_requeue_dead", vec![job_id.into()], boolean)

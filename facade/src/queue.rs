@@ -112,6 +112,13 @@ impl Queue {
         call::get_job(job_id).run_on(&*self.engine)
     }
 
+    /// Deletes a dead or completed job (`alk_delete_job`); false for a
+    /// pending or running one ([`Queue::cancel`] removes those). Admin role
+    /// on PostgreSQL.
+    pub fn delete_job(&self, job_id: i64) -> Result<bool> {
+        call::delete_job(job_id).run_on(&*self.engine)
+    }
+
     /// Puts a dead job back to pending.
     pub fn requeue_dead(&self, job_id: i64) -> Result<bool> {
         call::requeue_dead(job_id).run_on(&*self.engine)

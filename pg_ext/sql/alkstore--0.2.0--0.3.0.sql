@@ -3944,6 +3944,26 @@ BEGIN
     FROM alkstore.locks l ORDER BY l.name;
 END $$;
 
+-- Deletes one dead or completed job (what alk_purge does to a whole
+-- state, for one id: the dashboard's "purge what the filter matches").
+-- A pending or running job is not deleted: alk_cancel is for those. A dead
+-- one is remembered as ended without an ack (deps.sql), as a purge does.
+-- A concurrent requeue or prune holds the row: the DELETE waits for it and
+-- then finds the job in its new state (or gone), and returns false.
+CREATE OR REPLACE FUNCTION alk_delete_job(job_id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
+  was text;
+BEGIN
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
+  RETURNING j.state INTO was;
+  IF was = 'dead' THEN
+    PERFORM alkstore.jobs_ended(ARRAY[jid], 'dead');
+  END IF;
+  RETURN was IS NOT NULL;
+END $$;
+
 -- ---- sql/postgres/version.sql ----
 -- Versions (contract v1.1 §B). The installed code's version comes from
 -- constants.sql; the schema's from alkstore.meta, which install scripts and
@@ -4163,6 +4183,7 @@ BEGIN
     ('alk_get_job(bigint)', 'alkstore_user'),
     ('alk_job_errors(bigint)', 'alkstore_user'),
     ('alk_requeue_dead(bigint)', 'alkstore_admin'),
+    ('alk_delete_job(bigint)', 'alkstore_admin'),
     ('alk_queue_configure(text, jsonb)', 'alkstore_admin'),
     ('alk_queue_opts(text)', 'alkstore_user'),
     ('alk_queue_stats(text)', 'alkstore_user'),

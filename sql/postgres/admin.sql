@@ -252,3 +252,23 @@ BEGIN
          l.owner IS NOT NULL AND l.expires_at > clock_timestamp()
     FROM alkstore.locks l ORDER BY l.name;
 END $$;
+
+-- Deletes one dead or completed job (what alk_purge does to a whole
+-- state, for one id: the dashboard's "purge what the filter matches").
+-- A pending or running job is not deleted: alk_cancel is for those. A dead
+-- one is remembered as ended without an ack (deps.sql), as a purge does.
+-- A concurrent requeue or prune holds the row: the DELETE waits for it and
+-- then finds the job in its new state (or gone), and returns false.
+CREATE OR REPLACE FUNCTION alk_delete_job(job_id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  jid bigint := alkstore.job_id(job_id);
+  was text;
+BEGIN
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
+  RETURNING j.state INTO was;
+  IF was = 'dead' THEN
+    PERFORM alkstore.jobs_ended(ARRAY[jid], 'dead');
+  END IF;
+  RETURN was IS NOT NULL;
+END $$;

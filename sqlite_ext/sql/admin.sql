@@ -75,6 +75,11 @@ ORDER BY id;
 DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'dead'
 RETURNING id;
 
+-- One dead or completed job (alk_delete_job).
+-- name: delete_job
+DELETE FROM alk_jobs WHERE id = ?1 AND (state = 'dead' OR state = 'completed')
+RETURNING state;
+
 -- name: purge_completed
 DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'completed';
 

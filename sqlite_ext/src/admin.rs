@@ -168,6 +168,28 @@ pub fn purge(conn: &Conn, args: &Args) -> Result<Out> {
     }
 }
 
+/// `alk_delete_job(job_id)` → true if a dead or completed job was deleted
+/// (pending and running ones are `alk_cancel`'s). A dead one is remembered
+/// as ended without an ack, as `alk_purge` does (deps.rs).
+pub fn delete_job(conn: &Conn, args: &Args) -> Result<Out> {
+    let id = args.job_id(0)?;
+    let was = {
+        let mut st = conn.stmt("delete_job")?;
+        st.bind_i64(1, id);
+        if !st.step_row()? {
+            return Ok(Out::Bool(false));
+        }
+        let was = st.text(0).to_owned();
+        // (the statement runs to its end: RETURNING deletes as it steps)
+        while st.step_row()? {}
+        was
+    };
+    if was == "dead" {
+        deps::ended(conn, &[id], "dead", now_ms())?;
+    }
+    Ok(Out::Bool(true))
+}
+
 /// `alk_streams()` → every stream with its offsets and consumers' lag.
 pub fn streams(conn: &Conn, _args: &Args) -> Result<Out> {
     let spans: Vec<(String, i64, i64)> = {

@@ -70,6 +70,7 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_list_jobs", READS, admin::list_jobs),
     (c"alk_requeue_dead_all", WRITES, admin::requeue_dead_all),
     (c"alk_purge", WRITES, admin::purge),
+    (c"alk_delete_job", WRITES, admin::delete_job),
     (c"alk_outbox_enqueue", WRITES, outbox::enqueue),
     (c"alk_outbox_claim", WRITES, outbox::claim),
     (c"alk_outbox_stats", READS, outbox::stats),

@@ -345,3 +345,47 @@ per_engine! {
         );
     }
 }
+
+per_engine! {
+    fn alk_delete_job_deletes_one_dead_or_completed_job_and_nothing_else(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let q = fresh("adm-delete");
+        db.ok("alk_queue_configure", &[t(&q), j(r#"{"retain_completed_s": 3600}"#)]);
+        let enqueue = |db: &mut dyn Db| db.int("alk_enqueue", &[t(&q), j(r#"{"max_attempts": 1}"#), j("{}")]);
+        let (dead, done, running) = (enqueue(db), enqueue(db), enqueue(db));
+        assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(3)])), vec![dead, done, running]);
+        assert!(db.yes("alk_fail", &[Arg::Int(dead), t("w"), t("no")]));
+        assert!(db.yes("alk_ack", &[Arg::Int(done), t("w")]));
+        let pending = enqueue(db);
+        let state = |db: &mut dyn Db, id: i64| db.ok("alk_get_job", &[Arg::Int(id)])["state"].clone();
+        assert_eq!(state(db, done), "completed", "[{e}]");
+        for (id, why) in [(pending, "pending"), (running, "running")] {
+            assert!(!db.yes("alk_delete_job", &[Arg::Int(id)]), "[{e}] a {why} job is cancel's");
+            assert!(!state(db, id).is_null(), "[{e}] {why} kept");
+        }
+        assert!(db.yes("alk_delete_job", &[Arg::Int(dead)]), "[{e}]");
+        assert!(db.yes("alk_delete_job", &[Arg::Int(done)]), "[{e}]");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(dead)]), Value::Null, "[{e}]");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(done)]), Value::Null, "[{e}]");
+        assert!(!db.yes("alk_delete_job", &[Arg::Int(dead)]), "[{e}] once");
+        assert!(!db.yes("alk_delete_job", &[Arg::Int(i64::MAX)]), "[{e}] unknown");
+        let stats = db.ok("alk_queue_stats", &[t(&q)]);
+        assert_eq!((stats["dead"].clone(), stats["completed"].clone()), (json!(0), json!(0)), "[{e}]");
+        // A deleted dead job counts as dead for a later depends_on (as a
+        // purged one does); a deleted completed one as acked.
+        let after_dead = db.int("alk_enqueue", &[t(&q), j(&json!({"depends_on": [dead]}).to_string()), j("{}")]);
+        let doc = db.ok("alk_get_job", &[Arg::Int(after_dead)]);
+        assert_eq!(doc["state"], "dead", "[{e}] {doc}");
+        assert_eq!(doc["last_error"], format!("dependency {dead} dead"), "[{e}]");
+        let after_done = db.int("alk_enqueue", &[t(&q), j(&json!({"depends_on": [done]}).to_string()), j("{}")]);
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(after_done)])["waiting_for"], Value::Null, "[{e}] runnable");
+        // Ids as alk_requeue_dead takes them.
+        for bad in [Arg::Int(0), Arg::Int(-1), Arg::Null] {
+            let want = db.call("alk_requeue_dead", std::slice::from_ref(&bad)).map_err(|f| f.code);
+            let got = db.call("alk_delete_job", std::slice::from_ref(&bad)).map_err(|f| f.code);
+            assert_eq!(got, want, "[{e}] {bad:?}");
+        }
+    }
+}

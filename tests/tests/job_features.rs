@@ -1106,8 +1106,8 @@ per_engine! {
         assert_eq!(db.ok("alk_job_errors", &[Arg::Int(i64::MAX)]), Value::Null, "[{e}]");
         // Ids as alk_get_job takes them.
         for bad in [Arg::Int(0), Arg::Int(-1), Arg::Null] {
-            let as_get_job = db.call("alk_get_job", &[bad.clone()]).map_err(|f| f.code);
-            let as_errors = db.call("alk_job_errors", &[bad.clone()]).map_err(|f| f.code);
+            let as_get_job = db.call("alk_get_job", std::slice::from_ref(&bad)).map_err(|f| f.code);
+            let as_errors = db.call("alk_job_errors", std::slice::from_ref(&bad)).map_err(|f| f.code);
             assert_eq!(as_errors, as_get_job, "[{e}] {bad:?}");
         }
     }

@@ -163,7 +163,11 @@ fn check_fixture(db: &mut dyn Db, engine: &str) {
             "[{engine}] job {id}"
         );
     }
-    assert_eq!(db.ok("alk_job_errors", &[Arg::Int(1)]), json!([]), "[{engine}]");
+    assert_eq!(
+        db.ok("alk_job_errors", &[Arg::Int(1)]),
+        json!([]),
+        "[{engine}]"
+    );
     assert_eq!(
         job(4)["payload"],
         json!({"kind": "pending", "n": [1, 2.5, null, "x"]}),

@@ -313,7 +313,8 @@ pub async fn configure(
 /// The query of a bulk action.
 #[derive(Deserialize)]
 pub struct BulkQuery {
-    /// `requeue` (dead jobs) or `cancel` (pending or running ones).
+    /// `requeue` (dead jobs), `cancel` (pending or running ones) or `purge`
+    /// (pending ones cancelled, dead and completed ones deleted).
     action: String,
     /// The state whose jobs are acted on (default: dead for requeue,
     /// pending for cancel).
@@ -324,7 +325,7 @@ pub struct BulkQuery {
     dry_run: Option<bool>,
 }
 
-/// `POST /api/queues/{queue}/bulk?action=requeue|cancel&state=&filter=&dry_run=`:
+/// `POST /api/queues/{queue}/bulk?action=requeue|cancel|purge&state=&filter=&dry_run=`:
 /// acts on every job of the state that the filter matches (at most
 /// 100,000 read) → `{"matched": n, "changed": m}`; a job that changed
 /// state in between is matched but not changed.
@@ -333,20 +334,23 @@ pub async fn bulk(
     Path(queue): Path<String>,
     Query(q): Query<BulkQuery>,
 ) -> ApiResult {
-    let (function, default_state) = match q.action.as_str() {
-        "requeue" => ("alk_requeue_dead", "dead"),
-        "cancel" => ("alk_cancel", "pending"),
+    let state = q.state.filter(|s| !s.is_empty());
+    let (function, state) = match (q.action.as_str(), state.as_deref()) {
+        ("requeue", None | Some("dead")) => ("alk_requeue_dead", "dead"),
+        ("cancel", None | Some("pending")) => ("alk_cancel", "pending"),
+        ("cancel", Some("running")) => ("alk_cancel", "running"),
+        ("purge", Some("pending")) => ("alk_cancel", "pending"),
+        ("purge", Some("dead")) => ("alk_delete_job", "dead"),
+        ("purge", Some("completed")) => ("alk_delete_job", "completed"),
         _ => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "action is requeue or cancel",
+                "action=requeue acts on dead jobs, cancel on pending or running ones, \
+                 purge on pending, dead or completed ones (state=)",
             ))
         }
     };
-    let state = q
-        .state
-        .filter(|s| !s.is_empty())
-        .unwrap_or(default_state.into());
+    let state = state.to_string();
     let filter = Filter::parse(q.filter.as_deref().unwrap_or(""))?;
     let dry_run = q.dry_run.unwrap_or(false);
     let v = blocking(&app.db, move |db| {

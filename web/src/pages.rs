@@ -348,6 +348,9 @@ pub async fn queue(
             @if matches!(state.as_deref(), Some("dead")) {
                 button.action type="button" data-url={(base) (bulk("requeue"))} data-count="1" data-confirm="Requeue {n} matching jobs?" data-then="reload" disabled[app.config.read_only] { "Requeue all matching" }
             }
+            @if matches!(state.as_deref(), Some("dead") | Some("completed")) {
+                button.action type="button" data-url={(base) (bulk("purge"))} data-count="1" data-confirm="Delete {n} matching jobs? This cannot be undone." data-then="reload" disabled[app.config.read_only] { "Purge all matching" }
+            }
             @if matches!(state.as_deref(), Some("pending") | Some("running")) {
                 button.action type="button" data-url={(base) (bulk("cancel"))} data-count="1" data-confirm="Cancel {n} matching jobs?" data-then="reload" disabled[app.config.read_only] { "Cancel all matching" }
             }

@@ -452,6 +452,55 @@ fn actions_change_what_the_admin_functions_say() {
         );
         assert_eq!(q.stats().unwrap()["pending"], 0);
 
+        // Purge what a filter matches: dead jobs deleted one by one.
+        let q2 = fresh("web-purge");
+        let queue2 = store.queue(&q2).unwrap();
+        let mut by_account = vec![];
+        for account in [1, 1, 2] {
+            let id = queue2
+                .enqueue(
+                    &EnqueueOpts::new().max_attempts(1),
+                    &json!({ "account": account }),
+                )
+                .unwrap();
+            queue2.claim("w", 1).unwrap();
+            queue2.fail(id, "w", "no").unwrap();
+            by_account.push(id);
+        }
+        let purge = format!("/api/queues/{q2}/bulk?action=purge&state=dead&filter=account%3D1");
+        assert_eq!(
+            post_ok(&server, &format!("{purge}&dry_run=true"), None)["matched"],
+            2,
+            "[{label}]"
+        );
+        let r = post_ok(&server, &purge, None);
+        assert_eq!(
+            (r["matched"].clone(), r["changed"].clone()),
+            (json!(2), json!(2)),
+            "[{label}] {r}"
+        );
+        assert!(store.get_job(by_account[0]).unwrap().is_none(), "[{label}]");
+        assert!(store.get_job(by_account[1]).unwrap().is_none(), "[{label}]");
+        assert_eq!(
+            store.get_job(by_account[2]).unwrap().unwrap()["state"],
+            "dead",
+            "[{label}]"
+        );
+        for bad in [
+            "action=purge",
+            "action=purge&state=running",
+            "action=requeue&state=pending",
+            "action=cancel&state=dead",
+        ] {
+            let r = post_auth(&server, &format!("/api/queues/{q2}/bulk?{bad}"), None);
+            assert_eq!(r.status, 400, "[{label}] {bad}: {}", r.text);
+        }
+        assert_eq!(
+            queue2.stats().unwrap()["dead"],
+            1,
+            "[{label}] refused: nothing changed"
+        );
+
         // An outbox's backing queue pauses the outbox.
         let outbox = fresh("web-outbox");
         let mut tx = store.begin().unwrap();

@@ -76,6 +76,7 @@ BEGIN
     ('alk_get_job(bigint)', 'alkstore_user'),
     ('alk_job_errors(bigint)', 'alkstore_user'),
     ('alk_requeue_dead(bigint)', 'alkstore_admin'),
+    ('alk_delete_job(bigint)', 'alkstore_admin'),
     ('alk_queue_configure(text, jsonb)', 'alkstore_admin'),
     ('alk_queue_opts(text)', 'alkstore_user'),
     ('alk_queue_stats(text)', 'alkstore_user'),
