@@ -19,6 +19,9 @@ pub fn serve(url: &str, listen: &str, token: Option<String>, read_only: bool) ->
         .into());
     }
     let db = alkstore_web::Db::open(url)?;
+    if let Some(note) = alkstore_web::role_note(&db) {
+        eprintln!("alkstore web: {note}");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -415,25 +415,9 @@ fn exporter_with(url: &str, args: &[&str]) -> (std::process::Child, String) {
 
 /// Scrapes `/metrics` once the exporter answers.
 fn scrape(addr: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut conn) = std::net::TcpStream::connect(addr) {
-            write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-            let mut response = String::new();
-            conn.read_to_string(&mut response).unwrap();
-            assert!(
-                response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
-                "{response}"
-            );
-            return response
-                .split("\r\n\r\n")
-                .nth(1)
-                .unwrap_or_default()
-                .to_string();
-        }
-        assert!(Instant::now() < deadline, "the exporter never answered");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (status, body) = http_get(addr, "/metrics", "");
+    assert!(status.contains(" 200 "), "{status}: {body}");
+    body
 }
 
 fn sample(body: &str, series: &str) -> f64 {

@@ -235,6 +235,12 @@ pub async fn guard(State(app): State<Shared>, mut req: Request, next: Next) -> R
         None => None,
     };
     req.extensions_mut().insert(Csrf(csrf));
+    if !api && app.role.get().is_none() {
+        let db = app.db.clone();
+        if let Ok(note) = tokio::task::spawn_blocking(move || crate::role::note(&db)).await {
+            let _ = app.role.set(note);
+        }
+    }
     let mut response = next.run(req).await;
     if let Some(id) = new_cookie {
         set_cookie(&mut response, &app.config.base, &id);

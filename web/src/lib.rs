@@ -33,9 +33,11 @@ mod db;
 mod graph;
 mod health;
 mod pages;
+mod role;
 mod sampler;
 
 pub use db::Db;
+pub use role::note as role_note;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -61,6 +63,9 @@ pub(crate) struct App {
     pub config: Config,
     pub sessions: auth::Sessions,
     pub sampler: sampler::Sampler,
+    /// What the database role may not do ([`role_note`]), read before the
+    /// first page.
+    pub role: Arc<std::sync::OnceLock<Option<String>>>,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -72,6 +77,7 @@ pub fn router(db: Db, config: Config) -> Router {
     let db = Arc::new(db::Held::new(db));
     let app: Shared = Arc::new(App {
         sampler: sampler::Sampler::start(db.clone()),
+        role: Arc::default(),
         db,
         sessions: auth::Sessions::default(),
         config: Config {

@@ -111,6 +111,7 @@ fn layout(app: &Shared, csrf: &Csrf, title: &str, live: bool, body: Markup) -> M
                         button.link data-url={(base) "/logout"} data-then="login" { "Log out" }
                     }
                 }
+                @if let Some(Some(note)) = app.role.get() { p.banner #role-note { (note) } }
                 div #flash role="alert" {}
                 main { h1 { (title) } (body) }
             }

@@ -836,6 +836,30 @@ fn a_role_without_the_admin_grant_is_told_what_it_needs() {
     let page = get(&server.url("/"), &[(a[0].0, &a[0].1)]);
     assert_eq!(page.status, 403);
     assert!(page.text.contains("alkstore_admin"), "{}", page.text);
-    drop(server);
+    // A page it may show (a job by id) says up front what it cannot do.
+    let id: i64 = admin
+        .query_one("SELECT alk_enqueue('web-role-q', NULL, '{}')", &[])
+        .unwrap()
+        .get(0);
+    let page = get(&server.url(&format!("/jobs/{id}")), &[(a[0].0, &a[0].1)]);
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert!(
+        page.text.contains("role-note")
+            && page.text.contains(&format!(
+                "Connected as role {role}, a member of alkstore_user but not of alkstore_admin"
+            )),
+        "{}",
+        page.text
+    );
+    // The admin role's own dashboard says nothing of the kind.
+    let admin_server = serve(&url, with_token());
+    let page = get(
+        &admin_server.url(&format!("/jobs/{id}")),
+        &[(a[0].0, &a[0].1)],
+    );
+    assert_eq!(page.status, 200);
+    assert!(!page.text.contains("role-note"), "{}", page.text);
+    admin.query_one("SELECT alk_cancel($1)", &[&id]).unwrap();
+    drop((server, admin_server));
     admin.batch_execute(&format!("DROP ROLE {role}")).unwrap();
 }
