@@ -280,7 +280,7 @@ fn login_page(base: &str, error: Option<&str>) -> Markup {
 /// `GET /login`: the token form.
 pub async fn login_form(State(app): State<Shared>) -> Response {
     if app.config.token.is_none() {
-        return Redirect::to(&format!("{}/", app.config.base)).into_response();
+        return Redirect::to(&crate::home(&app.config.base)).into_response();
     }
     login_page(&app.config.base, None).into_response()
 }
@@ -294,7 +294,7 @@ pub struct LoginForm {
 /// answers 401 after a pause that makes guessing slow.
 pub async fn login(State(app): State<Shared>, Form(form): Form<LoginForm>) -> Response {
     let Some(token) = &app.config.token else {
-        return Redirect::to(&format!("{}/", app.config.base)).into_response();
+        return Redirect::to(&crate::home(&app.config.base)).into_response();
     };
     if !same(token, &form.token) {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -305,7 +305,7 @@ pub async fn login(State(app): State<Shared>, Form(form): Form<LoginForm>) -> Re
             .into_response();
     }
     let (id, _) = app.sessions.create();
-    let mut response = Redirect::to(&format!("{}/", app.config.base)).into_response();
+    let mut response = Redirect::to(&crate::home(&app.config.base)).into_response();
     set_cookie(&mut response, &app.config.base, &id);
     response
 }

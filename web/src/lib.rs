@@ -57,6 +57,16 @@ pub struct Config {
     pub base: String,
 }
 
+/// The overview's address: `/` at the root, the prefix itself when nested
+/// (a nested router's `/` answers the prefix without a trailing slash).
+pub(crate) fn home(base: &str) -> String {
+    if base.is_empty() {
+        "/".into()
+    } else {
+        base.into()
+    }
+}
+
 /// What every handler shares.
 pub(crate) struct App {
     pub db: Arc<db::Held>,

@@ -96,9 +96,9 @@ fn layout(app: &Shared, csrf: &Csrf, title: &str, live: bool, body: Markup) -> M
             }
             body data-live=[live.then_some("1")] data-read-only=[app.config.read_only.then_some("1")] {
                 header {
-                    a.brand href={(base) "/"} { "alkstore" }
+                    a.brand href=(crate::home(base)) { "alkstore" }
                     nav {
-                        a href={(base) "/"} { "Queues" }
+                        a href=(crate::home(base)) { "Queues" }
                         a href={(base) "/dead"} { "Dead letters" }
                         a href={(base) "/streams"} { "Streams" }
                         a href={(base) "/schedules"} { "Schedules" }

@@ -863,3 +863,57 @@ fn a_role_without_the_admin_grant_is_told_what_it_needs() {
     drop((server, admin_server));
     admin.batch_execute(&format!("DROP ROLE {role}")).unwrap();
 }
+
+#[test]
+fn nested_under_a_prefix_every_link_and_the_cookie_stay_under_it() {
+    let t = &targets()[0];
+    let store = alkstore::open(&t.url).unwrap();
+    let queue = fresh("web-nested");
+    let (dead, _, _) = seed(&store, &queue);
+    let config = Config {
+        base: "/admin/jobs".into(),
+        ..with_token()
+    };
+    let server = serve_under(&t.url, config, "/admin/jobs");
+    let a = auth();
+    let r = get(&server.url("/admin/jobs/api/queues"), &[(a[0].0, &a[0].1)]);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        get(&server.url("/api/queues"), &[(a[0].0, &a[0].1)]).status,
+        404
+    );
+    // A browser is sent to the prefixed login, and its cookie is the prefix's.
+    let r = get(&server.url("/admin/jobs"), &[]);
+    assert_eq!(
+        (r.status, r.location.as_deref()),
+        (303, Some("/admin/jobs/login"))
+    );
+    let r = post_form(&server.url("/admin/jobs/login"), &[("token", TOKEN)]);
+    assert_eq!(r.location.as_deref(), Some("/admin/jobs"));
+    assert!(
+        r.set_cookie[0].contains("Path=/admin/jobs"),
+        "{:?}",
+        r.set_cookie
+    );
+    let session = r.set_cookie[0].split(';').next().unwrap().to_string();
+    let page = get(&server.url("/admin/jobs/dead"), &[("cookie", &session)]);
+    assert_eq!(page.status, 200, "{}", page.text);
+    for link in [
+        "href=\"/admin/jobs/assets/app.css\"".to_string(),
+        format!("href=\"/admin/jobs/jobs/{dead}\""),
+        format!("data-url=\"/admin/jobs/api/jobs/{dead}/requeue\""),
+        "content=\"/admin/jobs\"".to_string(),
+    ] {
+        assert!(page.text.contains(&link), "{link} in {}", page.text);
+    }
+    // Every link stays under the prefix and leads somewhere.
+    for href in page.text.split("href=\"").skip(1) {
+        let href = href.split('"').next().unwrap();
+        assert!(
+            href.starts_with("/admin/jobs"),
+            "a link outside the prefix: {href}"
+        );
+        let r = get(&server.url(href), &[("cookie", &session)]);
+        assert_eq!(r.status, 200, "{href}: {}", r.text);
+    }
+}

@@ -33,6 +33,12 @@ impl Drop for Server {
 
 /// Serves the dashboard of `url`.
 pub fn serve(url: &str, config: Config) -> Server {
+    serve_under(url, config, "")
+}
+
+/// Serves it nested under `prefix` in an application's router (`""`: at
+/// the root), as docs/web.md shows.
+pub fn serve_under(url: &str, config: Config, prefix: &str) -> Server {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -42,7 +48,10 @@ pub fn serve(url: &str, config: Config) -> Server {
     let addr = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let app = alkstore_web::router(db, config);
+        let app = match prefix {
+            "" => alkstore_web::router(db, config),
+            prefix => axum::Router::new().nest(prefix, alkstore_web::router(db, config)),
+        };
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         addr
     });
