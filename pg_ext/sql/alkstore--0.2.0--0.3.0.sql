@@ -2046,8 +2046,9 @@ LANGUAGE sql STABLE AS $$
     'depends_on', to_jsonb(j.depends_on), 'waiting_for', alkstore.waiting_for(j))
 $$;
 
--- Every error the job met, oldest first (the trigger in schema.sql writes
--- them); [] for a job without any, NULL when there is no such job.
+-- Every error the job met, oldest first (each statement that writes
+-- last_error appends to errors: alkstore.push_error in common.sql); [] for a
+-- job without any, NULL when there is no such job.
 CREATE OR REPLACE FUNCTION alk_job_errors(job_id bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE

@@ -379,6 +379,7 @@ per_engine! {
         let doc = db.ok("alk_get_job", &[Arg::Int(after_dead)]);
         assert_eq!(doc["state"], "dead", "[{e}] {doc}");
         assert_eq!(doc["last_error"], format!("dependency {dead} dead"), "[{e}]");
+        assert_eq!(db.ok("alk_job_errors", &[Arg::Int(after_dead)]), json!([]), "[{e}] written dead, never ran");
         let after_done = db.int("alk_enqueue", &[t(&q), j(&json!({"depends_on": [done]}).to_string()), j("{}")]);
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(after_done)])["waiting_for"], Value::Null, "[{e}] runnable");
         // Ids as alk_requeue_dead takes them.
