@@ -1,7 +1,8 @@
 //! `alkstore metrics`: a Prometheus exporter. Each scrape of `/metrics`
-//! reads `alk_queues()` and `alk_streams()` once and answers in the text
-//! exposition format; a failed read answers `alkstore_up 0` and counts
-//! `alkstore_exporter_scrape_errors_total`.
+//! reads `alk_queues()` and `alk_streams()` once (on PostgreSQL also what
+//! holds back vacuum and the dead tuples of alkstore's tables) and answers
+//! in the text exposition format; a failed read answers `alkstore_up 0` and
+//! counts `alkstore_exporter_scrape_errors_total`.
 
 use crate::Fallible;
 use prometheus::{
@@ -10,9 +11,93 @@ use prometheus::{
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The exporter's connection: on PostgreSQL it also reads the server's
+/// statistics.
+enum Opened {
+    Postgres(alkstore::PgStore),
+    Sqlite(alkstore::Store),
+}
+
+impl Opened {
+    fn open(url: &str) -> alkstore::Result<Opened> {
+        Ok(match alkstore::url::DbUrl::parse(url)? {
+            alkstore::url::DbUrl::Postgres(url) => {
+                Opened::Postgres(alkstore::PgStore::connect(&url)?)
+            }
+            alkstore::url::DbUrl::Sqlite(_) => Opened::Sqlite(alkstore::open(url)?),
+        })
+    }
+
+    fn store(&self) -> &alkstore::Store {
+        match self {
+            Opened::Postgres(pg) => pg,
+            Opened::Sqlite(store) => store,
+        }
+    }
+}
+
+/// What holds back vacuum in this database, and the dead tuples of
+/// alkstore's tables: claims walk the index entries of every job version
+/// vacuum could not remove yet (docs/operating.md, "Long transactions").
+/// Other roles' transactions are seen with `pg_monitor` (or as superuser).
+const PG_VACUUM: &str = r#"
+SELECT coalesce(extract(epoch FROM now() - least(
+         (SELECT min(xact_start) FROM pg_stat_activity
+           WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid()
+             AND (datname = current_database() OR datname IS NULL)),
+         (SELECT min(prepared) FROM pg_prepared_xacts WHERE database = current_database()))), 0)::float8,
+       coalesce(greatest(
+         (SELECT max(greatest(age(backend_xmin), age(backend_xid))) FROM pg_stat_activity
+           WHERE pid <> pg_backend_pid() AND (datname = current_database() OR datname IS NULL)),
+         (SELECT max(age(transaction)) FROM pg_prepared_xacts WHERE database = current_database()),
+         (SELECT max(greatest(age(xmin), age(catalog_xmin))) FROM pg_replication_slots)), 0)::bigint
+"#;
+
+/// The PostgreSQL figures of [`PG_VACUUM`] into `registry`.
+fn collect_vacuum(pg: &alkstore::PgStore, registry: &Registry) -> alkstore::Result<()> {
+    let age = prometheus::Gauge::new(
+        "alkstore_pg_oldest_transaction_age_seconds",
+        "How long the oldest transaction (or prepared transaction) of this database holding back vacuum has been open (0: none).",
+    )
+    .expect("metric");
+    let xids = IntGauge::new(
+        "alkstore_pg_oldest_xmin_age_xids",
+        "Transactions since the oldest xmin anything holds: sessions of this database, walsenders, prepared transactions, replication slots.",
+    )
+    .expect("metric");
+    let dead = IntGaugeVec::new(
+        Opts::new(
+            "alkstore_pg_dead_tuples",
+            "Dead tuples of an alkstore table (pg_stat_user_tables.n_dead_tup).",
+        ),
+        &["table"],
+    )
+    .expect("metric");
+    let mut tx = pg.transaction()?;
+    let row = tx.client().query_one(PG_VACUUM, &[])?;
+    age.set(row.get(0));
+    xids.set(row.get(1));
+    for row in tx.client().query(
+        "SELECT relname::text, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'alkstore'",
+        &[],
+    )? {
+        dead.with_label_values(&[row.get::<_, &str>(0)])
+            .set(row.get(1));
+    }
+    tx.rollback()?;
+    registry.register(Box::new(age)).expect("unique");
+    registry.register(Box::new(xids)).expect("unique");
+    registry.register(Box::new(dead)).expect("unique");
+    Ok(())
+}
+
 /// The figures of one scrape, in a registry of its own: a queue or consumer
 /// that is gone is gone from the next scrape too.
-fn collect(store: &alkstore::Store, registry: &Registry) -> alkstore::Result<()> {
+fn collect(opened: &Opened, registry: &Registry) -> alkstore::Result<()> {
+    if let Opened::Postgres(pg) = opened {
+        collect_vacuum(pg, registry)?;
+    }
+    let store = opened.store();
     let jobs = IntGaugeVec::new(
         Opts::new(
             "alkstore_queue_jobs",
@@ -124,13 +209,13 @@ pub fn serve(url: &str, listen: &str, timeout: Duration) -> Fallible {
 /// Reads the database for every scrape waiting, one read at a time; a read
 /// that finds more scrapes queued behind it answers them all.
 fn collector(url: &str, waiting: &mpsc::Receiver<Reply>) {
-    let mut store: Option<alkstore::Store> = None;
+    let mut store: Option<Opened> = None;
     while let Ok(first) = waiting.recv() {
         let mut replies = vec![first];
         replies.extend(waiting.try_iter());
         let result: alkstore::Result<Registry> = (|| {
             if store.is_none() {
-                store = Some(alkstore::open(url)?);
+                store = Some(Opened::open(url)?);
             }
             let registry = Registry::new();
             collect(store.as_ref().expect("opened"), &registry)?;

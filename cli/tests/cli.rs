@@ -429,6 +429,44 @@ fn sample(body: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in\n{body}"))
 }
 
+/// On PostgreSQL the exporter says how long a transaction has held back
+/// vacuum (what makes claims walk dead index entries) and the dead tuples of
+/// alkstore's tables; on SQLite there is nothing of the kind.
+#[test]
+fn the_exporter_shows_what_holds_back_vacuum() {
+    const AGE: &str = "alkstore_pg_oldest_transaction_age_seconds";
+    for (url, _dir) in urls() {
+        let (mut exporter, addr) = exporter(&url);
+        if url.starts_with("sqlite:") {
+            let body = scrape(&addr);
+            assert!(!body.contains("alkstore_pg_"), "{body}");
+            exporter.kill().unwrap();
+            exporter.wait().unwrap();
+            continue;
+        }
+        // A writing transaction left open, as the pressure benchmark's.
+        let mut holder = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        holder
+            .batch_execute("BEGIN; SELECT txid_current()")
+            .unwrap();
+        let started = std::time::Instant::now();
+        std::thread::sleep(Duration::from_secs(3));
+        let held = scrape(&addr);
+        holder.batch_execute("ROLLBACK").unwrap();
+        let released = scrape(&addr);
+        exporter.kill().unwrap();
+        exporter.wait().unwrap();
+        let age = sample(&held, AGE);
+        assert!(
+            age >= 3.0 && age <= started.elapsed().as_secs_f64() + 1.0,
+            "{url}: {age}\n{held}"
+        );
+        assert!(sample(&held, "alkstore_pg_oldest_xmin_age_xids") >= 0.0);
+        assert!(sample(&held, "alkstore_pg_dead_tuples{table=\"jobs\"}") >= 0.0);
+        assert!(sample(&released, AGE) < 3.0, "{url}\n{released}");
+    }
+}
+
 #[test]
 fn the_exporter_serves_the_database_figures() {
     for (url, _dir) in urls() {
