@@ -638,6 +638,22 @@ fn sqlite_upgrades_a_database_written_by(v: &str) {
         &path,
     )
     .unwrap();
+    if v != "0.1.0" {
+        // The file was written once, with job 10's idempotency key on the
+        // default one-day TTL (the PostgreSQL fixture is replayed, so its
+        // keys are always fresh): keys are moved forward by the file's age
+        // (since job 10 was enqueued) so that they have the time left they
+        // had when written, whatever day the test runs.
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE alk_idempotency SET expires_at = expires_at
+                   + CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+                   - (SELECT created_at FROM alk_jobs WHERE id = 10)",
+                [],
+            )
+            .unwrap();
+    }
     let columns = columns_sqlite(&path);
     let before = rows_sqlite(&path, &columns);
     let version = |p: &Path| -> String {
