@@ -36,33 +36,16 @@ impl Opened {
     }
 }
 
-/// What holds back vacuum in this database, and the dead tuples of
-/// alkstore's tables: claims walk the index entries of every job version
-/// vacuum could not remove yet (docs/operating.md, "Long transactions").
-/// Other roles' transactions are seen with `pg_monitor` (or as superuser).
-const PG_VACUUM: &str = r#"
-SELECT coalesce(extract(epoch FROM now() - least(
-         (SELECT min(xact_start) FROM pg_stat_activity
-           WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid()
-             AND (datname = current_database() OR datname IS NULL)),
-         (SELECT min(prepared) FROM pg_prepared_xacts WHERE database = current_database()))), 0)::float8,
-       coalesce(greatest(
-         (SELECT max(greatest(age(backend_xmin), age(backend_xid))) FROM pg_stat_activity
-           WHERE pid <> pg_backend_pid() AND (datname = current_database() OR datname IS NULL)),
-         (SELECT max(age(transaction)) FROM pg_prepared_xacts WHERE database = current_database()),
-         (SELECT max(greatest(age(xmin), age(catalog_xmin))) FROM pg_replication_slots)), 0)::bigint
-"#;
-
-/// The PostgreSQL figures of [`PG_VACUUM`] into `registry`.
+/// What holds back vacuum in this database ([`alkstore::Horizon`]) and the
+/// dead tuples of alkstore's tables: claims walk the index entries of every
+/// job version vacuum could not remove yet (docs/operating.md, "Long
+/// transactions"). A role that cannot see other roles' transactions gets
+/// `alkstore_pg_sessions_visible 0` and no ages: a zero it could not see
+/// behind would read as "nothing holds vacuum back".
 fn collect_vacuum(pg: &alkstore::PgStore, registry: &Registry) -> alkstore::Result<()> {
-    let age = prometheus::Gauge::new(
-        "alkstore_pg_oldest_transaction_age_seconds",
-        "How long the oldest transaction (or prepared transaction) of this database holding back vacuum has been open (0: none).",
-    )
-    .expect("metric");
-    let xids = IntGauge::new(
-        "alkstore_pg_oldest_xmin_age_xids",
-        "Transactions since the oldest xmin anything holds: sessions of this database, walsenders, prepared transactions, replication slots.",
+    let visible = IntGauge::new(
+        "alkstore_pg_sessions_visible",
+        "1 if the exporter's role sees other roles' transactions (pg_monitor or superuser); the two ages below are exported only then.",
     )
     .expect("metric");
     let dead = IntGaugeVec::new(
@@ -73,10 +56,8 @@ fn collect_vacuum(pg: &alkstore::PgStore, registry: &Registry) -> alkstore::Resu
         &["table"],
     )
     .expect("metric");
+    let horizon = pg.horizon()?;
     let mut tx = pg.transaction()?;
-    let row = tx.client().query_one(PG_VACUUM, &[])?;
-    age.set(row.get(0));
-    xids.set(row.get(1));
     for row in tx.client().query(
         "SELECT relname::text, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'alkstore'",
         &[],
@@ -85,8 +66,24 @@ fn collect_vacuum(pg: &alkstore::PgStore, registry: &Registry) -> alkstore::Resu
             .set(row.get(1));
     }
     tx.rollback()?;
-    registry.register(Box::new(age)).expect("unique");
-    registry.register(Box::new(xids)).expect("unique");
+    visible.set(horizon.sees_all_sessions.into());
+    if horizon.sees_all_sessions {
+        let age = prometheus::Gauge::new(
+            "alkstore_pg_oldest_transaction_age_seconds",
+            "How long the oldest transaction (or prepared transaction) of this database holding back vacuum has been open (0: none).",
+        )
+        .expect("metric");
+        let xids = IntGauge::new(
+            "alkstore_pg_oldest_xmin_age_xids",
+            "Transactions since the oldest xmin anything holds: sessions of this database, walsenders, prepared transactions, replication slots.",
+        )
+        .expect("metric");
+        age.set(horizon.oldest_transaction_age_s.unwrap_or(0.0));
+        xids.set(horizon.oldest_xmin_age_xids());
+        registry.register(Box::new(age)).expect("unique");
+        registry.register(Box::new(xids)).expect("unique");
+    }
+    registry.register(Box::new(visible)).expect("unique");
     registry.register(Box::new(dead)).expect("unique");
     Ok(())
 }

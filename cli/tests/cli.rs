@@ -467,6 +467,59 @@ fn the_exporter_shows_what_holds_back_vacuum() {
     }
 }
 
+/// A role that cannot see other roles' sessions (no `pg_monitor`) is not
+/// told that nothing holds back vacuum while another role's transaction
+/// does: the exporter says it cannot see, and exports no age until the role
+/// may read them.
+#[test]
+fn the_exporter_does_not_report_a_horizon_it_cannot_see() {
+    const AGE: &str = "alkstore_pg_oldest_transaction_age_seconds";
+    const VISIBLE: &str = "alkstore_pg_sessions_visible";
+    for (url, _dir) in urls() {
+        if url.starts_with("sqlite:") {
+            continue;
+        }
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let role = fresh("cli_operator").replace('-', "_");
+        admin
+            .batch_execute(&format!(
+                "CREATE ROLE {role} LOGIN PASSWORD 'op-pass' IN ROLE alkstore_admin"
+            ))
+            .unwrap();
+        let db: String = admin
+            .query_one("SELECT current_database()", &[])
+            .unwrap()
+            .get(0);
+        let (mut exporter, addr) =
+            exporter(&format!("postgresql://{role}:op-pass@127.0.0.1:5432/{db}"));
+        // Another role (the superuser here) holds a transaction id.
+        let mut holder = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        holder
+            .batch_execute("BEGIN; SELECT txid_current()")
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let blind = scrape(&addr);
+        admin
+            .batch_execute(&format!("GRANT pg_monitor TO {role}"))
+            .unwrap();
+        let seeing = scrape(&addr);
+        holder.batch_execute("ROLLBACK").unwrap();
+        exporter.kill().unwrap();
+        exporter.wait().unwrap();
+        admin.batch_execute(&format!("DROP ROLE {role}")).unwrap();
+        assert_eq!(sample(&blind, "alkstore_up"), 1.0, "{url}\n{blind}");
+        assert_eq!(sample(&blind, VISIBLE), 0.0, "{url}\n{blind}");
+        assert!(!blind.contains(AGE), "{url}\n{blind}");
+        assert!(
+            !blind.contains("alkstore_pg_oldest_xmin_age_xids"),
+            "{blind}"
+        );
+        assert!(sample(&blind, "alkstore_pg_dead_tuples{table=\"jobs\"}") >= 0.0);
+        assert_eq!(sample(&seeing, VISIBLE), 1.0, "{url}\n{seeing}");
+        assert!(sample(&seeing, AGE) >= 2.0, "{url}\n{seeing}");
+    }
+}
+
 #[test]
 fn the_exporter_serves_the_database_figures() {
     for (url, _dir) in urls() {

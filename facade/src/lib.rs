@@ -64,6 +64,8 @@ mod claimant;
 mod engine;
 mod error;
 #[cfg(feature = "blocking")]
+mod horizon;
+#[cfg(feature = "blocking")]
 mod lock;
 #[cfg(feature = "blocking")]
 mod notify;
@@ -133,6 +135,8 @@ pub use async_worker::PgTransaction;
 ))]
 pub use async_worker::{AsyncTransaction, AsyncWorker, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use error::{Error, Result};
+#[cfg(feature = "blocking")]
+pub use horizon::{Horizon, HorizonHolder};
 #[cfg(feature = "blocking")]
 pub use lock::LockGuard;
 #[cfg(feature = "blocking")]

@@ -1,7 +1,8 @@
 //! The health panel's readings. On PostgreSQL: live and dead tuples and the
-//! last (auto)vacuum of each alkstore table, the oldest transaction that
-//! holds back vacuum (and who holds it), prepared transactions and
-//! replication slots holding an xmin, and `pg_notification_queue_usage()`.
+//! last (auto)vacuum of each alkstore table, what holds back vacuum
+//! ([`alkstore::Horizon`]: the oldest transaction and who holds it, prepared
+//! transactions, replication slots, whether this role sees other roles'
+//! sessions) and `pg_notification_queue_usage()`.
 //! On SQLite: the file's pages, free pages and journal mode.
 
 use crate::db::{ApiError, Db};
@@ -16,19 +17,6 @@ SELECT json_build_object(
              'last_autovacuum', last_autovacuum, 'last_vacuum', last_vacuum)
            ORDER BY n_dead_tup DESC, relname)
       FROM pg_stat_user_tables WHERE schemaname = 'alkstore'), '[]'::json),
-  'oldest_transaction', (
-    SELECT json_build_object(
-             'pid', pid, 'user', usename, 'application_name', application_name,
-             'state', state, 'age_s', round(extract(epoch FROM now() - xact_start)::numeric, 1),
-             'xmin_age', age(backend_xmin))
-      FROM pg_stat_activity
-     WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
-       -- another database's snapshot does not hold back this one's tables;
-       -- a walsender's (hot_standby_feedback: no database) does
-       AND (datname = current_database() OR datname IS NULL)
-     ORDER BY age(backend_xmin) DESC LIMIT 1),
-  'prepared_transactions', (SELECT count(*) FROM pg_prepared_xacts),
-  'replication_slot_xmin_age', (SELECT max(greatest(age(xmin), age(catalog_xmin))) FROM pg_replication_slots),
   'notification_queue_usage', pg_notification_queue_usage()
 )::text
 "#;
@@ -44,7 +32,19 @@ pub fn read(db: &Db) -> Result<Value, ApiError> {
                 .map_err(alkstore::Error::from)?;
             let text: String = row.get(0);
             tx.rollback()?;
-            Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+            let mut doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let h = pg.horizon()?;
+            doc["sees_all_sessions"] = json!(h.sees_all_sessions);
+            doc["oldest_transaction"] = h.holder.map_or(Value::Null, |o| {
+                json!({
+                    "pid": o.pid, "user": o.user, "application_name": o.application_name,
+                    "state": o.state, "gid": o.gid,
+                    "age_s": o.age_s.map(|s| (s * 10.0).round() / 10.0), "xmin_age": o.xid_age,
+                })
+            });
+            doc["prepared_transactions"] = json!(h.prepared_transactions);
+            doc["replication_slot_xmin_age"] = json!(h.replication_slot_xmin_age);
+            Ok(doc)
         }
         Db::Sqlite(lite) => {
             let tx = lite.transaction()?;

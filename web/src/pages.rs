@@ -589,10 +589,13 @@ pub async fn health(State(app): State<Shared>, Extension(csrf): Extension<Csrf>)
     let body = html! {
         @if h["engine"] == "postgres" {
             h2 { "Oldest transaction holding back vacuum" }
+            @if h["sees_all_sessions"] == false {
+                p.banner #sessions-hidden { "This role cannot see other roles' transactions (grant it pg_monitor): a transaction they hold open is not shown here." }
+            }
             @if h["oldest_transaction"].is_null() {
                 p #oldest-transaction { "none" }
             } @else {
-                (table(&Value::Array(vec![h["oldest_transaction"].clone()]), &["pid", "user", "application_name", "state", "age_s", "xmin_age"], ""))
+                (table(&Value::Array(vec![h["oldest_transaction"].clone()]), &["pid", "user", "application_name", "state", "gid", "age_s", "xmin_age"], ""))
             }
             @let or_none = |v: &Value| if v.is_null() { "none".to_string() } else { text(v) };
             p { "Prepared transactions: " (or_none(&h["prepared_transactions"]))

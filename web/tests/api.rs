@@ -276,7 +276,14 @@ fn listings_match_the_admin_functions() {
             .any(|l| l["name"] == lease.as_str() && l["held"] == true));
         store.unschedule(&schedule).unwrap();
 
+        // A transaction holding an XID while the health panel reads.
+        let holder = (t.label != "sqlite").then(|| {
+            let mut c = postgres::Client::connect(&t.url, postgres::NoTls).unwrap();
+            c.batch_execute("BEGIN; SELECT txid_current()").unwrap();
+            c
+        });
         let health = get_ok(&server, "/api/health");
+        drop(holder);
         if t.label == "sqlite" {
             assert_eq!(health["engine"], "sqlite");
             assert_eq!(health["journal_mode"], "wal");
@@ -292,6 +299,11 @@ fn listings_match_the_admin_functions() {
                 "[{label}] {health}"
             );
             assert!(health["notification_queue_usage"].is_number());
+            assert_eq!(health["sees_all_sessions"], true, "[{label}] {health}");
+            assert!(health["prepared_transactions"].is_number(), "{health}");
+            let oldest = &health["oldest_transaction"];
+            assert!(oldest["xmin_age"].is_number(), "[{label}] {health}");
+            assert!(oldest["state"].is_string(), "[{label}] {health}");
         }
     }
 }
