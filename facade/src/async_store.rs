@@ -3,6 +3,8 @@
 //! (`sqlx-sqlite`), or tokio-postgres with deadpool-postgres
 //! (`tokio-postgres`) — with waiting by wake-ups, on tokio.
 
+#[cfg(feature = "sqlx-sqlite")]
+mod direct;
 mod engine;
 mod notify;
 mod queue;
@@ -64,6 +66,9 @@ pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 pub struct AsyncStore<DB: AsyncEngine = DefaultEngine> {
     pool: DB::Pool,
     wakeups: Arc<Wakeups>,
+    /// SQLite opened by `open_sqlite`: the hot calls' own connections.
+    #[cfg(feature = "sqlx-sqlite")]
+    direct: Option<Arc<direct::Direct>>,
 }
 
 impl<DB: AsyncEngine> Clone for AsyncStore<DB> {
@@ -71,23 +76,45 @@ impl<DB: AsyncEngine> Clone for AsyncStore<DB> {
         AsyncStore {
             pool: self.pool.clone(),
             wakeups: self.wakeups.clone(),
+            #[cfg(feature = "sqlx-sqlite")]
+            direct: self.direct.clone(),
         }
     }
 }
 
+/// The busy timeout of `open_sqlite`'s connections.
+#[cfg(feature = "sqlx-sqlite")]
+const BUSY_TIMEOUT_MS: i32 = 5000;
+
 #[cfg(feature = "sqlx-sqlite")]
 impl AsyncStore<sqlx::Sqlite> {
     /// Opens (creating if needed) a SQLite database file in WAL mode, with a
-    /// pool whose connections get the `alk_*` functions in-process.
+    /// pool whose connections get the `alk_*` functions in-process, a 5 s
+    /// busy timeout and [`SqliteStore`](crate::SqliteStore)'s `synchronous
+    /// = NORMAL` (in WAL a commit survives a crash of the process; a power
+    /// loss may take the last commits, never the file's consistency; sqlx's
+    /// default is SQLite's `FULL`, a sync of the log at every commit: with
+    /// your own pool, say which you want).
+    ///
+    /// The calls a worker, producer or consumer makes per job or event
+    /// (claim, ack, enqueue, publish, read, …) run on SQLite connections of
+    /// the store's own, on the calling task: each takes tens of
+    /// microseconds, where a trip to the thread sqlx runs each connection
+    /// on cost four to five times that. One that meets another
+    /// connection's write lock goes to the pool instead, and waits there.
     pub async fn open_sqlite(
         path: impl AsRef<std::path::Path>,
     ) -> Result<AsyncStore<sqlx::Sqlite>> {
-        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+        use sqlx::sqlite::{
+            SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+        };
+        let path = path.as_ref();
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(5));
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS as u64));
         let pool = SqlitePoolOptions::new()
             // A local file needs no ping before each checkout: one round
             // trip to the connection's thread less per call.
@@ -101,7 +128,13 @@ impl AsyncStore<sqlx::Sqlite> {
             })
             .connect_with(options)
             .await?;
-        AsyncStore::from_pool(pool).await
+        let mut store = AsyncStore::from_pool(pool).await?;
+        // The pool made the file and its schema; a path that is not UTF-8
+        // keeps every call on the pool.
+        store.direct = path
+            .to_str()
+            .map(|p| Arc::new(direct::Direct::new(p.to_string(), BUSY_TIMEOUT_MS)));
+        Ok(store)
     }
 }
 
@@ -114,7 +147,23 @@ impl<DB: SqlxEngine> AsyncStore<DB> {
     /// takes one connection.
     pub async fn from_pool(pool: sqlx::Pool<DB>) -> Result<AsyncStore<DB>> {
         let wakeups = DB::wakeups(&pool).await?;
-        Ok(AsyncStore { pool, wakeups })
+        Ok(AsyncStore {
+            pool,
+            wakeups,
+            #[cfg(feature = "sqlx-sqlite")]
+            direct: None,
+        })
+    }
+}
+
+/// The store as an [`AsyncTxHandle`](crate::AsyncTxHandle) whose every call
+/// runs in its own transaction ([`AsyncStore::call`]): the typed calls of
+/// the queue handles, where the hot ones may take the store's own path.
+pub(crate) struct Autocommit<'a, DB: AsyncEngine>(pub(crate) &'a AsyncStore<DB>);
+
+impl<DB: AsyncEngine> crate::AsyncTxHandle for Autocommit<'_, DB> {
+    async fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value> {
+        self.0.call(function, args).await
     }
 }
 
@@ -126,6 +175,13 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
 
     /// Begins a transaction on the pool; use [`AsyncTxHandle`](crate::AsyncTxHandle)'s
     /// methods (or [`AsyncConn`]) and your own queries on it, then commit.
+    /// On SQLite it is sqlx's deferred `BEGIN`: the write lock is taken at
+    /// the first write, so other writers (heartbeats, claims) go on until
+    /// then; but a transaction that has read before its first write fails
+    /// at that write at once (`database is locked`, whatever the busy
+    /// timeout) if another connection is writing — SQLite's rule. To wait
+    /// for the lock up front instead, begin on the pool with
+    /// `pool.begin_with("BEGIN IMMEDIATE")`.
     pub async fn begin(&self) -> Result<DB::Transaction> {
         DB::begin(&self.pool).await
     }
@@ -135,6 +191,10 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), and nothing
     /// is sent.
     pub async fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
+        #[cfg(feature = "sqlx-sqlite")]
+        if let Some(out) = self.direct.as_ref().and_then(|d| d.call(function, args)) {
+            return out;
+        }
         let mut conn = DB::acquire(&self.pool).await?;
         DB::call_on(&mut conn, function, args).await
     }
@@ -169,8 +229,7 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
         payload: &T,
     ) -> Result<()> {
         use crate::AsyncTxHandle;
-        let mut conn = DB::acquire(&self.pool).await?;
-        AsyncConn::<DB>(&mut conn).notify_tx(channel, payload).await
+        Autocommit(self).notify_tx(channel, payload).await
     }
 
     /// Notifications on `channel` from now on.
@@ -226,6 +285,8 @@ impl AsyncStore<sqlx::Postgres> {
         Ok(AsyncStore {
             pool,
             wakeups: Wakeups::start(listener),
+            #[cfg(feature = "sqlx-sqlite")]
+            direct: None,
         })
     }
 }
@@ -257,6 +318,8 @@ impl AsyncStore<TokioPostgres> {
         Ok(AsyncStore {
             pool,
             wakeups: Wakeups::start(listener),
+            #[cfg(feature = "sqlx-sqlite")]
+            direct: None,
         })
     }
 }

@@ -161,3 +161,101 @@ async fn bad_input_is_the_contract_error() {
         .unwrap_err();
     assert_eq!(err.code(), Some("ALK04"), "{err}");
 }
+
+/// A call that meets another connection's write lock waits for it without
+/// holding up the runtime: on a current-thread runtime the holder is a task
+/// of the same thread, and its commit must get to run while the call waits
+/// (the hot calls run on the connection's handle from the calling task; one
+/// that would wait goes to the connection's own thread instead).
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_waiting_for_the_write_lock_does_not_stall_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir.path().join("app.db")).await;
+    sqlx::query("CREATE TABLE orders (item TEXT)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    conn.enqueue_tx("q", &EnqueueOpts::new(), &json!("first"))
+        .await
+        .unwrap();
+    // In the caller's transaction, the call waits in `BEGIN IMMEDIATE`; a
+    // deferred `BEGIN` that has read fails at its first write whatever the
+    // timeout (SQLite's rule; `AsyncStore::begin` says so).
+    for in_tx in [false, true] {
+        let mut holder = pool.begin().await.unwrap();
+        sqlx::query("INSERT INTO orders VALUES ('held')")
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            holder.commit().await.unwrap();
+        });
+        let started = std::time::Instant::now();
+        let id = if in_tx {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            let id = tx
+                .enqueue_tx("q", &EnqueueOpts::new(), &json!("in tx"))
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            id
+        } else {
+            conn.enqueue_tx("q", &EnqueueOpts::new(), &json!("alone"))
+                .await
+                .unwrap()
+        };
+        let waited = started.elapsed();
+        release.await.unwrap();
+        assert!(id > 0);
+        assert!(
+            waited >= std::time::Duration::from_millis(250)
+                && waited < std::time::Duration::from_secs(3),
+            "in_tx {in_tx}: waited {waited:?} (the busy timeout is 5 s)"
+        );
+    }
+    let stats = conn.call("alk_queue_stats", &["q".into()]).await.unwrap();
+    assert_eq!(stats["pending"], 3, "{stats}");
+    assert_eq!(orders(&pool).await, 2);
+}
+
+/// The same for the store's own calls (`AsyncStore::open_sqlite` runs the
+/// hot ones on connections of its own, on the calling task): one that
+/// meets the write lock of a transaction held by a task of the same
+/// current-thread runtime waits for its commit instead of stalling the
+/// runtime until the busy timeout.
+#[tokio::test(flavor = "current_thread")]
+async fn a_store_call_waiting_for_the_write_lock_does_not_stall_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = alkstore::AsyncStore::open_sqlite(dir.path().join("app.db"))
+        .await
+        .unwrap();
+    let queue = store.queue("q").unwrap();
+    queue.enqueue(&EnqueueOpts::new(), &json!(0)).await.unwrap();
+    let mut holder = store.begin().await.unwrap();
+    holder
+        .enqueue_tx("q", &EnqueueOpts::new(), &json!("held"))
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        holder.commit().await.unwrap();
+    });
+    let started = std::time::Instant::now();
+    queue
+        .enqueue(&EnqueueOpts::new(), &json!("after"))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    release.await.unwrap();
+    assert!(
+        waited >= std::time::Duration::from_millis(250)
+            && waited < std::time::Duration::from_secs(3),
+        "waited {waited:?} (the busy timeout is 5 s)"
+    );
+    let jobs = queue.claim("w", 10).await.unwrap();
+    assert_eq!(jobs.len(), 3);
+    assert!(queue.ack(jobs[0].id, "w").await.unwrap());
+    assert!(!queue.ack(jobs[0].id, "w").await.unwrap(), "acked once");
+}

@@ -2,7 +2,7 @@
 //! wake-up), ack, retry, fail, heartbeat.
 
 use super::wakeups::Watched;
-use super::{AsyncConn, AsyncEngine, AsyncStore, DefaultEngine, FALLBACK_POLL};
+use super::{AsyncEngine, AsyncStore, Autocommit, DefaultEngine, FALLBACK_POLL};
 use crate::async_tx::{claim_with, AsyncTxHandle};
 use crate::call;
 use crate::error::Result;
@@ -64,17 +64,15 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         opts: &EnqueueOpts,
         job: &T,
     ) -> Result<i64> {
-        let mut conn = DB::acquire(self.store.pool()).await?;
-        AsyncConn::<DB>(&mut conn)
+        Autocommit(&self.store)
             .enqueue_tx(&self.name, opts, job)
             .await
     }
 
     /// Claims up to `max_jobs` jobs now (possibly none).
     pub async fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        let mut conn = DB::acquire(self.store.pool()).await?;
         claim_with(
-            &mut AsyncConn::<DB>(&mut conn),
+            &mut Autocommit(&self.store),
             self.claim_fn,
             &self.claim_name,
             worker,
@@ -112,8 +110,7 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
 
     /// Acks a job this worker holds; true if it did.
     pub async fn ack(&self, job_id: i64, worker: &str) -> Result<bool> {
-        let mut conn = DB::acquire(self.store.pool()).await?;
-        AsyncConn::<DB>(&mut conn).ack_tx(job_id, worker).await
+        Autocommit(&self.store).ack_tx(job_id, worker).await
     }
 
     /// Acks with a result, kept with the completed job while the queue
@@ -138,18 +135,14 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         error: &str,
         delay: Option<Duration>,
     ) -> Result<Retried> {
-        let mut conn = DB::acquire(self.store.pool()).await?;
-        AsyncConn::<DB>(&mut conn)
+        Autocommit(&self.store)
             .retry_tx(job_id, worker, error, delay)
             .await
     }
 
     /// Dead-letters a job this worker holds.
     pub async fn fail(&self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
-        let mut conn = DB::acquire(self.store.pool()).await?;
-        AsyncConn::<DB>(&mut conn)
-            .fail_tx(job_id, worker, error)
-            .await
+        Autocommit(&self.store).fail_tx(job_id, worker, error).await
     }
 
     /// Extends the claim by `extend` (`None`: the stamped visibility
@@ -214,8 +207,7 @@ impl<DB: AsyncEngine> AsyncOutbox<DB> {
         opts: &EnqueueOpts,
         message: &T,
     ) -> Result<i64> {
-        let mut conn = DB::acquire(self.jobs.store.pool()).await?;
-        AsyncConn::<DB>(&mut conn)
+        Autocommit(&self.jobs.store)
             .outbox_enqueue_tx(&self.name, opts, message)
             .await
     }

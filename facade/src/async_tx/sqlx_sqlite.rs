@@ -10,6 +10,7 @@
 use super::AsyncTxHandle;
 use crate::error::{Error, Result};
 use crate::sql::{sqlite_result, sqlite_sql, Arg, SqliteValue};
+use alkstore_sqlite::routines::{is_busy, query_one_handle_nowait, HandleError, HandleValue};
 use serde_json::Value;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{Row, TypeInfo, ValueRef};
@@ -26,17 +27,47 @@ impl AsyncTxHandle for SqliteConnection {
     }
 }
 
+/// The calls a worker, producer or consumer makes per job or event, whose
+/// work is bounded by their arguments (a few tens of microseconds): run on
+/// the raw handle from the calling task, never waiting there for a lock
+/// (docs/benchmarks.md, "Workers"). On sqlx's connections through
+/// `lock_handle`; the store `open_sqlite` made also on connections of its
+/// own (async_store/direct.rs), without sqlx's connection thread.
+pub(crate) const ON_HANDLE: &[&str] = &[
+    "alk_enqueue",
+    "alk_enqueue_batch",
+    "alk_claim",
+    "alk_ack",
+    "alk_ack_batch",
+    "alk_retry",
+    "alk_fail",
+    "alk_heartbeat",
+    "alk_publish",
+    "alk_read",
+    "alk_save_offset",
+    "alk_outbox_enqueue",
+    "alk_outbox_claim",
+    "alk_notify",
+    "alk_get_offset",
+];
+
 async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Result<Value> {
     crate::sql::function(function, args.len(), false)?;
     let sql = sqlite_sql(function, args.len());
+    let params = handle_params(args);
+    if ON_HANDLE.contains(&function) {
+        if let Some(value) = run_on_handle(conn, &sql, &params).await? {
+            return sqlite_result(function, value?);
+        }
+    }
     let mut query = sqlx::query(&sql);
-    for a in args {
-        query = match a {
-            Arg::Null => query.bind(None::<String>),
-            Arg::Int(i) => query.bind(*i),
-            Arg::Num(n) => query.bind(*n),
-            Arg::Text(s) | Arg::Json(s) => query.bind(s.clone()),
-            Arg::Ids(ids) => query.bind(serde_json::to_string(ids).expect("ids serialize")),
+    for p in params {
+        query = match p {
+            HandleValue::Null => query.bind(None::<String>),
+            HandleValue::Int(i) => query.bind(i),
+            HandleValue::Real(n) => query.bind(n),
+            HandleValue::Text(s) => query.bind(s),
+            HandleValue::Blob(b) => query.bind(b),
         };
     }
     let row = query.fetch_one(&mut *conn).await?;
@@ -51,6 +82,57 @@ async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Resul
         }
     };
     sqlite_result(function, value)
+}
+
+/// Runs `sql` on the connection's raw handle (locked for us while it runs);
+/// `None` when another connection holds the write lock: the caller waits
+/// for it on the connection's own thread instead of blocking this one (on a
+/// current-thread runtime, the lock's holder may be a task of this thread).
+async fn run_on_handle(
+    conn: &mut SqliteConnection,
+    sql: &str,
+    params: &[HandleValue],
+) -> Result<Option<Result<SqliteValue>>> {
+    let out = {
+        let mut handle = conn.lock_handle().await?;
+        let db = handle.as_raw_handle().as_ptr();
+        // SAFETY: the handle is locked for us, open, and of the SQLite that
+        // alkstore-sqlite links (sqlx's libsqlite3-sys).
+        unsafe { query_one_handle_nowait(db, sql, params) }
+    };
+    Ok(settle(out))
+}
+
+/// `args` as parameters of a statement run on a raw handle.
+pub(crate) fn handle_params(args: &[Arg]) -> Vec<HandleValue> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Null => HandleValue::Null,
+            Arg::Int(i) => HandleValue::Int(*i),
+            Arg::Num(n) => HandleValue::Real(*n),
+            Arg::Text(s) | Arg::Json(s) => HandleValue::Text(s.clone()),
+            Arg::Ids(ids) => HandleValue::Text(serde_json::to_string(ids).expect("ids serialize")),
+        })
+        .collect()
+}
+
+/// What a statement run on a raw handle gave: its value, the error as the
+/// sqlx path reports it, or `None` if it met another connection's lock
+/// (it changed nothing: run it where waiting does not block the runtime).
+pub(crate) fn settle(
+    out: std::result::Result<HandleValue, HandleError>,
+) -> Option<Result<SqliteValue>> {
+    Some(match out {
+        Ok(HandleValue::Null) => Ok(SqliteValue::Null),
+        Ok(HandleValue::Int(i)) => Ok(SqliteValue::Int(i)),
+        Ok(HandleValue::Text(t)) => Ok(SqliteValue::Text(t)),
+        Ok(other) => Ok(SqliteValue::Other(format!("{other:?}"))),
+        Err(e) if is_busy(&e) => return None,
+        Err(e) => Err(match alkstore_core::ContractError::parse(&e.message) {
+            Some(c) => c.into(),
+            None => Error::engine("sqlite", e.code.to_string(), e.message),
+        }),
+    })
 }
 
 /// Registers the `alk_*` functions on `conn` and creates alkstore's schema
