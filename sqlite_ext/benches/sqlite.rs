@@ -9,7 +9,9 @@
 //! setting). Run: `cargo bench -p alkstore-sqlite --bench sqlite`
 //! (`ALK_BENCH_QUICK=1` for a short smoke run; `ALK_BENCH_HONKER=<path of
 //! libhonker_ext.so>`, printed by `scripts/bench-peers.sh honker`, adds the
-//! same operations through honker).
+//! same operations through honker; `ALK_BENCH_RAW=plain`: the raw side on
+//! the plain job table a user would write by hand instead of copies of
+//! alkstore's tables).
 
 use rusqlite::{params, Connection};
 use std::time::{Duration, Instant};
@@ -30,8 +32,52 @@ fn open(path: &std::path::Path) -> Connection {
             "INSERT OR IGNORE INTO raw_meta",
         )
         .replace("alk_meta", "raw_meta");
-    c.execute_batch(&schema).unwrap();
+    if plain() {
+        c.execute_batch(PLAIN_SCHEMA).unwrap();
+    } else {
+        c.execute_batch(&schema).unwrap();
+    }
     c
+}
+
+/// `ALK_BENCH_RAW=plain`: the raw floor is the job table a user would write
+/// by hand (issue 35 item 4) — the columns a queue needs, `INTEGER PRIMARY
+/// KEY` ids (reused after a delete of the last one: no AUTOINCREMENT), one
+/// claim index — and an event table keyed by (stream, offset); instead of
+/// copies of alkstore's tables.
+fn plain() -> bool {
+    std::env::var("ALK_BENCH_RAW").as_deref() == Ok("plain")
+}
+
+const PLAIN_SCHEMA: &str = "
+CREATE TABLE raw_jobs (
+  id INTEGER PRIMARY KEY, queue TEXT NOT NULL, payload TEXT NOT NULL, state TEXT NOT NULL,
+  run_at INTEGER NOT NULL, priority INTEGER NOT NULL, attempts INTEGER NOT NULL,
+  claimed_by TEXT, claim_expires_at INTEGER);
+CREATE INDEX raw_jobs_claim ON raw_jobs (queue, state, priority DESC, run_at, id);
+CREATE TABLE raw_events (
+  stream TEXT NOT NULL, \"offset\" INTEGER NOT NULL, key TEXT, payload TEXT NOT NULL,
+  created_at INTEGER NOT NULL, PRIMARY KEY (stream, \"offset\"));
+";
+
+fn raw_insert() -> &'static str {
+    if plain() {
+        "INSERT INTO raw_jobs (queue, state, payload, priority, attempts, run_at) \
+         VALUES (?1, 'pending', ?2, 0, 0, ?3)"
+    } else {
+        RAW_INSERT
+    }
+}
+
+fn raw_claim() -> &'static str {
+    if plain() {
+        "UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claimed_by = ?2, \
+         claim_expires_at = ?3 + 60000 \
+         WHERE id IN (SELECT id FROM raw_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?3 \
+         ORDER BY priority DESC, run_at, id LIMIT ?4) RETURNING id, payload"
+    } else {
+        RAW_CLAIM
+    }
 }
 
 struct Report {
@@ -117,7 +163,7 @@ fn main() {
         }
     });
     let raw = time(|| {
-        let mut st = c.prepare(RAW_INSERT).unwrap();
+        let mut st = c.prepare(raw_insert()).unwrap();
         for i in 0..n {
             c.execute_batch("BEGIN IMMEDIATE").unwrap();
             st.execute(params!["bench", payload(i), now()]).unwrap();
@@ -141,7 +187,7 @@ fn main() {
         }
     });
     let raw = time(|| {
-        let mut st = c.prepare(RAW_INSERT).unwrap();
+        let mut st = c.prepare(raw_insert()).unwrap();
         for b in 0..batches {
             c.execute_batch("BEGIN IMMEDIATE").unwrap();
             let t = now();
@@ -165,7 +211,7 @@ fn main() {
         }
     });
     let raw = time(|| {
-        let mut claim = c.prepare(RAW_CLAIM).unwrap();
+        let mut claim = c.prepare(raw_claim()).unwrap();
         let mut ack = c.prepare("DELETE FROM raw_jobs WHERE id = ?1").unwrap();
         for _ in 0..ops {
             let id: i64 = claim
@@ -192,7 +238,7 @@ fn main() {
             }
         });
         let raw = time(|| {
-            let mut claim = c.prepare(RAW_CLAIM).unwrap();
+            let mut claim = c.prepare(raw_claim()).unwrap();
             let mut ack = c
                 .prepare("DELETE FROM raw_jobs WHERE id IN (SELECT value FROM json_each(?1))")
                 .unwrap();
