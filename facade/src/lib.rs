@@ -64,6 +64,8 @@ mod claimant;
 mod engine;
 mod error;
 #[cfg(feature = "blocking")]
+mod heartbeat;
+#[cfg(feature = "blocking")]
 mod horizon;
 #[cfg(feature = "blocking")]
 mod lock;

@@ -4,6 +4,7 @@
 
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::Result;
+use crate::heartbeat::Heartbeat;
 use crate::outbox::Outbox;
 use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
@@ -12,7 +13,7 @@ use crate::worker_core::{
     Chore, Chores, Outage, Pacing, Settlement, DEFAULT_SWEEP_EVERY, PRUNE_BATCH,
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Runs `f`, turning a panic into an error message.
@@ -234,13 +235,36 @@ impl Worker {
         Ok(handled.into_inner())
     }
 
+    /// One handler thread, with its heartbeat thread beside it.
     fn handle(
         &self,
         worker: &str,
         stop: &Stop,
         handler: &Handler<'_>,
         handled: &AtomicU64,
+        chores: Chores,
+    ) -> Result<()> {
+        let heartbeat = Heartbeat::default();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                heartbeat.run(|id| {
+                    let _ = self.queue.heartbeat(id, worker, None);
+                })
+            });
+            let out = self.handle_jobs(worker, stop, handler, handled, chores, &heartbeat);
+            heartbeat.stop();
+            out
+        })
+    }
+
+    fn handle_jobs(
+        &self,
+        worker: &str,
+        stop: &Stop,
+        handler: &Handler<'_>,
+        handled: &AtomicU64,
         mut chores: Chores,
+        heartbeat: &Heartbeat,
     ) -> Result<()> {
         let mut outage = Outage::default();
         let mut pacing = Pacing::new(self.queue.name());
@@ -285,8 +309,9 @@ impl Worker {
                 let _in = span.enter();
                 let outcome = {
                     let _run = tracing::info_span!("alkstore.handler").entered();
-                    let outcome =
-                        self.with_heartbeat(&job, worker, || guarded(|| handler(&job, worker)));
+                    let outcome = heartbeat.during(job.id, heartbeat_every(&job), || {
+                        guarded(|| handler(&job, worker))
+                    });
                     if let Err(e) = &outcome {
                         tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
                     }
@@ -366,28 +391,6 @@ impl Worker {
             }
         }
         Ok(())
-    }
-
-    /// Keeps the claim alive while `f` runs: a heartbeat every third of the
-    /// claim's remaining time.
-    fn with_heartbeat<T>(&self, job: &Job, worker: &str, f: impl FnOnce() -> T) -> T {
-        let every = heartbeat_every(job);
-        let done = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let mut since = std::time::Instant::now();
-                while !done.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(10).min(every));
-                    if since.elapsed() >= every {
-                        let _ = self.queue.heartbeat(job.id, worker, None);
-                        since = std::time::Instant::now();
-                    }
-                }
-            });
-            let out = f();
-            done.store(true, Ordering::SeqCst);
-            out
-        })
     }
 }
 

@@ -274,10 +274,17 @@ fn a_handler_that_outlives_the_visibility_timeout_keeps_its_claim_by_heartbeat()
         queue
             .configure(&QueueOpts::new().visibility_timeout(ms(300)))
             .unwrap();
+        // Two, one after the other on one handler thread: the second job's
+        // claim is kept alive too (the thread's heartbeat moves to it). It
+        // comes due while the first runs, so the thief's first look finds
+        // nothing pending to take instead.
         queue.enqueue(&EnqueueOpts::new(), &json!("slow")).unwrap();
+        queue
+            .enqueue(&EnqueueOpts::new().delay(ms(800)), &json!("slow too"))
+            .unwrap();
         let stop = Stop::new();
-        let stolen = std::thread::scope(|s| {
-            s.spawn(|| {
+        let (first, second, handled) = std::thread::scope(|s| {
+            let worker = s.spawn(|| {
                 Worker::new(queue.clone(), "slowpoke")
                     .run(&stop, |_| {
                         std::thread::sleep(ms(1000)); // > 3 visibility timeouts
@@ -286,15 +293,18 @@ fn a_handler_that_outlives_the_visibility_timeout_keeps_its_claim_by_heartbeat()
                     .unwrap()
             });
             std::thread::sleep(ms(600));
-            let stolen = queue.claim("thief", 1).unwrap();
+            let first = queue.claim("thief", 1).unwrap();
+            std::thread::sleep(ms(1000));
+            let second = queue.claim("thief", 1).unwrap();
             stop.stop();
-            stolen
+            (first, second, worker.join().unwrap())
         });
         assert!(
-            stolen.is_empty(),
-            "[{}] heartbeats kept the claim",
+            first.is_empty() && second.is_empty(),
+            "[{}] heartbeats kept the claims: {first:?} {second:?}",
             target.name()
         );
+        assert_eq!(handled, 2, "[{}]", target.name());
         assert_eq!(queue.stats().unwrap()["running"], 0);
         assert_eq!(queue.stats().unwrap()["pending"], 0);
     }
