@@ -3,6 +3,7 @@
 //! waiting by wake-ups, and a graceful shutdown with a deadline. A handler
 //! may also take a transaction whose writes commit together with the ack.
 
+use crate::async_heartbeat::AsyncHeartbeat;
 use crate::async_store::{
     AsyncConn, AsyncEngine, AsyncOutbox, AsyncQueue, AsyncTransactionEnd, DefaultEngine,
 };
@@ -289,6 +290,15 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     }
 }
 
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What every handler slot of one run shares.
 struct Slots<DB: AsyncEngine> {
     queue: AsyncQueue<DB>,
@@ -316,6 +326,18 @@ impl<DB: AsyncEngine> Slots<DB> {
     ) -> Result<()> {
         let mut outage = Outage::default();
         let mut pacing = Pacing::new(self.queue.name());
+        let heartbeat = Arc::new(AsyncHeartbeat::default());
+        let beats = {
+            let (queue, me) = (self.queue.clone(), me.clone());
+            tokio::spawn(heartbeat.clone().run(move |id| {
+                let (queue, me) = (queue.clone(), me.clone());
+                async move {
+                    let _ = queue.heartbeat(id, &me, None).await;
+                }
+            }))
+        };
+        // Ends the heartbeat task however the slot ends.
+        let _beats = AbortOnDrop(beats);
         while !*stop.borrow() {
             if let Err(e) = self.chores(&mut chores, &stop).await {
                 wait_out(&mut outage, e, &mut stop).await?;
@@ -335,7 +357,11 @@ impl<DB: AsyncEngine> Slots<DB> {
                 // A job whose ack or retry is lost with the connection stays
                 // claimed until its claim expires, then runs again: at least
                 // once, never lost.
-                if let Err(e) = self.handle(job, &me, &stop).instrument(span).await {
+                if let Err(e) = self
+                    .handle(job, &me, &stop, &heartbeat)
+                    .instrument(span)
+                    .await
+                {
                     wait_out(&mut outage, e, &mut stop).await?;
                 }
                 self.handled.fetch_add(1, Ordering::Relaxed);
@@ -380,23 +406,16 @@ impl<DB: AsyncEngine> Slots<DB> {
     }
 
     /// Runs the handler with heartbeats, then settles the job.
-    async fn handle(&self, job: Job, me: &str, stop: &watch::Receiver<bool>) -> Result<()> {
-        let heartbeat = {
-            let (queue, id, me, every) = (
-                self.queue.clone(),
-                job.id,
-                me.to_string(),
-                heartbeat_every(&job),
-            );
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    let _ = queue.heartbeat(id, &me, None).await;
-                }
-            })
-        };
+    async fn handle(
+        &self,
+        job: Job,
+        me: &str,
+        stop: &watch::Receiver<bool>,
+        heartbeat: &AsyncHeartbeat,
+    ) -> Result<()> {
+        heartbeat.start(job.id, heartbeat_every(&job));
         let outcome = self.run_handler(job.clone(), stop).await;
-        heartbeat.abort();
+        heartbeat.end();
         let settlement = match outcome? {
             Outcome::Done(result) => Settlement::Ack(result),
             Outcome::Committed(mut tx) => {

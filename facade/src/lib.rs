@@ -39,6 +39,12 @@
     feature = "sqlx-sqlite",
     feature = "tokio-postgres"
 ))]
+mod async_heartbeat;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 mod async_store;
 #[cfg(any(
     feature = "sqlx-postgres",

@@ -636,3 +636,53 @@ async fn transactional_completion_on_sqlite_commits_the_writes_with_the_ack_or_n
         );
     }
 }
+
+/// A handler that outlives the visibility timeout keeps its claim by
+/// heartbeats, and so does the next job of the same slot (the slot's
+/// heartbeat moves to it), on SQLite and PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_jobs_in_a_row_keep_their_claims_by_heartbeat() {
+    let (lite, _dir) = sqlite_store().await;
+    run_slow_jobs_in_a_row("sqlite", &lite).await;
+    for (label, store) in stores().await {
+        run_slow_jobs_in_a_row(label, &store).await;
+    }
+}
+
+async fn run_slow_jobs_in_a_row<DB: AsyncEngine>(label: &str, store: &AsyncStore<DB>) {
+    let opts = QueueOpts::new().visibility_timeout(ms(300));
+    let name = queue(store, "async-slow", opts).await;
+    let q = store.queue(&name).unwrap();
+    // The second comes due while the first runs, so the thief's first look
+    // finds nothing pending to take instead.
+    q.enqueue(&EnqueueOpts::new(), &json!(1)).await.unwrap();
+    q.enqueue(&EnqueueOpts::new().delay(ms(800)), &json!(2))
+        .await
+        .unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let worker = AsyncWorker::new(q.clone(), "slowpoke").concurrency(1);
+    let run = tokio::spawn(async move {
+        worker
+            .run(
+                async move {
+                    let _ = stop_rx.await;
+                },
+                |_job| async {
+                    tokio::time::sleep(ms(1000)).await; // > 3 visibility timeouts
+                    Ok::<(), String>(())
+                },
+            )
+            .await
+    });
+    tokio::time::sleep(ms(600)).await;
+    let first = q.claim("thief", 1).await.unwrap();
+    tokio::time::sleep(ms(1000)).await;
+    let second = q.claim("thief", 1).await.unwrap();
+    let _ = stop_tx.send(());
+    let handled = run.await.unwrap().unwrap();
+    assert!(
+        first.is_empty() && second.is_empty(),
+        "[{label}] heartbeats kept the claims: {first:?} {second:?}"
+    );
+    assert_eq!(handled, 2, "[{label}]");
+}
