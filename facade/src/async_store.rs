@@ -129,10 +129,12 @@ impl AsyncStore<sqlx::Sqlite> {
             .connect_with(options)
             .await?;
         let mut store = AsyncStore::from_pool(pool).await?;
-        // The pool made the file and its schema; a path that is not UTF-8
-        // keeps every call on the pool.
+        // The pool made the file and its schema; a path that is not UTF-8,
+        // or an in-memory database (a new one per connection), keeps every
+        // call on the pool.
         store.direct = path
             .to_str()
+            .filter(|p| !p.is_empty() && *p != ":memory:")
             .map(|p| Arc::new(direct::Direct::new(p.to_string(), BUSY_TIMEOUT_MS)));
         Ok(store)
     }

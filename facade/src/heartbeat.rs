@@ -46,12 +46,13 @@ impl Heartbeat {
         out
     }
 
-    /// Ends [`run`](Self::run).
-    pub(crate) fn stop(&self) {
-        self.change(|b| b.stopped = true);
+    /// Ends [`run`](Self::run) when dropped.
+    pub(crate) fn stopper(&self) -> Stopper<'_> {
+        Stopper(self)
     }
 
-    /// The heartbeat thread's loop, until [`stop`](Self::stop): `extend(id)`
+    /// The heartbeat thread's loop, until a [`stopper`](Self::stopper) is
+    /// dropped: `extend(id)`
     /// each time a job has run for another `every` (called without the
     /// lock, so a job ending meanwhile never waits for it).
     pub(crate) fn run(&self, extend: impl Fn(i64)) {
@@ -76,5 +77,14 @@ impl Heartbeat {
                 beat = self.lock();
             }
         }
+    }
+}
+
+/// Ends a [`Heartbeat`]'s run when dropped.
+pub(crate) struct Stopper<'a>(&'a Heartbeat);
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        self.0.change(|b| b.stopped = true);
     }
 }

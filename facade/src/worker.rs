@@ -251,9 +251,10 @@ impl Worker {
                     let _ = self.queue.heartbeat(id, worker, None);
                 })
             });
-            let out = self.handle_jobs(worker, stop, handler, handled, chores, &heartbeat);
-            heartbeat.stop();
-            out
+            // Stopped however the loop ends (a panic too: the scope would
+            // wait for the heartbeat thread for ever).
+            let _stop = heartbeat.stopper();
+            self.handle_jobs(worker, stop, handler, handled, chores, &heartbeat)
         })
     }
 

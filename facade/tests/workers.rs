@@ -514,6 +514,9 @@ fn raw_call(target: &Target, f: &str, args: &[alkstore::sql::Arg]) -> serde_json
     match target {
         Target::Sqlite(dir) => {
             let c = rusqlite::Connection::open(dir.path().join("facade.db")).unwrap();
+            // As the store's own connections: a write meeting another
+            // connection's lock waits instead of failing at once.
+            c.busy_timeout(Duration::from_secs(10)).unwrap();
             alkstore_sqlite::register(&c).unwrap();
             alkstore::sql::call_sqlite(&c, f, args).unwrap()
         }
