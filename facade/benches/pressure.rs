@@ -236,6 +236,18 @@ struct Record {
     crash: AtomicBool,
 }
 
+/// The pickup latencies (ms) of jobs claimed from `from` to `to` (seconds
+/// since the start).
+fn pickups_between(rec: &Record, from: f64, to: f64) -> Vec<f64> {
+    rec.pickups
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.0 >= from && p.0 < to)
+        .map(|p| p.1)
+        .collect()
+}
+
 fn producer(
     url: String,
     system: System,
@@ -482,15 +494,7 @@ fn run(set: &Settings, system: System, scenario: &str) {
             last_done = done;
             if phase == "recovery" && recovered.is_none() {
                 let now = t0.elapsed().as_secs_f64();
-                let mut last: Vec<f64> = rec
-                    .pickups
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .rev()
-                    .take_while(|p| p.0 >= now - 1.0)
-                    .map(|p| p.1)
-                    .collect();
+                let mut last = pickups_between(&rec, now - 1.0, now);
                 // Drained: no more open than a second of load.
                 if !last.is_empty()
                     && percentile(&mut last, 0.99) <= 2.0 * clean_p99
@@ -502,14 +506,7 @@ fn run(set: &Settings, system: System, scenario: &str) {
         }
         end_stress(stress);
         let to = t0.elapsed().as_secs_f64();
-        let mut lat: Vec<f64> = rec
-            .pickups
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|p| p.0 >= from && p.0 < to)
-            .map(|p| p.1)
-            .collect();
+        let mut lat = pickups_between(&rec, from, to);
         let (p50, p99, max) = (
             percentile(&mut lat, 0.5),
             percentile(&mut lat, 0.99),
