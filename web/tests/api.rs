@@ -876,6 +876,47 @@ fn a_role_without_the_admin_grant_is_told_what_it_needs() {
     admin.batch_execute(&format!("DROP ROLE {role}")).unwrap();
 }
 
+/// An operator role (alkstore_admin) without `pg_monitor` cannot see other
+/// roles' transactions: the health panel says so rather than show "none"
+/// for the oldest transaction holding back vacuum.
+#[test]
+fn the_health_panel_says_when_it_cannot_see_other_sessions() {
+    let Ok(url) = std::env::var("ALKSTORE_PG_URL") else {
+        assert!(!pg_required());
+        return;
+    };
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let role = fresh("web_operator").replace('-', "_");
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN PASSWORD 'web-pass' IN ROLE alkstore_admin"
+        ))
+        .unwrap();
+    let db: String = admin
+        .query_one("SELECT current_database()", &[])
+        .unwrap()
+        .get(0);
+    let server = serve(
+        &format!("postgresql://{role}:web-pass@127.0.0.1:5432/{db}"),
+        with_token(),
+    );
+    let a = auth();
+    let blind = get(&server.url("/api/health"), &[(a[0].0, &a[0].1)]);
+    let page = get(&server.url("/health"), &[(a[0].0, &a[0].1)]);
+    admin
+        .batch_execute(&format!("GRANT pg_monitor TO {role}"))
+        .unwrap();
+    let seeing = get(&server.url("/health"), &[(a[0].0, &a[0].1)]);
+    drop(server);
+    admin.batch_execute(&format!("DROP ROLE {role}")).unwrap();
+    assert_eq!(blind.status, 200, "{}", blind.text);
+    assert_eq!(blind.json()["sees_all_sessions"], false, "{}", blind.text);
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert!(page.text.contains("sessions-hidden"), "{}", page.text);
+    assert_eq!(seeing.status, 200, "{}", seeing.text);
+    assert!(!seeing.text.contains("sessions-hidden"), "{}", seeing.text);
+}
+
 #[test]
 fn nested_under_a_prefix_every_link_and_the_cookie_stay_under_it() {
     let t = &targets()[0];
