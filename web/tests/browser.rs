@@ -46,29 +46,40 @@ fn driver() -> Option<Driver> {
         eprintln!("note: {path} missing: the browser tests are skipped");
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(&path)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "chromedriver did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    // A port found free may be taken before chromedriver binds it (another
+    // test's browser starts at the same time): then chromedriver exits, and
+    // the next attempt takes another port.
+    for _ in 0..5 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(&path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break; // exited: try another port
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(Driver {
+                    child,
+                    url: format!("http://127.0.0.1:{port}"),
+                });
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "chromedriver did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
-    Some(Driver {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    })
+    panic!("chromedriver exited at start five times");
 }
 
 async fn browser(driver: &Driver) -> Client {
@@ -77,11 +88,21 @@ async fn browser(driver: &Driver) -> Client {
         "goog:chromeOptions".into(),
         json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,860"]}),
     );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&driver.url)
-        .await
-        .expect("a chromium session")
+    // A session refused once (chromedriver still settling on a loaded
+    // machine) is asked for again.
+    let mut last = None;
+    for _ in 0..5 {
+        match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(&driver.url)
+            .await
+        {
+            Ok(client) => return client,
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("a chromium session: {last:?}");
 }
 
 /// Where screenshots go.
