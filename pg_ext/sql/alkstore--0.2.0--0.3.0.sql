@@ -116,6 +116,10 @@ UPDATE alkstore.jobs SET errors = jsonb_build_array(jsonb_build_object(
          'attempt', attempts, 'error', last_error, 'at', NULL))
  WHERE last_error IS NOT NULL;
 
+-- Jobs parked behind their key's running limit (contract v1.2 §I,
+-- limit.sql): none exist before this version.
+CREATE INDEX jobs_parked ON alkstore.jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
+
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
 -- spelled once in Rust (core/) and here for PL/pgSQL. `cargo xtask verify`
@@ -1019,6 +1023,13 @@ $$;
 CREATE OR REPLACE FUNCTION alkstore.set_limits(l alkstore.queue_limits) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+  -- A key's running limit changed: every parked job of the queue goes back
+  -- into claim order, and claims park again what is still over the limit.
+  -- (After the upsert's row lock: a claim parking now has committed.)
+  IF (SELECT t.key_max_running FROM alkstore.queue_limits t WHERE t.queue = l.queue) IS DISTINCT FROM l.key_max_running THEN
+    PERFORM FROM alkstore.queue_limits t WHERE t.queue = l.queue FOR UPDATE;
+    UPDATE alkstore.jobs j SET state = 'pending' WHERE j.queue = l.queue AND j.state = 'parked';
+  END IF;
   IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
     DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
   ELSE
@@ -1109,6 +1120,8 @@ DECLARE
   keys   jsonb := '{}'; -- room left per key met so far
   k_room integer;
   chosen bigint[] := '{}';
+  fulls  text[] := '{}';   -- keys met at their running limit
+  park   bigint[] := '{}'; -- their pending jobs stepped over
   page   integer := n + 16; -- candidates read, from the start of the claim order
   seen   integer := 0;      -- of those, the ones looked at by earlier pages
   i      integer;
@@ -1138,18 +1151,18 @@ BEGIN
   LOOP
     i := 0;
     FOR c IN
-      (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      (SELECT e.id, e.limit_key, e.priority, e.run_at, true AS pending FROM alkstore.jobs e
         WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
           AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
       UNION ALL
-      (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      (SELECT e.id, e.limit_key, e.priority, e.run_at, false FROM alkstore.jobs e
         WHERE e.queue = q AND e.state = 'running'
           AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
           AND e.attempts < e.max_attempts
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
       UNION ALL
-      (SELECT d.id, d.limit_key, d.priority, d.run_at FROM alkstore.due_scheduled(q, now, page, false) d
+      (SELECT d.id, d.limit_key, d.priority, d.run_at, false FROM alkstore.due_scheduled(q, now, page, false) d
         WHERE sched)
       ORDER BY 3 DESC, 4, 1 LIMIT page
     LOOP
@@ -1162,8 +1175,15 @@ BEGIN
           END IF;
           r := alkstore.limit_room(q, c.limit_key, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
           keys := keys || jsonb_build_object(c.limit_key, r.room);
+          IF r.room <= 0 AND l.key_max_running IS NOT NULL
+             AND (alkstore.limit_room(q, c.limit_key, l.key_max_running, NULL, NULL, now)).room <= 0 THEN
+            fulls := fulls || c.limit_key; -- at its running limit: its pending jobs are parked
+          END IF;
         END IF;
         k_room := (keys ->> c.limit_key)::integer;
+        IF k_room <= 0 AND c.pending AND c.limit_key = ANY (fulls) THEN
+          park := park || c.id;
+        END IF;
         CONTINUE WHEN k_room <= 0; -- stepped over: the next job's key may have room
         keys := keys || jsonb_build_object(c.limit_key, k_room - 1);
       END IF;
@@ -1175,6 +1195,9 @@ BEGIN
     seen := i;
     page := page * 4;
   END LOOP;
+  IF cardinality(park) > 0 THEN
+    PERFORM alkstore.park(q, park, fulls, l.key_max_running, now);
+  END IF;
   -- Locked and claimed only now, the chosen that are still claimable
   -- (nothing stepped over is locked; one another transaction holds is
   -- left: fewer jobs). Each claim counts toward the rates at its time.
@@ -1207,10 +1230,86 @@ BEGIN
    ORDER BY k.priority DESC, k.run_at, k.id;
 END $$;
 
+-- Parking (issue 37): a claim that steps over pending jobs whose key is at
+-- its running limit (key_max_running) parks them — state 'parked', out of
+-- jobs_pending — so that the next claims do not read past them again: a
+-- full key's backlog costs one claim, not every claim. A job of the key
+-- leaving 'running' (ack, retry, fail, cancel, dead-lettered, purged) puts
+-- back as many of the key's parked jobs, in claim order, as the key has
+-- room for (alkstore.unpark, a trigger on jobs); changing or removing
+-- key_max_running puts back all of the queue's (set_limits). Keys at a rate
+-- limit are not parked: their window frees by time, not by an event.
+--
+-- The race that could strand parked jobs (a claim decides a key is full,
+-- its last running job finishes and finds nothing parked, then the claim
+-- parks) cannot happen: the claim share-locks the key's running jobs and
+-- parks only keys whose running jobs it holds, so a finish of one waits for
+-- the claim's commit and then sees what it parked; a running job being
+-- finished at that moment is skipped, and its key not parked.
+-- (isolation/specs/limit-park.spec)
+CREATE OR REPLACE FUNCTION alkstore.park(q text, ids bigint[], keys text[], max integer, now timestamptz)
+RETURNS void
+LANGUAGE sql AS $$
+  WITH held AS (
+    SELECT e.limit_key FROM alkstore.jobs e
+     WHERE e.queue = q AND e.state = 'running' AND e.limit_key = ANY (keys)
+       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END > now
+     ORDER BY e.id
+       FOR SHARE SKIP LOCKED
+  ), still AS (
+    SELECT h.limit_key FROM held h GROUP BY h.limit_key HAVING count(*) >= max
+  )
+  UPDATE alkstore.jobs j SET state = 'parked'
+   WHERE j.id = ANY (ARRAY(
+           SELECT e.id FROM alkstore.jobs e
+            WHERE e.id = ANY (ids) AND e.state = 'pending' COLLATE "C"
+              AND e.limit_key IN (SELECT s.limit_key FROM still s)
+              FOR UPDATE SKIP LOCKED))
+$$;
+
+-- A job of a key left 'running': the key's parked jobs that now fit go
+-- back into claim order (see park), and a waiting worker is woken.
+CREATE OR REPLACE FUNCTION alkstore.unpark() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  max integer;
+BEGIN
+  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = OLD.queue;
+  IF max IS NULL THEN
+    RETURN NULL; -- nothing is parked without a running limit per key (set_limits)
+  END IF;
+  UPDATE alkstore.jobs j SET state = 'pending'
+   WHERE j.id = ANY (ARRAY(
+           SELECT p.id FROM alkstore.jobs p
+            WHERE p.queue = OLD.queue AND p.limit_key = OLD.limit_key AND p.state = 'parked'
+            ORDER BY p.priority DESC, p.run_at, p.id
+            LIMIT greatest(max - (SELECT count(*) FROM alkstore.jobs e
+                                   WHERE e.queue = OLD.queue AND e.state = 'running'
+                                     AND e.limit_key = OLD.limit_key
+                                     AND CASE WHEN e.state = 'running' THEN e.claim_expires_at
+                                              ELSE e.expires_at END > clock_timestamp()), 0)
+              FOR UPDATE SKIP LOCKED))
+     AND j.state = 'parked' COLLATE "C";
+  IF FOUND THEN
+    PERFORM alkstore.wake('q', OLD.queue);
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- Only rows that leave 'running' and have a key run it: claims, enqueues and
+-- acks of jobs without a key evaluate the WHEN and nothing more.
+CREATE OR REPLACE TRIGGER jobs_unpark_deleted AFTER DELETE ON alkstore.jobs
+  FOR EACH ROW WHEN (OLD.state = 'running' AND OLD.limit_key IS NOT NULL)
+  EXECUTE FUNCTION alkstore.unpark();
+CREATE OR REPLACE TRIGGER jobs_unpark_updated AFTER UPDATE OF state ON alkstore.jobs
+  FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.state <> 'running' AND OLD.limit_key IS NOT NULL)
+  EXECUTE FUNCTION alkstore.unpark();
+
 -- When a claim of the queue can take a job next: NULL when its limits
 -- leave room now (or it has none), else the earliest time a slot frees
 -- (limit_room). Per-key limits count when every job a claim could take now
--- (the first 1,000 in claim order) is of a key at its limit.
+-- (the first 1,000 in claim order, and the keys of parked jobs) is of a
+-- key at its limit.
 CREATE OR REPLACE FUNCTION alkstore.next_slot_at(q text, now timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -1232,10 +1331,12 @@ BEGIN
   END IF;
   FOR k IN
     SELECT DISTINCT e.limit_key FROM (
-      SELECT e.limit_key FROM alkstore.jobs e
-       WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
-         AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
-       ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000) e
+      (SELECT e.limit_key FROM alkstore.jobs e
+        WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
+          AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
+        ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000)
+      UNION ALL -- and keys whose jobs are parked (their keys were full)
+      (SELECT e.limit_key FROM alkstore.jobs e WHERE e.queue = q AND e.state = 'parked' LIMIT 1000)) e
   LOOP
     IF k IS NULL THEN
       RETURN NULL; -- a job without a key: only the queue's limits count
@@ -2003,7 +2104,7 @@ DECLARE
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked')
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked', 'parked')
   RETURNING j.queue, j.group_key, j.state,
     j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
     j.dependents
@@ -2027,12 +2128,12 @@ BEGIN
 END $$;
 
 -- A waiting job is pending to everyone outside (it only waits for its group),
--- and so are scheduled and blocked ones.
+-- and so are scheduled, blocked and parked ones.
 CREATE OR REPLACE FUNCTION alkstore.job_json(j alkstore.jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'id', j.id, 'queue', j.queue,
-    'state', CASE WHEN j.state IN ('waiting', 'scheduled', 'blocked') THEN 'pending' ELSE j.state END,
+    'state', CASE WHEN j.state IN ('waiting', 'scheduled', 'blocked', 'parked') THEN 'pending' ELSE j.state END,
     'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
@@ -2166,6 +2267,7 @@ BEGIN
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at <= now)
+             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'parked') -- (due: limit.sql)
              + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
@@ -2188,7 +2290,7 @@ BEGIN
   RETURN alkstore.stats(alkstore.name('queue', queue));
 END $$;
 
--- Expired pending (waiting, scheduled) jobs and final claims past their
+-- Expired pending (waiting, scheduled, parked) jobs and final claims past their
 -- deadline go dead; a finished head hands its group on. Then scheduled jobs
 -- that came due become pending, at most 2,000 a call (ahead.sql): a short
 -- transaction (tens of milliseconds), however many came due at once; the
@@ -2219,8 +2321,12 @@ BEGIN
       SELECT e.id, e.state FROM alkstore.jobs e
        WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
        FOR UPDATE SKIP LOCKED
+    ), p AS (
+      SELECT e.id, e.state FROM alkstore.jobs e -- (jobs_parked: limit.sql)
+       WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
+       FOR UPDATE SKIP LOCKED
     ), x AS (
-      SELECT * FROM d UNION ALL SELECT * FROM w
+      SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p
     )
     UPDATE alkstore.jobs j
        SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
@@ -3791,9 +3897,9 @@ BEGIN
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
-  ELSIF st = 'pending' THEN -- waiting group members, scheduled and blocked jobs are pending too
+  ELSIF st = 'pending' THEN -- waiting group members, scheduled, blocked and parked jobs are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled', 'blocked') AND j.id > a
+                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled', 'blocked', 'parked') AND j.id > a
                   ORDER BY j.id LIMIT m;
   ELSE
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
@@ -3870,7 +3976,7 @@ BEGIN
     WITH d AS (
       DELETE FROM alkstore.jobs j
        WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked')
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked', 'parked')
                          AND (x.group_key IS NULL OR x.group_key = ANY (held))
                          FOR UPDATE SKIP LOCKED)
       RETURNING j.id, j.group_key, j.dependents
@@ -3899,7 +4005,7 @@ BEGIN
                 WHERE c.queue = q AND c.group_key = ANY (gs)
                   AND NOT EXISTS (SELECT FROM alkstore.jobs h
                                    WHERE h.queue = q AND h.group_key = c.group_key
-                                     AND h.state IN ('pending', 'running', 'scheduled', 'blocked'))));
+                                     AND h.state IN ('pending', 'running', 'scheduled', 'blocked', 'parked'))));
       IF FOUND THEN
         PERFORM alkstore.wake('q', q);
       END IF;

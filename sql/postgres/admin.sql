@@ -99,9 +99,9 @@ BEGIN
   ELSIF st = 'running' THEN
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
                   WHERE j.queue = q AND j.state = 'running' AND j.id > a ORDER BY j.id LIMIT m;
-  ELSIF st = 'pending' THEN -- waiting group members, scheduled and blocked jobs are pending too
+  ELSIF st = 'pending' THEN -- waiting group members, scheduled, blocked and parked jobs are pending too
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
-                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled', 'blocked') AND j.id > a
+                  WHERE j.queue = q AND j.state IN ('pending', 'waiting', 'scheduled', 'blocked', 'parked') AND j.id > a
                   ORDER BY j.id LIMIT m;
   ELSE
     RETURN QUERY SELECT alkstore.job_json(j) FROM alkstore.jobs j
@@ -178,7 +178,7 @@ BEGIN
     WITH d AS (
       DELETE FROM alkstore.jobs j
        WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked')
+                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked', 'parked')
                          AND (x.group_key IS NULL OR x.group_key = ANY (held))
                          FOR UPDATE SKIP LOCKED)
       RETURNING j.id, j.group_key, j.dependents
@@ -207,7 +207,7 @@ BEGIN
                 WHERE c.queue = q AND c.group_key = ANY (gs)
                   AND NOT EXISTS (SELECT FROM alkstore.jobs h
                                    WHERE h.queue = q AND h.group_key = c.group_key
-                                     AND h.state IN ('pending', 'running', 'scheduled', 'blocked'))));
+                                     AND h.state IN ('pending', 'running', 'scheduled', 'blocked', 'parked'))));
       IF FOUND THEN
         PERFORM alkstore.wake('q', q);
       END IF;

@@ -72,6 +72,13 @@ $$;
 CREATE OR REPLACE FUNCTION alkstore.set_limits(l alkstore.queue_limits) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+  -- A key's running limit changed: every parked job of the queue goes back
+  -- into claim order, and claims park again what is still over the limit.
+  -- (After the upsert's row lock: a claim parking now has committed.)
+  IF (SELECT t.key_max_running FROM alkstore.queue_limits t WHERE t.queue = l.queue) IS DISTINCT FROM l.key_max_running THEN
+    PERFORM FROM alkstore.queue_limits t WHERE t.queue = l.queue FOR UPDATE;
+    UPDATE alkstore.jobs j SET state = 'pending' WHERE j.queue = l.queue AND j.state = 'parked';
+  END IF;
   IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
     DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
   ELSE
@@ -162,6 +169,8 @@ DECLARE
   keys   jsonb := '{}'; -- room left per key met so far
   k_room integer;
   chosen bigint[] := '{}';
+  fulls  text[] := '{}';   -- keys met at their running limit
+  park   bigint[] := '{}'; -- their pending jobs stepped over
   page   integer := n + 16; -- candidates read, from the start of the claim order
   seen   integer := 0;      -- of those, the ones looked at by earlier pages
   i      integer;
@@ -191,18 +200,18 @@ BEGIN
   LOOP
     i := 0;
     FOR c IN
-      (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      (SELECT e.id, e.limit_key, e.priority, e.run_at, true AS pending FROM alkstore.jobs e
         WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
           AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
       UNION ALL
-      (SELECT e.id, e.limit_key, e.priority, e.run_at FROM alkstore.jobs e
+      (SELECT e.id, e.limit_key, e.priority, e.run_at, false FROM alkstore.jobs e
         WHERE e.queue = q AND e.state = 'running'
           AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
           AND e.attempts < e.max_attempts
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT page)
       UNION ALL
-      (SELECT d.id, d.limit_key, d.priority, d.run_at FROM alkstore.due_scheduled(q, now, page, false) d
+      (SELECT d.id, d.limit_key, d.priority, d.run_at, false FROM alkstore.due_scheduled(q, now, page, false) d
         WHERE sched)
       ORDER BY 3 DESC, 4, 1 LIMIT page
     LOOP
@@ -215,8 +224,15 @@ BEGIN
           END IF;
           r := alkstore.limit_room(q, c.limit_key, l.key_max_running, l.key_rate_max, l.key_rate_per_ms, now);
           keys := keys || jsonb_build_object(c.limit_key, r.room);
+          IF r.room <= 0 AND l.key_max_running IS NOT NULL
+             AND (alkstore.limit_room(q, c.limit_key, l.key_max_running, NULL, NULL, now)).room <= 0 THEN
+            fulls := fulls || c.limit_key; -- at its running limit: its pending jobs are parked
+          END IF;
         END IF;
         k_room := (keys ->> c.limit_key)::integer;
+        IF k_room <= 0 AND c.pending AND c.limit_key = ANY (fulls) THEN
+          park := park || c.id;
+        END IF;
         CONTINUE WHEN k_room <= 0; -- stepped over: the next job's key may have room
         keys := keys || jsonb_build_object(c.limit_key, k_room - 1);
       END IF;
@@ -228,6 +244,9 @@ BEGIN
     seen := i;
     page := page * 4;
   END LOOP;
+  IF cardinality(park) > 0 THEN
+    PERFORM alkstore.park(q, park, fulls, l.key_max_running, now);
+  END IF;
   -- Locked and claimed only now, the chosen that are still claimable
   -- (nothing stepped over is locked; one another transaction holds is
   -- left: fewer jobs). Each claim counts toward the rates at its time.
@@ -260,10 +279,86 @@ BEGIN
    ORDER BY k.priority DESC, k.run_at, k.id;
 END $$;
 
+-- Parking (issue 37): a claim that steps over pending jobs whose key is at
+-- its running limit (key_max_running) parks them — state 'parked', out of
+-- jobs_pending — so that the next claims do not read past them again: a
+-- full key's backlog costs one claim, not every claim. A job of the key
+-- leaving 'running' (ack, retry, fail, cancel, dead-lettered, purged) puts
+-- back as many of the key's parked jobs, in claim order, as the key has
+-- room for (alkstore.unpark, a trigger on jobs); changing or removing
+-- key_max_running puts back all of the queue's (set_limits). Keys at a rate
+-- limit are not parked: their window frees by time, not by an event.
+--
+-- The race that could strand parked jobs (a claim decides a key is full,
+-- its last running job finishes and finds nothing parked, then the claim
+-- parks) cannot happen: the claim share-locks the key's running jobs and
+-- parks only keys whose running jobs it holds, so a finish of one waits for
+-- the claim's commit and then sees what it parked; a running job being
+-- finished at that moment is skipped, and its key not parked.
+-- (isolation/specs/limit-park.spec)
+CREATE OR REPLACE FUNCTION alkstore.park(q text, ids bigint[], keys text[], max integer, now timestamptz)
+RETURNS void
+LANGUAGE sql AS $$
+  WITH held AS (
+    SELECT e.limit_key FROM alkstore.jobs e
+     WHERE e.queue = q AND e.state = 'running' AND e.limit_key = ANY (keys)
+       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END > now
+     ORDER BY e.id
+       FOR SHARE SKIP LOCKED
+  ), still AS (
+    SELECT h.limit_key FROM held h GROUP BY h.limit_key HAVING count(*) >= max
+  )
+  UPDATE alkstore.jobs j SET state = 'parked'
+   WHERE j.id = ANY (ARRAY(
+           SELECT e.id FROM alkstore.jobs e
+            WHERE e.id = ANY (ids) AND e.state = 'pending' COLLATE "C"
+              AND e.limit_key IN (SELECT s.limit_key FROM still s)
+              FOR UPDATE SKIP LOCKED))
+$$;
+
+-- A job of a key left 'running': the key's parked jobs that now fit go
+-- back into claim order (see park), and a waiting worker is woken.
+CREATE OR REPLACE FUNCTION alkstore.unpark() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  max integer;
+BEGIN
+  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = OLD.queue;
+  IF max IS NULL THEN
+    RETURN NULL; -- nothing is parked without a running limit per key (set_limits)
+  END IF;
+  UPDATE alkstore.jobs j SET state = 'pending'
+   WHERE j.id = ANY (ARRAY(
+           SELECT p.id FROM alkstore.jobs p
+            WHERE p.queue = OLD.queue AND p.limit_key = OLD.limit_key AND p.state = 'parked'
+            ORDER BY p.priority DESC, p.run_at, p.id
+            LIMIT greatest(max - (SELECT count(*) FROM alkstore.jobs e
+                                   WHERE e.queue = OLD.queue AND e.state = 'running'
+                                     AND e.limit_key = OLD.limit_key
+                                     AND CASE WHEN e.state = 'running' THEN e.claim_expires_at
+                                              ELSE e.expires_at END > clock_timestamp()), 0)
+              FOR UPDATE SKIP LOCKED))
+     AND j.state = 'parked' COLLATE "C";
+  IF FOUND THEN
+    PERFORM alkstore.wake('q', OLD.queue);
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- Only rows that leave 'running' and have a key run it: claims, enqueues and
+-- acks of jobs without a key evaluate the WHEN and nothing more.
+CREATE OR REPLACE TRIGGER jobs_unpark_deleted AFTER DELETE ON alkstore.jobs
+  FOR EACH ROW WHEN (OLD.state = 'running' AND OLD.limit_key IS NOT NULL)
+  EXECUTE FUNCTION alkstore.unpark();
+CREATE OR REPLACE TRIGGER jobs_unpark_updated AFTER UPDATE OF state ON alkstore.jobs
+  FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.state <> 'running' AND OLD.limit_key IS NOT NULL)
+  EXECUTE FUNCTION alkstore.unpark();
+
 -- When a claim of the queue can take a job next: NULL when its limits
 -- leave room now (or it has none), else the earliest time a slot frees
 -- (limit_room). Per-key limits count when every job a claim could take now
--- (the first 1,000 in claim order) is of a key at its limit.
+-- (the first 1,000 in claim order, and the keys of parked jobs) is of a
+-- key at its limit.
 CREATE OR REPLACE FUNCTION alkstore.next_slot_at(q text, now timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -285,10 +380,12 @@ BEGIN
   END IF;
   FOR k IN
     SELECT DISTINCT e.limit_key FROM (
-      SELECT e.limit_key FROM alkstore.jobs e
-       WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
-         AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
-       ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000) e
+      (SELECT e.limit_key FROM alkstore.jobs e
+        WHERE hashtextextended(e.queue, 0) = hashtextextended(q, 0) AND e.queue = q
+          AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
+        ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000)
+      UNION ALL -- and keys whose jobs are parked (their keys were full)
+      (SELECT e.limit_key FROM alkstore.jobs e WHERE e.queue = q AND e.state = 'parked' LIMIT 1000)) e
   LOOP
     IF k IS NULL THEN
       RETURN NULL; -- a job without a key: only the queue's limits count

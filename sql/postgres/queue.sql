@@ -394,7 +394,7 @@ DECLARE
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked')
+  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked', 'parked')
   RETURNING j.queue, j.group_key, j.state,
     j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
     j.dependents
@@ -418,12 +418,12 @@ BEGIN
 END $$;
 
 -- A waiting job is pending to everyone outside (it only waits for its group),
--- and so are scheduled and blocked ones.
+-- and so are scheduled, blocked and parked ones.
 CREATE OR REPLACE FUNCTION alkstore.job_json(j alkstore.jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'id', j.id, 'queue', j.queue,
-    'state', CASE WHEN j.state IN ('waiting', 'scheduled', 'blocked') THEN 'pending' ELSE j.state END,
+    'state', CASE WHEN j.state IN ('waiting', 'scheduled', 'blocked', 'parked') THEN 'pending' ELSE j.state END,
     'payload', j.payload,
     'priority', j.priority, 'attempts', j.attempts, 'max_attempts', j.max_attempts,
     'visibility_timeout_s', alkstore.seconds(j.visibility_timeout_ms),
@@ -557,6 +557,7 @@ BEGIN
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at <= now)
+             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'parked') -- (due: limit.sql)
              + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
@@ -579,7 +580,7 @@ BEGIN
   RETURN alkstore.stats(alkstore.name('queue', queue));
 END $$;
 
--- Expired pending (waiting, scheduled) jobs and final claims past their
+-- Expired pending (waiting, scheduled, parked) jobs and final claims past their
 -- deadline go dead; a finished head hands its group on. Then scheduled jobs
 -- that came due become pending, at most 2,000 a call (ahead.sql): a short
 -- transaction (tens of milliseconds), however many came due at once; the
@@ -610,8 +611,12 @@ BEGIN
       SELECT e.id, e.state FROM alkstore.jobs e
        WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
        FOR UPDATE SKIP LOCKED
+    ), p AS (
+      SELECT e.id, e.state FROM alkstore.jobs e -- (jobs_parked: limit.sql)
+       WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
+       FOR UPDATE SKIP LOCKED
     ), x AS (
-      SELECT * FROM d UNION ALL SELECT * FROM w
+      SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p
     )
     UPDATE alkstore.jobs j
        SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,

@@ -40,10 +40,13 @@ CREATE TABLE alkstore.jobs (
   -- 'pending', 'running', 'dead', 'completed', 'waiting' (pending, as
   -- every function reports it, behind its group's head; only heads are in
   -- jobs_pending, so claims never read past them), 'blocked' (pending, as
-  -- reported, waiting for the jobs it depends on: deps.sql) or 'scheduled' (pending,
+  -- reported, waiting for the jobs it depends on: deps.sql), 'scheduled' (pending,
   -- as reported, written with a run_at ahead: kept out of jobs_pending so
   -- that claims never step over it — contract v1.2 §H; alk_sweep makes it
-  -- pending when it comes due, and claims take it before that). Written only by
+  -- pending when it comes due, and claims take it before that) or 'parked'
+  -- (pending, as reported, stepped over by a claim because its limit_key
+  -- was at its running limit: out of jobs_pending until the key has room —
+  -- limit.sql). Written only by
   -- alkstore's functions, and without a CHECK: PostgreSQL re-reads and
   -- plans a CHECK on every statement that writes the table, which cost a
   -- quarter of an INSERT's instructions (docs/decisions.md).
@@ -125,6 +128,9 @@ CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id)
 -- and alk_sweep expires without reading the rest.
 CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
   WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
+-- Parked jobs (limit.sql), per key in claim order: what a job of the key
+-- leaving 'running' puts back into claim order.
+CREATE INDEX jobs_parked ON alkstore.jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
 -- Finished jobs with a retention, in the order alk_prune deletes them.
 CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
 -- Statements that find jobs by id compare the state with COLLATE "C"

@@ -45,7 +45,8 @@ SELECT id FROM alk_jobs WHERE queue = ?1 AND id > ?2 ORDER BY id LIMIT ?3;
 
 -- name: list_jobs_pending
 SELECT id FROM alk_jobs
-WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled' OR state = 'blocked')
+WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled' OR state = 'blocked'
+                      OR state = 'parked')
   AND id > ?2
 ORDER BY id LIMIT ?3;
 
@@ -85,7 +86,7 @@ DELETE FROM alk_jobs WHERE queue = ?1 AND state = 'completed';
 
 -- name: purge_pending
 DELETE FROM alk_jobs WHERE queue = ?1 AND (state = 'pending' OR state = 'waiting' OR state = 'scheduled'
-                                           OR state = 'blocked')
+                                           OR state = 'blocked' OR state = 'parked')
 RETURNING group_key, id, dependents;
 
 -- Every stream (published to, configured, or with a saved offset): its

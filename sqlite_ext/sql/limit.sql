@@ -50,9 +50,22 @@ INSERT INTO alk_claim_times (queue, limit_key, claimed_at) VALUES (?1, ?2, ?3);
 -- The keys of the first 1,000 jobs a claim could take now (next_slot_at).
 -- name: limit_due_keys
 SELECT DISTINCT limit_key FROM (
-  SELECT limit_key FROM alk_jobs
-  WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2 AND (expires_at IS NULL OR expires_at > ?2)
-  ORDER BY priority DESC, run_at, id LIMIT 1000);
+  SELECT * FROM (
+    SELECT limit_key FROM alk_jobs
+    WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2 AND (expires_at IS NULL OR expires_at > ?2)
+    ORDER BY priority DESC, run_at, id LIMIT 1000)
+  UNION ALL -- and the keys of parked jobs (their keys were full: limit.rs)
+  SELECT * FROM (SELECT limit_key FROM alk_jobs WHERE queue = ?1 AND state = 'parked' LIMIT 1000));
+
+-- Parks one pending job stepped over because its key is at its running
+-- limit (limit.rs).
+-- name: limit_park
+UPDATE alk_jobs SET state = 'parked' WHERE id = ?1 AND state = 'pending';
+
+-- Every parked job of the queue back into claim order (its key's running
+-- limit changed).
+-- name: limit_unpark_all
+UPDATE alk_jobs SET state = 'pending' WHERE queue = ?1 AND state = 'parked';
 
 -- Claim times of keys that left their window, which claims do not delete
 -- once a key goes idle (alk_prune; not counted). A queue's own window

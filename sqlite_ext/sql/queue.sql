@@ -242,12 +242,13 @@ RETURNING id;
 -- name: cancel
 DELETE FROM alk_jobs WHERE id = ?1
   AND (state = 'pending' OR state = 'running' OR state = 'waiting' OR state = 'scheduled'
-       OR state = 'blocked')
+       OR state = 'blocked' OR state = 'parked')
 RETURNING queue, group_key, state, dependents;
 
 -- A waiting job is pending to everyone outside (it only waits for its
 -- group), and so are a scheduled one (it only waits for its run_at) and a
--- blocked one (it waits for its dependencies).
+-- blocked one (it waits for its dependencies), and a parked one (it waits
+-- for its limit_key's room: limit.rs).
 -- Every error the job met (alk_job_errors).
 -- name: job_errors
 SELECT coalesce(errors, '[]') FROM alk_jobs WHERE id = ?1;
@@ -255,7 +256,7 @@ SELECT coalesce(errors, '[]') FROM alk_jobs WHERE id = ?1;
 -- name: get_job
 SELECT id, queue,
        CASE state WHEN 'waiting' THEN 'pending' WHEN 'scheduled' THEN 'pending' WHEN 'blocked' THEN 'pending'
-                  ELSE state END,
+                  WHEN 'parked' THEN 'pending' ELSE state END,
        payload, priority,
        attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at,
        created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key,
@@ -274,13 +275,15 @@ UPDATE alk_jobs
 SET state = ?3, attempts = 0, run_at = ?2, expires_at = NULL, prune_at = NULL
 WHERE id = ?1 AND state = 'dead';
 
--- Waiting, scheduled and blocked jobs count as pending (or scheduled), by run_at.
+-- Waiting, scheduled and blocked jobs count as pending (or scheduled), by
+-- run_at; parked ones (limit.rs) are due.
 -- name: queue_stats
 SELECT
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at <= ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'blocked' AND run_at <= ?2)
-  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2),
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2)
+  + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'parked'),
   (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'pending' AND run_at > ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'waiting' AND run_at > ?2)
   + (SELECT count(*) FROM alk_jobs WHERE queue = ?1 AND state = 'blocked' AND run_at > ?2)
@@ -319,6 +322,14 @@ SET state = 'dead', last_error = 'expired',
 WHERE state = 'blocked' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
 RETURNING queue, group_key, 'blocked', id, dependents;
+
+-- name: sweep_expired_parked
+UPDATE alk_jobs
+SET state = 'dead', last_error = 'expired',
+    prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
+WHERE state = 'parked' AND expires_at IS NOT NULL AND expires_at <= ?2
+  AND (?1 IS NULL OR queue = ?1)
+RETURNING queue, group_key, 'parked', id, dependents;
 
 -- name: sweep_expired_scheduled
 UPDATE alk_jobs

@@ -3,11 +3,20 @@
 //! `alk_claim_times`. A claim of a queue with limits (queue.rs) asks a
 //! [`Limiter`] which candidates it may take, in claim order; claims run
 //! under SQLite's one writer, so each counts what the last one claimed.
+//!
+//! Parking: a pending job stepped over because its key is at its running
+//! limit (`key_max_running`) is parked — state `parked`, out of
+//! `alk_jobs_pending` — so that the next claims do not read past it again:
+//! a full key's backlog costs one claim, not every claim. A job of the key
+//! leaving `running` puts back as many as the key has room for (triggers
+//! in schema.sql); changing `key_max_running` puts back all of the queue's
+//! ([`set`]). Keys at a rate limit are stepped over, not parked: their
+//! window frees by time, not by an event.
 
 use crate::conn::Conn;
 use crate::error::Result;
 use alkstore_core::QueueLimits;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The queue's limits, or `None` when it has none (no row).
 pub fn of(conn: &Conn, queue: &str) -> Result<Option<QueueLimits>> {
@@ -37,6 +46,13 @@ fn with_count(conn: &Conn, queue: &str) -> Result<Option<(QueueLimits, i64)>> {
 /// any has no row. A rate removed takes its window's claim times along:
 /// set again, it starts from an empty window.
 pub fn set(conn: &Conn, queue: &str, l: &QueueLimits) -> Result<()> {
+    // A key's running limit changed: every parked job goes back into claim
+    // order, and claims park again what is still over the limit.
+    if of(conn, queue)?.unwrap_or_default().key_max_running != l.key_max_running {
+        let mut st = conn.stmt("limit_unpark_all")?;
+        st.bind_text(1, queue);
+        st.run()?;
+    }
     {
         let mut st = conn.stmt("claim_times_delete")?;
         st.bind_text(1, queue);
@@ -126,6 +142,8 @@ pub struct Limiter<'q> {
     room: i64,
     /// Room left per key met so far.
     keys: HashMap<String, i64>,
+    /// Keys met at their running limit: their pending jobs stepped over are parked.
+    full: HashSet<String>,
     /// The queue's count of claims in its own rate window, as of now.
     rate_count: i64,
 }
@@ -151,6 +169,7 @@ impl<'q> Limiter<'q> {
             now,
             room: running_room.min(rate_room),
             keys: HashMap::new(),
+            full: HashSet::new(),
             rate_count,
         }))
     }
@@ -160,10 +179,11 @@ impl<'q> Limiter<'q> {
         self.room
     }
 
-    /// Whether a job of `key` may be taken now; if so, counts it as taken.
-    /// False means it is stepped over (its key is at its limit) or the
-    /// queue's limits allow no more.
-    pub fn take(&mut self, conn: &Conn, key: Option<&str>) -> Result<bool> {
+    /// Whether job `id` of `key` may be taken now; if so, counts it as taken.
+    /// False means it is stepped over (its key is at its limit: parked, if
+    /// pending and the limit is the key's running limit) or the queue's
+    /// limits allow no more.
+    pub fn take(&mut self, conn: &Conn, id: i64, key: Option<&str>) -> Result<bool> {
         if self.room <= 0 {
             return Ok(false);
         }
@@ -174,11 +194,31 @@ impl<'q> Limiter<'q> {
                 None => {
                     forget(conn, self.queue, k, l.key_rate_per_ms, self.now)?;
                     let limits = (l.key_max_running, l.key_rate_max, l.key_rate_per_ms);
-                    room(conn, self.queue, Some(k), limits, self.now)?.0
+                    let left = room(conn, self.queue, Some(k), limits, self.now)?.0;
+                    if left <= 0
+                        && l.key_max_running.is_some()
+                        && room(
+                            conn,
+                            self.queue,
+                            Some(k),
+                            (l.key_max_running, None, None),
+                            self.now,
+                        )?
+                        .0 <= 0
+                    {
+                        self.full.insert(k.to_owned());
+                    }
+                    left
                 }
             };
             self.keys.insert(k.to_owned(), left - 1);
             if left <= 0 {
+                if self.full.contains(k) {
+                    // (A scheduled or expired candidate is not pending: left as it is.)
+                    let mut st = conn.stmt("limit_park")?;
+                    st.bind_i64(1, id);
+                    st.run()?;
+                }
                 return Ok(false);
             }
         }

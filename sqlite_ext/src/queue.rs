@@ -311,7 +311,7 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
                 if kept.len() as i64 == want || l.room() <= 0 {
                     break;
                 }
-                if l.take(conn, c.limit_key.as_deref())? {
+                if l.take(conn, c.order.2, c.limit_key.as_deref())? {
                     kept.push(c);
                 } else {
                     over += 1;
@@ -969,6 +969,7 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
         "sweep_expired",
         "sweep_expired_waiting",
         "sweep_expired_blocked",
+        "sweep_expired_parked",
         "sweep_expired_scheduled",
         "sweep_final_claims",
     ] {

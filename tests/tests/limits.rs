@@ -261,6 +261,73 @@ per_engine! {
     }
 }
 
+per_engine! {
+    fn a_full_keys_backlog_waits_out_of_claim_order_and_comes_back_as_its_key_frees(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let q = fresh("lim-park");
+        configure(db, &q, r#"{"key_max_running": 2}"#);
+        let held: Vec<i64> = (0..2).map(|_| keyed(db, &q, "busy")).collect();
+        assert_eq!(claim(db, &q, "w", 2), held, "[{e}]");
+        let backlog: Vec<i64> = (0..60).map(|_| keyed(db, &q, "busy")).collect();
+        let others: Vec<i64> = (0..3).map(|i| keyed(db, &q, &format!("k{i}"))).collect();
+        assert_eq!(claim(db, &q, "w", 1), [others[0]], "[{e}] past the busy key's 60");
+        assert_eq!(claim(db, &q, "w", 1), [others[1]], "[{e}] and again");
+        // Stepped over, the busy key's jobs are pending to everyone outside.
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(backlog[0])])["state"], "pending", "[{e}]");
+        assert_eq!(stats(db, &q)["pending"], 61, "[{e}]");
+        let listed = db.ok("alk_list_jobs", &[t(&q), t("pending"), Arg::Int(0), Arg::Int(100)]);
+        assert_eq!(listed.as_array().map(Vec::len), Some(61), "[{e}] listed as pending");
+        // An ack frees one slot: the key's next job in claim order, one only.
+        assert!(ack(db, held[0], "w"), "[{e}]");
+        assert_eq!(claim(db, &q, "w", 5), [backlog[0], others[2]], "[{e}]");
+        // A retry frees one too (the retried job waits for its delay).
+        let retried = db.ok("alk_retry", &[Arg::Int(held[1]), t("w"), t("again"), Arg::Num(3600.0)]);
+        assert_eq!(retried, "pending", "[{e}]");
+        assert_eq!(claim(db, &q, "w", 5), [backlog[1]], "[{e}]");
+        // A job stepped over can be cancelled, and a cancelled running job frees its slot.
+        assert!(db.yes("alk_cancel", &[Arg::Int(backlog[2])]), "[{e}]");
+        assert!(db.yes("alk_cancel", &[Arg::Int(backlog[0])]), "[{e}]");
+        assert_eq!(claim(db, &q, "w", 5), [backlog[3]], "[{e}] the next after the cancelled one");
+        assert_eq!(stats(db, &q)["pending"], 56, "[{e}] the backlog's 56 left (the retried one is scheduled)");
+        // Raising the key's limit lets the rest run at once.
+        configure(db, &q, r#"{"key_max_running": 100}"#);
+        assert_eq!(claim(db, &q, "w", 100), backlog[4..].to_vec(), "[{e}] everything left, in order");
+        // Removing it as well: a new backlog stepped over comes back with the limit gone.
+        configure(db, &q, r#"{"key_max_running": 1}"#);
+        let more: Vec<i64> = (0..5).map(|_| keyed(db, &q, "busy")).collect();
+        let other = keyed(db, &q, "k9");
+        assert_eq!(claim(db, &q, "w", 1), [other], "[{e}]");
+        configure(db, &q, r#"{"key_max_running": null}"#);
+        assert_eq!(claim(db, &q, "w", 10), more, "[{e}] without a limit");
+
+        // A final claim that expires frees its slot: the claim that
+        // dead-letters it takes the key's next job.
+        let x = fresh("lim-park-expiry");
+        configure(db, &x, r#"{"key_max_running": 1, "visibility_timeout_s": 0.2, "max_attempts": 1}"#);
+        let first = keyed(db, &x, "k");
+        assert_eq!(claim(db, &x, "w", 1), [first], "[{e}]");
+        let next = keyed(db, &x, "k");
+        let other = keyed(db, &x, "other");
+        assert_eq!(claim(db, &x, "w", 1), [other], "[{e}]");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(claim(db, &x, "w", 1), [next], "[{e}]");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(first)])["state"], "dead", "[{e}]");
+        // And one that a sweep dead-letters.
+        let first = keyed(db, &x, "s");
+        assert_eq!(claim(db, &x, "w", 1), [first], "[{e}]");
+        let next = keyed(db, &x, "s");
+        let other = keyed(db, &x, "other");
+        assert_eq!(claim(db, &x, "w", 1), [other], "[{e}]");
+        std::thread::sleep(Duration::from_millis(300));
+        db.ok("alk_sweep", &[t(&x)]);
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(first)])["state"], "dead", "[{e}]");
+        assert_eq!(stats(db, &x)["pending"], 1, "[{e}]");
+        assert_eq!(claim(db, &x, "w", 1), [next], "[{e}]");
+    }
+}
+
 /// Eight workers claim (1 to 3 at a time) and ack on their own connections
 /// until `jobs` jobs ran; returns each claim's (claim time, jobs' keys), the
 /// claim time read back from its claim expiry, and the most jobs ever held
@@ -465,6 +532,101 @@ fn postgres_a_finish_in_a_queue_with_a_running_limit_wakes_a_waiting_worker() {
             next_notification(&mut worker, &[&q], Duration::from_secs(5)),
             Some(("alkstore_jobs".into(), q.clone())),
             "[{name}] a waiting worker is woken by a batch ack"
+        );
+    }
+}
+
+/// What one claim reads of the database: blocks of jobs and its indexes
+/// fetched on PostgreSQL (in the claim's transaction); on SQLite, which
+/// keeps the page a cursor is on, the virtual machine's instructions (in
+/// thousands) of every statement the claim ran.
+fn claim_reads(target: &Target, q: &str) -> (Vec<i64>, i64) {
+    if target.is_postgres() {
+        let mut c = pg_client(target);
+        let read = "SELECT (SELECT sum(pg_stat_get_xact_blocks_fetched(i.indexrelid))::bigint
+                              FROM pg_index i WHERE i.indrelid = 'alkstore.jobs'::regclass)
+                          + pg_stat_get_xact_blocks_fetched('alkstore.jobs'::regclass)";
+        let mut tx = c.transaction().unwrap();
+        let before: i64 = tx.query_one(read, &[]).unwrap().get(0);
+        let got = tx
+            .query("SELECT id FROM alk_claim($1, 'w', 1)", &[&q])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let after: i64 = tx.query_one(read, &[]).unwrap().get(0);
+        tx.commit().unwrap();
+        return (got, after - before);
+    }
+    static STEPS: AtomicI64 = AtomicI64::new(0);
+    extern "C" fn step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
+        STEPS.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+    let conn = rusqlite::Connection::open(target.sqlite_path()).unwrap();
+    conn.busy_timeout(Duration::from_secs(30)).unwrap();
+    alkstore_sqlite::register(&conn).unwrap();
+    // The first call prepares the engine's statements: not counted.
+    let _: String = conn
+        .query_row("SELECT alk_queue_stats(?1)", [q], |r| r.get(0))
+        .unwrap();
+    STEPS.store(0, Ordering::Relaxed);
+    // SAFETY: a valid open connection; the handler touches only a static.
+    unsafe {
+        rusqlite::ffi::sqlite3_progress_handler(
+            conn.handle(),
+            1000,
+            Some(step),
+            std::ptr::null_mut(),
+        )
+    };
+    let out: String = conn
+        .query_row("SELECT alk_claim(?1, 'w', 1)", [q], |r| r.get(0))
+        .unwrap();
+    // SAFETY: as above; removes the handler.
+    unsafe {
+        rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut())
+    };
+    (
+        ids(&serde_json::from_str(&out).unwrap()),
+        STEPS.load(Ordering::Relaxed),
+    )
+}
+
+#[test]
+fn a_claim_does_not_read_a_full_keys_backlog_again() {
+    for target in targets().into_iter().filter(|t| !t.is_bouncer()) {
+        let mut db = target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let q = fresh("lim-park-cost");
+        configure(db, &q, r#"{"key_max_running": 1}"#);
+        let held = keyed(db, &q, "busy");
+        assert_eq!(claim(db, &q, "w", 1), [held], "[{e}]");
+        let burst: String = format!("[{}]", vec!["1"; 2000].join(","));
+        db.ok(
+            "alk_enqueue_batch",
+            &[t(&q), j(r#"{"limit_key": "busy"}"#), j(&burst)],
+        );
+        let others: Vec<i64> = (0..3).map(|i| keyed(db, &q, &format!("k{i}"))).collect();
+        // The first claim after the burst reads past it; the next do not.
+        let (got, first) = claim_reads(&target, &q);
+        assert_eq!(got, [others[0]], "[{e}]");
+        let (got, next) = claim_reads(&target, &q);
+        assert_eq!(got, [others[1]], "[{e}]");
+        eprintln!("[{e}] reads of the first claim after 2,000 jobs of a full key: {first}, of the next: {next}");
+        assert!(
+            next * 5 < first,
+            "[{e}] the next claim read {next}, the first {first}"
+        );
+        // And once the key frees, its next job is claimed as before.
+        assert!(ack(db, held, "w"), "[{e}]");
+        let (got, _) = claim_reads(&target, &q);
+        assert_eq!(got.len(), 1, "[{e}]");
+        assert_ne!(
+            got,
+            [others[2]],
+            "[{e}] the busy key's next job comes first in claim order"
         );
     }
 }

@@ -110,3 +110,7 @@ ALTER TABLE alkstore.jobs ADD COLUMN errors jsonb;
 UPDATE alkstore.jobs SET errors = jsonb_build_array(jsonb_build_object(
          'attempt', attempts, 'error', last_error, 'at', NULL))
  WHERE last_error IS NOT NULL;
+
+-- Jobs parked behind their key's running limit (contract v1.2 §I,
+-- limit.sql): none exist before this version.
+CREATE INDEX jobs_parked ON alkstore.jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
