@@ -278,7 +278,15 @@ UPDATE alkstore.jobs SET errors = jsonb_build_array(jsonb_build_object(
 
 -- Jobs parked behind their key's running limit (contract v1.2 §I,
 -- limit.sql): none exist before this version.
-CREATE INDEX jobs_parked ON alkstore.jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
+CREATE TABLE alkstore.parked (
+  id        bigint      PRIMARY KEY,
+  queue     text        NOT NULL,
+  limit_key text        NOT NULL,
+  priority  integer     NOT NULL,
+  run_at    timestamptz NOT NULL
+);
+CREATE INDEX parked_order ON alkstore.parked (queue, limit_key, priority DESC, run_at, id);
+REVOKE ALL ON alkstore.parked FROM PUBLIC;
 
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
@@ -1188,7 +1196,8 @@ BEGIN
   -- (After the upsert's row lock: a claim parking now has committed.)
   IF (SELECT t.key_max_running FROM alkstore.queue_limits t WHERE t.queue = l.queue) IS DISTINCT FROM l.key_max_running THEN
     PERFORM FROM alkstore.queue_limits t WHERE t.queue = l.queue FOR UPDATE;
-    UPDATE alkstore.jobs j SET state = 'pending' WHERE j.queue = l.queue AND j.state = 'parked';
+    WITH back AS (DELETE FROM alkstore.parked p WHERE p.queue = l.queue RETURNING p.id)
+    UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id AND j.state = 'parked' COLLATE "C";
   END IF;
   IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
     DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
@@ -1392,11 +1401,11 @@ END $$;
 
 -- Parking (issue 37): a claim that steps over pending jobs whose key is at
 -- its running limit (key_max_running) parks them — state 'parked', out of
--- jobs_pending — so that the next claims do not read past them again: a
+-- jobs_pending, and a row in alkstore.parked — so that the next claims do not read past them again: a
 -- full key's backlog costs one claim, not every claim. A job of the key
--- leaving 'running' (ack, retry, fail, cancel, dead-lettered, purged) puts
--- back as many of the key's parked jobs, in claim order, as the key has
--- room for (alkstore.unpark, a trigger on jobs); changing or removing
+-- leaving 'running' (ack, retry, fail, cancel, dead-lettered) puts back
+-- as many of the key's parked jobs, in claim order, as the key has room
+-- for (alkstore.unpark); changing or removing
 -- key_max_running puts back all of the queue's (set_limits). Keys at a rate
 -- limit are not parked: their window frees by time, not by an event.
 --
@@ -1419,51 +1428,64 @@ LANGUAGE sql AS $$
   ), still AS (
     SELECT h.limit_key FROM held h GROUP BY h.limit_key HAVING count(*) >= max
   )
-  UPDATE alkstore.jobs j SET state = 'parked'
-   WHERE j.id = ANY (ARRAY(
-           SELECT e.id FROM alkstore.jobs e
-            WHERE e.id = ANY (ids) AND e.state = 'pending' COLLATE "C"
-              AND e.limit_key IN (SELECT s.limit_key FROM still s)
-              FOR UPDATE SKIP LOCKED))
+  , moved AS (
+    UPDATE alkstore.jobs j SET state = 'parked'
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.id = ANY (ids) AND e.state = 'pending' COLLATE "C"
+                AND e.limit_key IN (SELECT s.limit_key FROM still s)
+                FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.limit_key, j.priority, j.run_at
+  )
+  INSERT INTO alkstore.parked (id, queue, limit_key, priority, run_at)
+  SELECT m.id, m.queue, m.limit_key, m.priority, m.run_at FROM moved m
 $$;
 
--- A job of a key left 'running': the key's parked jobs that now fit go
--- back into claim order (see park), and a waiting worker is woken.
-CREATE OR REPLACE FUNCTION alkstore.unpark() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+-- A job of key k of queue q left 'running': the key's parked jobs that now
+-- fit go back into claim order (see park). Called by every path that takes
+-- a job out of 'running' — ack, ack batch, retry, fail, cancel (through
+-- limit_freed), a claim's or a sweep's dead-lettering of a final claim —
+-- rather than by a trigger on jobs: a row trigger, even one whose WHEN
+-- nothing passes, cost every claim + ack 13% more instructions
+-- (docs/benchmarks.md).
+CREATE OR REPLACE FUNCTION alkstore.unpark(q text, k text) RETURNS void
+LANGUAGE plpgsql AS $$
 DECLARE
   max integer;
 BEGIN
-  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = OLD.queue;
-  IF max IS NULL THEN
-    RETURN NULL; -- nothing is parked without a running limit per key (set_limits)
+  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = q;
+  IF max IS NULL OR k IS NULL THEN
+    RETURN; -- nothing is parked without a running limit per key (set_limits)
   END IF;
-  UPDATE alkstore.jobs j SET state = 'pending'
-   WHERE j.id = ANY (ARRAY(
-           SELECT p.id FROM alkstore.jobs p
-            WHERE p.queue = OLD.queue AND p.limit_key = OLD.limit_key AND p.state = 'parked'
-            ORDER BY p.priority DESC, p.run_at, p.id
-            LIMIT greatest(max - (SELECT count(*) FROM alkstore.jobs e
-                                   WHERE e.queue = OLD.queue AND e.state = 'running'
-                                     AND e.limit_key = OLD.limit_key
-                                     AND CASE WHEN e.state = 'running' THEN e.claim_expires_at
-                                              ELSE e.expires_at END > clock_timestamp()), 0)
-              FOR UPDATE SKIP LOCKED))
-     AND j.state = 'parked' COLLATE "C";
+  WITH back AS (
+    DELETE FROM alkstore.parked p
+     WHERE p.id = ANY (ARRAY(
+             SELECT x.id FROM alkstore.parked x
+              WHERE x.queue = q AND x.limit_key = k
+              ORDER BY x.priority DESC, x.run_at, x.id
+              LIMIT greatest(max - (SELECT count(*) FROM alkstore.jobs e
+                                     WHERE e.queue = q AND e.state = 'running' AND e.limit_key = k
+                                       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at
+                                                ELSE e.expires_at END > clock_timestamp()), 0)
+                FOR UPDATE SKIP LOCKED))
+    RETURNING p.id
+  )
+  UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id AND j.state = 'parked' COLLATE "C";
   IF FOUND THEN
-    PERFORM alkstore.wake('q', OLD.queue);
+    PERFORM alkstore.wake('q', q);
   END IF;
-  RETURN NULL;
 END $$;
 
--- Only rows that leave 'running' and have a key run it: claims, enqueues and
--- acks of jobs without a key evaluate the WHEN and nothing more.
-CREATE OR REPLACE TRIGGER jobs_unpark_deleted AFTER DELETE ON alkstore.jobs
-  FOR EACH ROW WHEN (OLD.state = 'running' AND OLD.limit_key IS NOT NULL)
-  EXECUTE FUNCTION alkstore.unpark();
-CREATE OR REPLACE TRIGGER jobs_unpark_updated AFTER UPDATE OF state ON alkstore.jobs
-  FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.state <> 'running' AND OLD.limit_key IS NOT NULL)
-  EXECUTE FUNCTION alkstore.unpark();
+-- A job of key k (or none) finished in queue q, which has a running limit:
+-- the slot it frees is work a waiting worker could claim now.
+CREATE OR REPLACE FUNCTION alkstore.limit_freed(q text, k text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM alkstore.wake('q', q);
+  IF k IS NOT NULL THEN
+    PERFORM alkstore.unpark(q, k);
+  END IF;
+END $$;
 
 -- When a claim of the queue can take a job next: NULL when its limits
 -- leave room now (or it has none), else the earliest time a slot frees
@@ -1496,7 +1518,7 @@ BEGIN
           AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000)
       UNION ALL -- and keys whose jobs are parked (their keys were full)
-      (SELECT e.limit_key FROM alkstore.jobs e WHERE e.queue = q AND e.state = 'parked' LIMIT 1000)) e
+      (SELECT p.limit_key FROM alkstore.parked p WHERE p.queue = q LIMIT 1000)) e
   LOOP
     IF k IS NULL THEN
       RETURN NULL; -- a job without a key: only the queue's limits count
@@ -2047,6 +2069,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k       text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
@@ -2060,8 +2083,8 @@ BEGIN
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
   RETURNING j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, limited, deps, k;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -2071,8 +2094,8 @@ BEGIN
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
     RETURNING j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, limited, deps, k;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
@@ -2084,7 +2107,7 @@ BEGIN
     PERFORM alkstore.deps_acked(ARRAY[jid]);
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN true;
 END $$;
@@ -2098,6 +2121,8 @@ DECLARE
   qs  text[];
   gs  text[];
   fq  text[]; -- the queues of the acked jobs
+  kq  text[];  -- the queues and limit keys of the acked jobs that have one
+  kk  text[];
   dj  bigint[]; -- the acked jobs that jobs depend on (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
@@ -2116,7 +2141,7 @@ BEGIN
      WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND (NOT EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
             OR NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0))
-    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep, j.limit_key
   ), k AS (
     UPDATE alkstore.jobs j
        SET state = 'completed', completed_at = now, claim_expires_at = NULL,
@@ -2125,12 +2150,14 @@ BEGIN
      WHERE EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
        AND j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND c.queue = j.queue AND c.retain_completed_ms > 0
-    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep, j.limit_key
   )
   SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
          array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue),
-         array_agg(u.dep) FILTER (WHERE u.dep IS NOT NULL)
-    INTO n, qs, gs, fq, dj
+         array_agg(u.dep) FILTER (WHERE u.dep IS NOT NULL),
+         array_agg(u.queue) FILTER (WHERE u.limit_key IS NOT NULL),
+         array_agg(u.limit_key) FILTER (WHERE u.limit_key IS NOT NULL)
+    INTO n, qs, gs, fq, dj, kq, kk
     FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
@@ -2138,11 +2165,15 @@ BEGIN
   IF dj IS NOT NULL THEN
     PERFORM alkstore.deps_acked(dj);
   END IF;
-  -- Running limits: a finish wakes a waiting worker (limit.sql).
+  -- Running limits: a finish wakes a waiting worker, and puts its key's
+  -- parked jobs back (limit.sql).
   IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
     PERFORM alkstore.wake('q', x) FROM unnest(fq) x
       WHERE EXISTS (SELECT FROM alkstore.queue_limits l
                      WHERE l.queue = x AND num_nonnulls(l.max_running, l.key_max_running) > 0);
+    IF kk IS NOT NULL THEN
+      PERFORM alkstore.unpark(x.q, x.k) FROM (SELECT DISTINCT u.q, u.k FROM unnest(kq, kk) u(q, k)) x;
+    END IF;
   END IF;
   RETURN n;
 END $$;
@@ -2157,6 +2188,7 @@ DECLARE
   q        text;
   g        text;
   limited  boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k        text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps     boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
@@ -2182,8 +2214,8 @@ BEGIN
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO result, q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO result, q, g, limited, deps, k;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
   END IF;
@@ -2191,7 +2223,7 @@ BEGIN
     PERFORM alkstore.deps_failed(ARRAY[job_id], 'dead');
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN result;
 END $$;
@@ -2204,6 +2236,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k       text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
@@ -2216,8 +2249,8 @@ BEGIN
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, limited, deps, k;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -2228,7 +2261,7 @@ BEGIN
     PERFORM alkstore.deps_failed(ARRAY[jid], 'dead');
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN true;
 END $$;
@@ -2262,15 +2295,19 @@ DECLARE
   g   text;
   was text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k       text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked', 'parked')
   RETURNING j.queue, j.group_key, j.state,
     j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, was, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, was, limited, deps, k;
   IF NOT FOUND THEN
     RETURN false;
+  END IF;
+  IF was = 'parked' THEN
+    DELETE FROM alkstore.parked p WHERE p.id = jid; -- (limit.sql)
   END IF;
   -- Gone without an ack: a later depends_on naming it must not take it
   -- for acked; those waiting for it now go dead (deps.sql).
@@ -2282,7 +2319,7 @@ BEGIN
     PERFORM alkstore.group_done(q, g, was <> 'waiting');
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN true;
 END $$;
@@ -2427,7 +2464,7 @@ BEGIN
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at <= now)
-             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'parked') -- (due: limit.sql)
+             + (SELECT count(*) FROM alkstore.parked p WHERE p.queue = q) -- (due: limit.sql)
              + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
@@ -2482,9 +2519,9 @@ BEGIN
        WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
        FOR UPDATE SKIP LOCKED
     ), p AS (
-      SELECT e.id, e.state FROM alkstore.jobs e -- (jobs_parked: limit.sql)
-       WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
-       FOR UPDATE SKIP LOCKED
+      SELECT e.id, e.state FROM alkstore.parked k JOIN alkstore.jobs e ON e.id = k.id -- (limit.sql)
+       WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR k.queue = q)
+       FOR UPDATE OF e SKIP LOCKED
     ), x AS (
       SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p
     )
@@ -2500,9 +2537,14 @@ BEGIN
      WHERE j.id = x.id AND j.state = x.state
        AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
        AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
-    RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents
+    RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents, j.limit_key
   LOOP
     n := n + 1;
+    IF r.was = 'running' AND r.limit_key IS NOT NULL THEN
+      PERFORM alkstore.unpark(r.queue, r.limit_key); -- its slot is free (limit.sql)
+    ELSIF r.was = 'parked' THEN
+      DELETE FROM alkstore.parked p WHERE p.id = r.id;
+    END IF;
     IF r.group_key IS NOT NULL THEN
       PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
     END IF;
@@ -2552,6 +2594,7 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
   dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
+  ks     text[];   -- limit keys of final claims dead-lettered here (limit.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -2594,7 +2637,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents
+      RETURNING j.id, j.group_key, j.dependents, NULL::text AS limit_key
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
@@ -2605,18 +2648,22 @@ BEGIN
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents
+      RETURNING j.id, j.group_key, j.dependents, j.limit_key
     )
     SELECT array_agg(q) FILTER (WHERE u.group_key IS NOT NULL),
            array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL),
-           array_agg(u.id) FILTER (WHERE u.dependents)
-      INTO qs, gs, dj
+           array_agg(u.id) FILTER (WHERE u.dependents),
+           array_agg(DISTINCT u.limit_key) FILTER (WHERE u.limit_key IS NOT NULL)
+      INTO qs, gs, dj, ks
       FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u;
     IF gs IS NOT NULL THEN
       PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
     END IF;
     IF dj IS NOT NULL THEN
       PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
+    END IF;
+    IF ks IS NOT NULL THEN
+      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- their keys' slots are free (limit.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -2758,6 +2805,7 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
   dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
+  ks     text[];   -- limit keys of final claims dead-lettered here (limit.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -2800,7 +2848,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents
+      RETURNING j.id, j.group_key, j.dependents, NULL::text AS limit_key
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
@@ -2811,18 +2859,22 @@ BEGIN
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents
+      RETURNING j.id, j.group_key, j.dependents, j.limit_key
     )
     SELECT array_agg(q) FILTER (WHERE u.group_key IS NOT NULL),
            array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL),
-           array_agg(u.id) FILTER (WHERE u.dependents)
-      INTO qs, gs, dj
+           array_agg(u.id) FILTER (WHERE u.dependents),
+           array_agg(DISTINCT u.limit_key) FILTER (WHERE u.limit_key IS NOT NULL)
+      INTO qs, gs, dj, ks
       FROM (SELECT * FROM d UNION ALL SELECT * FROM f) u;
     IF gs IS NOT NULL THEN
       PERFORM alkstore.groups_done(qs, gs); -- their groups' next jobs become heads
     END IF;
     IF dj IS NOT NULL THEN
       PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
+    END IF;
+    IF ks IS NOT NULL THEN
+      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- their keys' slots are free (limit.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -4144,6 +4196,7 @@ BEGIN
     SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL), array_agg(d.id),
            array_agg(d.id) FILTER (WHERE d.dependents)
       INTO n, gs, ids, dj FROM d;
+    DELETE FROM alkstore.parked p WHERE p.queue = q AND p.id = ANY (ids); -- (limit.sql)
     -- Purged pending jobs count as cancelled for their dependents, now and
     -- for a later depends_on (deps.sql).
     PERFORM alkstore.jobs_ended(ids, 'cancelled');
@@ -4268,7 +4321,7 @@ END $alkstore_check$;
 -- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
 -- extension's tables unless the extension registers them: every table whose
 -- rows are state is registered, the job and event id sequences and the commit tickets, so a restore brings
--- back every job, option, limit, rate window, pause, group, idempotency key, schedule,
+-- back every job, option, limit, rate window, parked job, pause, group, idempotency key, schedule,
 -- dependency, record of a job ended without an ack,
 -- event, offset and lease, and ids continue above the old ones. Not the
 -- waiters: registrations of sessions that are gone.
@@ -4282,6 +4335,7 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.queues', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.queue_limits', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.claim_times', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');

@@ -186,6 +186,7 @@ BEGIN
     SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL), array_agg(d.id),
            array_agg(d.id) FILTER (WHERE d.dependents)
       INTO n, gs, ids, dj FROM d;
+    DELETE FROM alkstore.parked p WHERE p.queue = q AND p.id = ANY (ids); -- (limit.sql)
     -- Purged pending jobs count as cancelled for their dependents, now and
     -- for a later depends_on (deps.sql).
     PERFORM alkstore.jobs_ended(ids, 'cancelled');

@@ -1,7 +1,7 @@
 -- Backups (contract v1.1 §A2). pg_dump leaves out the rows of an
 -- extension's tables unless the extension registers them: every table whose
 -- rows are state is registered, the job and event id sequences and the commit tickets, so a restore brings
--- back every job, option, limit, rate window, pause, group, idempotency key, schedule,
+-- back every job, option, limit, rate window, parked job, pause, group, idempotency key, schedule,
 -- dependency, record of a job ended without an ack,
 -- event, offset and lease, and ids continue above the old ones. Not the
 -- waiters: registrations of sessions that are gone.
@@ -15,6 +15,7 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.queues', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.queue_limits', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.claim_times', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');

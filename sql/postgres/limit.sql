@@ -77,7 +77,8 @@ BEGIN
   -- (After the upsert's row lock: a claim parking now has committed.)
   IF (SELECT t.key_max_running FROM alkstore.queue_limits t WHERE t.queue = l.queue) IS DISTINCT FROM l.key_max_running THEN
     PERFORM FROM alkstore.queue_limits t WHERE t.queue = l.queue FOR UPDATE;
-    UPDATE alkstore.jobs j SET state = 'pending' WHERE j.queue = l.queue AND j.state = 'parked';
+    WITH back AS (DELETE FROM alkstore.parked p WHERE p.queue = l.queue RETURNING p.id)
+    UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id AND j.state = 'parked' COLLATE "C";
   END IF;
   IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
     DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
@@ -281,11 +282,11 @@ END $$;
 
 -- Parking (issue 37): a claim that steps over pending jobs whose key is at
 -- its running limit (key_max_running) parks them — state 'parked', out of
--- jobs_pending — so that the next claims do not read past them again: a
+-- jobs_pending, and a row in alkstore.parked — so that the next claims do not read past them again: a
 -- full key's backlog costs one claim, not every claim. A job of the key
--- leaving 'running' (ack, retry, fail, cancel, dead-lettered, purged) puts
--- back as many of the key's parked jobs, in claim order, as the key has
--- room for (alkstore.unpark, a trigger on jobs); changing or removing
+-- leaving 'running' (ack, retry, fail, cancel, dead-lettered) puts back
+-- as many of the key's parked jobs, in claim order, as the key has room
+-- for (alkstore.unpark); changing or removing
 -- key_max_running puts back all of the queue's (set_limits). Keys at a rate
 -- limit are not parked: their window frees by time, not by an event.
 --
@@ -308,51 +309,64 @@ LANGUAGE sql AS $$
   ), still AS (
     SELECT h.limit_key FROM held h GROUP BY h.limit_key HAVING count(*) >= max
   )
-  UPDATE alkstore.jobs j SET state = 'parked'
-   WHERE j.id = ANY (ARRAY(
-           SELECT e.id FROM alkstore.jobs e
-            WHERE e.id = ANY (ids) AND e.state = 'pending' COLLATE "C"
-              AND e.limit_key IN (SELECT s.limit_key FROM still s)
-              FOR UPDATE SKIP LOCKED))
+  , moved AS (
+    UPDATE alkstore.jobs j SET state = 'parked'
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.id = ANY (ids) AND e.state = 'pending' COLLATE "C"
+                AND e.limit_key IN (SELECT s.limit_key FROM still s)
+                FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.limit_key, j.priority, j.run_at
+  )
+  INSERT INTO alkstore.parked (id, queue, limit_key, priority, run_at)
+  SELECT m.id, m.queue, m.limit_key, m.priority, m.run_at FROM moved m
 $$;
 
--- A job of a key left 'running': the key's parked jobs that now fit go
--- back into claim order (see park), and a waiting worker is woken.
-CREATE OR REPLACE FUNCTION alkstore.unpark() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+-- A job of key k of queue q left 'running': the key's parked jobs that now
+-- fit go back into claim order (see park). Called by every path that takes
+-- a job out of 'running' — ack, ack batch, retry, fail, cancel (through
+-- limit_freed), a claim's or a sweep's dead-lettering of a final claim —
+-- rather than by a trigger on jobs: a row trigger, even one whose WHEN
+-- nothing passes, cost every claim + ack 13% more instructions
+-- (docs/benchmarks.md).
+CREATE OR REPLACE FUNCTION alkstore.unpark(q text, k text) RETURNS void
+LANGUAGE plpgsql AS $$
 DECLARE
   max integer;
 BEGIN
-  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = OLD.queue;
-  IF max IS NULL THEN
-    RETURN NULL; -- nothing is parked without a running limit per key (set_limits)
+  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = q;
+  IF max IS NULL OR k IS NULL THEN
+    RETURN; -- nothing is parked without a running limit per key (set_limits)
   END IF;
-  UPDATE alkstore.jobs j SET state = 'pending'
-   WHERE j.id = ANY (ARRAY(
-           SELECT p.id FROM alkstore.jobs p
-            WHERE p.queue = OLD.queue AND p.limit_key = OLD.limit_key AND p.state = 'parked'
-            ORDER BY p.priority DESC, p.run_at, p.id
-            LIMIT greatest(max - (SELECT count(*) FROM alkstore.jobs e
-                                   WHERE e.queue = OLD.queue AND e.state = 'running'
-                                     AND e.limit_key = OLD.limit_key
-                                     AND CASE WHEN e.state = 'running' THEN e.claim_expires_at
-                                              ELSE e.expires_at END > clock_timestamp()), 0)
-              FOR UPDATE SKIP LOCKED))
-     AND j.state = 'parked' COLLATE "C";
+  WITH back AS (
+    DELETE FROM alkstore.parked p
+     WHERE p.id = ANY (ARRAY(
+             SELECT x.id FROM alkstore.parked x
+              WHERE x.queue = q AND x.limit_key = k
+              ORDER BY x.priority DESC, x.run_at, x.id
+              LIMIT greatest(max - (SELECT count(*) FROM alkstore.jobs e
+                                     WHERE e.queue = q AND e.state = 'running' AND e.limit_key = k
+                                       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at
+                                                ELSE e.expires_at END > clock_timestamp()), 0)
+                FOR UPDATE SKIP LOCKED))
+    RETURNING p.id
+  )
+  UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id AND j.state = 'parked' COLLATE "C";
   IF FOUND THEN
-    PERFORM alkstore.wake('q', OLD.queue);
+    PERFORM alkstore.wake('q', q);
   END IF;
-  RETURN NULL;
 END $$;
 
--- Only rows that leave 'running' and have a key run it: claims, enqueues and
--- acks of jobs without a key evaluate the WHEN and nothing more.
-CREATE OR REPLACE TRIGGER jobs_unpark_deleted AFTER DELETE ON alkstore.jobs
-  FOR EACH ROW WHEN (OLD.state = 'running' AND OLD.limit_key IS NOT NULL)
-  EXECUTE FUNCTION alkstore.unpark();
-CREATE OR REPLACE TRIGGER jobs_unpark_updated AFTER UPDATE OF state ON alkstore.jobs
-  FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.state <> 'running' AND OLD.limit_key IS NOT NULL)
-  EXECUTE FUNCTION alkstore.unpark();
+-- A job of key k (or none) finished in queue q, which has a running limit:
+-- the slot it frees is work a waiting worker could claim now.
+CREATE OR REPLACE FUNCTION alkstore.limit_freed(q text, k text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM alkstore.wake('q', q);
+  IF k IS NOT NULL THEN
+    PERFORM alkstore.unpark(q, k);
+  END IF;
+END $$;
 
 -- When a claim of the queue can take a job next: NULL when its limits
 -- leave room now (or it has none), else the earliest time a slot frees
@@ -385,7 +399,7 @@ BEGIN
           AND e.state = 'pending' AND e.run_at <= now AND (e.expires_at IS NULL OR e.expires_at > now)
         ORDER BY e.priority DESC, e.run_at, e.id LIMIT 1000)
       UNION ALL -- and keys whose jobs are parked (their keys were full)
-      (SELECT e.limit_key FROM alkstore.jobs e WHERE e.queue = q AND e.state = 'parked' LIMIT 1000)) e
+      (SELECT p.limit_key FROM alkstore.parked p WHERE p.queue = q LIMIT 1000)) e
   LOOP
     IF k IS NULL THEN
       RETURN NULL; -- a job without a key: only the queue's limits count

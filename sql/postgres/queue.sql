@@ -177,6 +177,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k       text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Checked here, not inside the statement: a generic plan need not
@@ -190,8 +191,8 @@ BEGIN
      AND NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0)
   RETURNING j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, limited, deps, k;
   IF NOT FOUND THEN
     now := clock_timestamp();
     UPDATE alkstore.jobs j
@@ -201,8 +202,8 @@ BEGIN
      WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
     RETURNING j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, limited, deps, k;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
@@ -214,7 +215,7 @@ BEGIN
     PERFORM alkstore.deps_acked(ARRAY[jid]);
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN true;
 END $$;
@@ -228,6 +229,8 @@ DECLARE
   qs  text[];
   gs  text[];
   fq  text[]; -- the queues of the acked jobs
+  kq  text[];  -- the queues and limit keys of the acked jobs that have one
+  kk  text[];
   dj  bigint[]; -- the acked jobs that jobs depend on (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
@@ -246,7 +249,7 @@ BEGIN
      WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND (NOT EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
             OR NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0))
-    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep, j.limit_key
   ), k AS (
     UPDATE alkstore.jobs j
        SET state = 'completed', completed_at = now, claim_expires_at = NULL,
@@ -255,12 +258,14 @@ BEGIN
      WHERE EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
        AND j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
        AND c.queue = j.queue AND c.retain_completed_ms > 0
-    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep
+    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep, j.limit_key
   )
   SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
          array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue),
-         array_agg(u.dep) FILTER (WHERE u.dep IS NOT NULL)
-    INTO n, qs, gs, fq, dj
+         array_agg(u.dep) FILTER (WHERE u.dep IS NOT NULL),
+         array_agg(u.queue) FILTER (WHERE u.limit_key IS NOT NULL),
+         array_agg(u.limit_key) FILTER (WHERE u.limit_key IS NOT NULL)
+    INTO n, qs, gs, fq, dj, kq, kk
     FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
@@ -268,11 +273,15 @@ BEGIN
   IF dj IS NOT NULL THEN
     PERFORM alkstore.deps_acked(dj);
   END IF;
-  -- Running limits: a finish wakes a waiting worker (limit.sql).
+  -- Running limits: a finish wakes a waiting worker, and puts its key's
+  -- parked jobs back (limit.sql).
   IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
     PERFORM alkstore.wake('q', x) FROM unnest(fq) x
       WHERE EXISTS (SELECT FROM alkstore.queue_limits l
                      WHERE l.queue = x AND num_nonnulls(l.max_running, l.key_max_running) > 0);
+    IF kk IS NOT NULL THEN
+      PERFORM alkstore.unpark(x.q, x.k) FROM (SELECT DISTINCT u.q, u.k FROM unnest(kq, kk) u(q, k)) x;
+    END IF;
   END IF;
   RETURN n;
 END $$;
@@ -287,6 +296,7 @@ DECLARE
   q        text;
   g        text;
   limited  boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k        text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps     boolean; -- jobs depend on it (deps.sql)
 BEGIN
   -- Arguments in order, as every function (and SQLite) checks them.
@@ -312,8 +322,8 @@ BEGIN
    WHERE j.id = job_id AND j.state = 'running' COLLATE "C" AND j.claimed_by = worker
   RETURNING CASE WHEN j.state = 'dead' THEN 'dead' ELSE 'pending' END, j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO result, q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO result, q, g, limited, deps, k;
   IF result = 'dead' AND g IS NOT NULL THEN
     PERFORM alkstore.group_done(q, g, true);
   END IF;
@@ -321,7 +331,7 @@ BEGIN
     PERFORM alkstore.deps_failed(ARRAY[job_id], 'dead');
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN result;
 END $$;
@@ -334,6 +344,7 @@ DECLARE
   q   text;
   g   text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k       text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   IF (jid IS NOT NULL AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
@@ -346,8 +357,8 @@ BEGIN
    WHERE j.id = jid AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
   RETURNING j.queue, j.group_key,
     EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, limited, deps, k;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
@@ -358,7 +369,7 @@ BEGIN
     PERFORM alkstore.deps_failed(ARRAY[jid], 'dead');
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN true;
 END $$;
@@ -392,15 +403,19 @@ DECLARE
   g   text;
   was text;
   limited boolean; -- a running limit: a finish wakes a waiting worker (limit.sql)
+  k       text;    -- its limit_key: a finish puts the key's parked jobs back (limit.sql)
   deps    boolean; -- jobs depend on it (deps.sql)
 BEGIN
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('pending', 'running', 'waiting', 'scheduled', 'blocked', 'parked')
   RETURNING j.queue, j.group_key, j.state,
     j.state = 'running' AND EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = j.queue AND num_nonnulls(l.max_running, l.key_max_running) > 0),
-    j.dependents
-    INTO q, g, was, limited, deps;
+    j.dependents, j.limit_key
+    INTO q, g, was, limited, deps, k;
   IF NOT FOUND THEN
     RETURN false;
+  END IF;
+  IF was = 'parked' THEN
+    DELETE FROM alkstore.parked p WHERE p.id = jid; -- (limit.sql)
   END IF;
   -- Gone without an ack: a later depends_on naming it must not take it
   -- for acked; those waiting for it now go dead (deps.sql).
@@ -412,7 +427,7 @@ BEGIN
     PERFORM alkstore.group_done(q, g, was <> 'waiting');
   END IF;
   IF limited THEN
-    PERFORM alkstore.wake('q', q);
+    PERFORM alkstore.limit_freed(q, k);
   END IF;
   RETURN true;
 END $$;
@@ -557,7 +572,7 @@ BEGIN
     'pending', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                    AND j.queue = q AND j.state = 'pending' AND j.run_at <= now)
              + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state IN ('waiting', 'blocked') AND j.run_at <= now)
-             + (SELECT count(*) FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'parked') -- (due: limit.sql)
+             + (SELECT count(*) FROM alkstore.parked p WHERE p.queue = q) -- (due: limit.sql)
              + s_due,
     'scheduled', (SELECT count(*) FROM alkstore.jobs j WHERE hashtextextended(j.queue, 0) = hashtextextended(q, 0)
                      AND j.queue = q AND j.state = 'pending' AND j.run_at > now)
@@ -612,9 +627,9 @@ BEGIN
        WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
        FOR UPDATE SKIP LOCKED
     ), p AS (
-      SELECT e.id, e.state FROM alkstore.jobs e -- (jobs_parked: limit.sql)
-       WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
-       FOR UPDATE SKIP LOCKED
+      SELECT e.id, e.state FROM alkstore.parked k JOIN alkstore.jobs e ON e.id = k.id -- (limit.sql)
+       WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR k.queue = q)
+       FOR UPDATE OF e SKIP LOCKED
     ), x AS (
       SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p
     )
@@ -630,9 +645,14 @@ BEGIN
      WHERE j.id = x.id AND j.state = x.state
        AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
        AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
-    RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents
+    RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents, j.limit_key
   LOOP
     n := n + 1;
+    IF r.was = 'running' AND r.limit_key IS NOT NULL THEN
+      PERFORM alkstore.unpark(r.queue, r.limit_key); -- its slot is free (limit.sql)
+    ELSIF r.was = 'parked' THEN
+      DELETE FROM alkstore.parked p WHERE p.id = r.id;
+    END IF;
     IF r.group_key IS NOT NULL THEN
       PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
     END IF;

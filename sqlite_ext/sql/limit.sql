@@ -62,6 +62,19 @@ SELECT DISTINCT limit_key FROM (
 -- name: limit_park
 UPDATE alk_jobs SET state = 'parked' WHERE id = ?1 AND state = 'pending';
 
+-- A job of key ?2 left 'running' at ?3: as many of the key's parked jobs as
+-- it has room for now go back into claim order.
+-- name: limit_unpark
+UPDATE alk_jobs SET state = 'pending'
+WHERE id IN (SELECT p.id FROM alk_jobs p
+             WHERE p.queue = ?1 AND p.limit_key = ?2 AND p.state = 'parked'
+             ORDER BY p.priority DESC, p.run_at, p.id
+             LIMIT coalesce((SELECT max(0, l.key_max_running
+                                           - (SELECT count(*) FROM alk_jobs r
+                                               WHERE r.queue = ?1 AND r.state = 'running'
+                                                 AND r.claim_expires_at > ?3 AND r.limit_key = ?2))
+                               FROM alk_queue_limits l WHERE l.queue = ?1 AND l.key_max_running IS NOT NULL), 0));
+
 -- Every parked job of the queue back into claim order (its key's running
 -- limit changed).
 -- name: limit_unpark_all

@@ -162,7 +162,7 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_
 UPDATE alk_jobs SET state = 'dead', last_error = 'expired',
   prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND (state = 'pending' OR state = 'scheduled') AND expires_at <= ?2
-RETURNING queue, group_key, dependents;
+RETURNING queue, group_key, dependents, NULL;
 
 -- name: final_claim_one
 UPDATE alk_jobs
@@ -170,21 +170,22 @@ SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
     claimed_by = NULL, claim_expires_at = NULL,
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
-RETURNING queue, group_key, dependents;
+RETURNING queue, group_key, dependents, limit_key;
 
 -- name: dead_letter
 UPDATE alk_jobs
 SET state = 'dead', last_error = ?2, claimed_by = NULL, claim_expires_at = NULL,
     prune_at = ?3 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1
-RETURNING queue, group_key, dependents;
+RETURNING queue, group_key, dependents, limit_key;
 
 -- The held job an ack finishes: its queue, group, the queue's
--- retain_completed_ms now (0: delete it) and whether jobs depend on it.
+-- retain_completed_ms now (0: delete it), whether jobs depend on it and its
+-- limit_key.
 -- name: ack_probe
 SELECT queue, group_key,
        coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0),
-       dependents
+       dependents, limit_key
 FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
 
 -- name: ack_delete
@@ -194,20 +195,20 @@ DELETE FROM alk_jobs WHERE id = ?1;
 -- name: ack_batch_probe
 SELECT id, queue, group_key,
        coalesce((SELECT retain_completed_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue), 0),
-       dependents
+       dependents, limit_key
 FROM alk_jobs
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2;
 
 -- name: ack_batch_delete
 DELETE FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1));
 
--- The common case in one pass: held jobs of no group and no dependents, in
--- queues that keep no completed jobs, are deleted; the rest (if any) go
--- through the probe.
+-- The common case in one pass: held jobs of no group, no dependents and no
+-- limit_key, in queues that keep no completed jobs, are deleted; the rest
+-- (if any) go through the probe.
 -- name: ack_batch_plain
 DELETE FROM alk_jobs
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_by = ?2
-  AND group_key IS NULL AND dependents IS NULL
+  AND group_key IS NULL AND dependents IS NULL AND limit_key IS NULL
   AND NOT EXISTS (SELECT 1 FROM alk_queues c WHERE c.queue = alk_jobs.queue AND c.retain_completed_ms > 0);
 
 -- Kept as completed, with its result, until ?3 (completed_at) + ?5.
@@ -217,7 +218,8 @@ SET state = 'completed', completed_at = ?3, result = ?4, claim_expires_at = NULL
 WHERE id = ?1;
 
 -- name: held_job
-SELECT attempts, max_attempts, backoff_base_ms, backoff_max_ms, visibility_timeout_ms, queue, group_key
+SELECT attempts, max_attempts, backoff_base_ms, backoff_max_ms, visibility_timeout_ms, queue, group_key,
+       limit_key
 FROM alk_jobs WHERE id = ?1 AND state = 'running' AND claimed_by = ?2;
 
 -- ?4: 'pending', or 'scheduled' when ?2 lies ahead (schema.sql).
@@ -231,7 +233,7 @@ UPDATE alk_jobs
 SET state = 'dead', last_error = ?3, claimed_by = NULL, claim_expires_at = NULL,
     prune_at = ?4 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND state = 'running' AND claimed_by = ?2
-RETURNING queue, group_key, dependents;
+RETURNING queue, group_key, dependents, limit_key;
 
 -- name: heartbeat
 UPDATE alk_jobs
@@ -243,7 +245,7 @@ RETURNING id;
 DELETE FROM alk_jobs WHERE id = ?1
   AND (state = 'pending' OR state = 'running' OR state = 'waiting' OR state = 'scheduled'
        OR state = 'blocked' OR state = 'parked')
-RETURNING queue, group_key, state, dependents;
+RETURNING queue, group_key, state, dependents, limit_key;
 
 -- A waiting job is pending to everyone outside (it only waits for its
 -- group), and so are a scheduled one (it only waits for its run_at) and a
@@ -305,7 +307,7 @@ SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'pending', id, dependents;
+RETURNING queue, group_key, 'pending', id, dependents, limit_key;
 
 -- name: sweep_expired_waiting
 UPDATE alk_jobs
@@ -313,7 +315,7 @@ SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'waiting' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'waiting', id, dependents;
+RETURNING queue, group_key, 'waiting', id, dependents, limit_key;
 
 -- name: sweep_expired_blocked
 UPDATE alk_jobs
@@ -321,7 +323,7 @@ SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'blocked' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'blocked', id, dependents;
+RETURNING queue, group_key, 'blocked', id, dependents, limit_key;
 
 -- name: sweep_expired_parked
 UPDATE alk_jobs
@@ -329,7 +331,7 @@ SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'parked' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'parked', id, dependents;
+RETURNING queue, group_key, 'parked', id, dependents, limit_key;
 
 -- name: sweep_expired_scheduled
 UPDATE alk_jobs
@@ -337,7 +339,7 @@ SET state = 'dead', last_error = 'expired',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'scheduled' AND expires_at IS NOT NULL AND expires_at <= ?2
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'scheduled', id, dependents;
+RETURNING queue, group_key, 'scheduled', id, dependents, limit_key;
 
 -- name: sweep_final_claims
 UPDATE alk_jobs
@@ -346,7 +348,7 @@ SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
     prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
   AND (?1 IS NULL OR queue = ?1)
-RETURNING queue, group_key, 'running', id, dependents;
+RETURNING queue, group_key, 'running', id, dependents, limit_key;
 
 -- Scheduled jobs that came due become pending (contract v1.2 §H), at most
 -- ?3 of them, earliest first: alk_sweep's bounded batch.

@@ -173,36 +173,10 @@ CREATE TABLE IF NOT EXISTS alk_claim_times (
 );
 CREATE INDEX IF NOT EXISTS alk_claim_times_window ON alk_claim_times (queue, limit_key, claimed_at);
 CREATE INDEX IF NOT EXISTS alk_claim_times_age ON alk_claim_times (claimed_at);
--- Parked jobs (limit.rs), per key in claim order; a job of a key leaving
--- 'running' (acked, retried, failed, cancelled, dead-lettered) puts back as
--- many of the key's parked jobs as the key now has room for (running jobs
--- counted whatever their claim's expiry: an expired one is claimed again
--- or dead-lettered, and either puts back more). Only rows that leave
--- 'running' with a key run them.
+-- Parked jobs (limit.rs), per key in claim order: what a job of the key
+-- leaving 'running' puts back into claim order.
 CREATE INDEX IF NOT EXISTS alk_jobs_parked
   ON alk_jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
-CREATE TRIGGER IF NOT EXISTS alk_jobs_unpark_deleted AFTER DELETE ON alk_jobs
-FOR EACH ROW WHEN OLD.state = 'running' AND OLD.limit_key IS NOT NULL
-BEGIN
-  UPDATE alk_jobs SET state = 'pending'
-   WHERE id IN (SELECT p.id FROM alk_jobs p
-                 WHERE p.queue = OLD.queue AND p.limit_key = OLD.limit_key AND p.state = 'parked'
-                 ORDER BY p.priority DESC, p.run_at, p.id
-                 LIMIT max(0, coalesce((SELECT l.key_max_running FROM alk_queue_limits l WHERE l.queue = OLD.queue), 0)
-                              - (SELECT count(*) FROM alk_jobs r WHERE r.queue = OLD.queue AND r.state = 'running'
-                                    AND r.limit_key = OLD.limit_key)));
-END;
-CREATE TRIGGER IF NOT EXISTS alk_jobs_unpark_updated AFTER UPDATE OF state ON alk_jobs
-FOR EACH ROW WHEN OLD.state = 'running' AND NEW.state <> 'running' AND OLD.limit_key IS NOT NULL
-BEGIN
-  UPDATE alk_jobs SET state = 'pending'
-   WHERE id IN (SELECT p.id FROM alk_jobs p
-                 WHERE p.queue = OLD.queue AND p.limit_key = OLD.limit_key AND p.state = 'parked'
-                 ORDER BY p.priority DESC, p.run_at, p.id
-                 LIMIT max(0, coalesce((SELECT l.key_max_running FROM alk_queue_limits l WHERE l.queue = OLD.queue), 0)
-                              - (SELECT count(*) FROM alk_jobs r WHERE r.queue = OLD.queue AND r.state = 'running'
-                                    AND r.limit_key = OLD.limit_key)));
-END;
 
 -- Idempotency keys (contract v1.1 §C1), kept apart from the jobs: a key
 -- holds for its TTL even after its job was acked and deleted.

@@ -283,15 +283,21 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
         let mut progress = false;
         let mut promoted = false;
         for c in candidates.iter().filter(|c| c.dead_letter.is_some()) {
-            let (finished, dependents) = {
+            let (finished, dependents, key) = {
                 let mut st = conn.stmt(c.dead_letter.expect("filtered"))?;
                 st.bind_i64(1, c.order.2);
                 st.bind_i64(2, now);
                 match st.step_row()? {
-                    true => (group::of_row(&st), st.opt_i64(2).is_some()),
-                    false => (None, false),
+                    true => (
+                        group::of_row(&st),
+                        st.opt_i64(2).is_some(),
+                        st.opt_text(3).map(str::to_owned),
+                    ),
+                    false => (None, false, None),
                 }
             };
+            // A final claim gone dead frees its key's slot.
+            limit::unpark(conn, queue, key.as_deref(), now)?;
             // Its group's next job becomes the head: a new candidate, so
             // look again even if this page was short.
             if let Some((q, g)) = finished {
@@ -530,15 +536,22 @@ fn dead_letter(conn: &Conn, id: i64, error: Option<&str>) -> Result<()> {
 }
 
 /// Runs a statement that moves job `id` to dead and returns its queue,
-/// group and whether jobs depend on it; true if it hit the job. A finished
-/// head hands its group on; jobs waiting for it die too (deps.rs).
+/// group, whether jobs depend on it and its limit_key; true if it hit the
+/// job. A finished head hands its group on; jobs waiting for it die too
+/// (deps.rs); its key's parked jobs that fit come back (limit.rs).
 fn finish(conn: &Conn, mut st: crate::conn::Cached<'_, '_>, id: i64, now: i64) -> Result<bool> {
     if !st.step_row()? {
         return Ok(false);
     }
     let finished = group::of_row(&st);
     let dependents = st.opt_i64(2).is_some();
+    let keyed = st
+        .opt_text(3)
+        .map(|k| (st.text(0).to_owned(), k.to_owned()));
     drop(st);
+    if let Some((q, k)) = keyed {
+        limit::unpark(conn, &q, Some(&k), now)?;
+    }
     if let Some((q, g)) = finished {
         group::done(conn, &q, &g, true)?;
     }
@@ -595,14 +608,17 @@ fn ack_held(
 ) -> Result<Option<Option<(String, String)>>> {
     // A read first, then a plain DELETE or UPDATE: cheaper than a write
     // with RETURNING (a temporary table each) and the same for both paths.
-    let (grouped, keep_ms, dependents) = {
+    let (grouped, keep_ms, dependents, key) = {
         let mut st = conn.stmt("ack_probe")?;
         st.bind_i64(1, id);
         st.bind_text(2, worker);
         if !st.step_row()? {
             return Ok(None);
         }
-        (group::of_row(&st), st.i64(2), st.opt_i64(3).is_some())
+        let key = st
+            .opt_text(4)
+            .map(|k| (st.text(0).to_owned(), k.to_owned()));
+        (group::of_row(&st), st.i64(2), st.opt_i64(3).is_some(), key)
     };
     if keep_ms > 0 {
         let mut st = conn.stmt("ack_keep")?;
@@ -618,6 +634,9 @@ fn ack_held(
     }
     if dependents {
         deps::acked(conn, &[id], now_ms())?;
+    }
+    if let Some((q, k)) = key {
+        limit::unpark(conn, &q, Some(&k), now_ms())?;
     }
     Ok(Some(grouped))
 }
@@ -648,6 +667,7 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
     }
     let (mut delete, mut keep, mut finished) = (Vec::new(), Vec::new(), Vec::new());
     let mut depended = Vec::new(); // acked jobs that jobs depend on (deps.rs)
+    let mut keyed = Vec::new(); // (queue, limit_key) of the acked jobs that have one
     {
         let mut st = conn.stmt("ack_batch_probe")?;
         st.bind_text(1, &list);
@@ -659,6 +679,9 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
             }
             if st.opt_i64(4).is_some() {
                 depended.push(id);
+            }
+            if let Some(k) = st.opt_text(5) {
+                keyed.push((st.text(1).to_owned(), k.to_owned()));
             }
             if keep_ms > 0 {
                 keep.push((id, keep_ms));
@@ -684,6 +707,11 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
     let acked = plain + (delete.len() + keep.len()) as i64;
     group::done_many(conn, &finished)?;
     deps::acked(conn, &depended, now)?;
+    keyed.sort_unstable();
+    keyed.dedup();
+    for (q, k) in &keyed {
+        limit::unpark(conn, q, Some(k), now)?;
+    }
     Ok(Out::Int(acked))
 }
 
@@ -693,14 +721,21 @@ pub fn retry(conn: &Conn, args: &Args) -> Result<Out> {
     let worker = args.name(1, NameKind::Worker)?;
     let error = args.opt_text(2, "error")?;
     let delay = args.opt_seconds(3, "delay_s", false)?;
-    let (attempts, max_attempts, base, max) = {
+    let (attempts, max_attempts, base, max, queue, key) = {
         let mut st = conn.stmt("held_job")?;
         st.bind_i64(1, id);
         st.bind_text(2, worker);
         if !st.step_row()? {
             return Ok(Out::Null);
         }
-        (st.i64(0), st.i64(1), st.i64(2), st.i64(3))
+        (
+            st.i64(0),
+            st.i64(1),
+            st.i64(2),
+            st.i64(3),
+            st.text(5).to_owned(),
+            st.opt_text(7).map(str::to_owned),
+        )
     };
     if attempts >= max_attempts {
         dead_letter(conn, id, error)?;
@@ -714,6 +749,8 @@ pub fn retry(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_opt_text(3, error);
     st.bind_text(4, if run_at > now { "scheduled" } else { "pending" });
     st.run()?;
+    drop(st);
+    limit::unpark(conn, &queue, key.as_deref(), now)?;
     Ok(Out::Text("pending".into()))
 }
 
@@ -746,7 +783,7 @@ pub fn heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_cancel(job_id)` → true if a pending or running job was removed.
 pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
-    let (finished, dependents) = {
+    let (finished, dependents, freed) = {
         let mut st = conn.stmt("cancel")?;
         st.bind_i64(1, id);
         if !st.step_row()? {
@@ -755,8 +792,15 @@ pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
         (
             group::of_row(&st).map(|qg| (qg, st.text(2) != "waiting")),
             st.opt_i64(3).is_some(),
+            // A running job of a key: its slot is free.
+            st.opt_text(4)
+                .filter(|_| st.text(2) == "running")
+                .map(|k| (st.text(0).to_owned(), k.to_owned())),
         )
     };
+    if let Some((q, k)) = freed {
+        limit::unpark(conn, &q, Some(&k), now_ms())?;
+    }
     if let Some(((q, g), head)) = finished {
         group::done(conn, &q, &g, head)?;
     }
@@ -965,6 +1009,7 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
     let mut swept = 0;
     let mut finished = Vec::new();
     let mut depended = Vec::new(); // dead-lettered jobs that jobs depend on
+    let mut freed = Vec::new(); // (queue, limit_key) of final claims dead-lettered
     for name in [
         "sweep_expired",
         "sweep_expired_waiting",
@@ -984,7 +1029,13 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
             if st.opt_i64(4).is_some() {
                 depended.push(st.i64(3));
             }
+            if let Some(k) = st.opt_text(5).filter(|_| st.text(2) == "running") {
+                freed.push((st.text(0).to_owned(), k.to_owned()));
+            }
         }
+    }
+    for (q, k) in &freed {
+        limit::unpark(conn, q, Some(k), now)?;
     }
     // Expired waiting jobs leave their group too, without handing it on.
     for ((q, g), head) in finished {

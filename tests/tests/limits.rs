@@ -325,6 +325,30 @@ per_engine! {
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(first)])["state"], "dead", "[{e}]");
         assert_eq!(stats(db, &x)["pending"], 1, "[{e}]");
         assert_eq!(claim(db, &x, "w", 1), [next], "[{e}]");
+
+        // A job stepped over that expires, and ones purged: neither comes
+        // back, nor stands in the way of the key's next job.
+        let p = fresh("lim-park-gone");
+        configure(db, &p, r#"{"key_max_running": 1}"#);
+        let run = keyed(db, &p, "k");
+        assert_eq!(claim(db, &p, "w", 1), [run], "[{e}]");
+        let short = enqueue(db, &p, r#"{"limit_key": "k", "expires_in_s": 0.2}"#, "1");
+        let long = keyed(db, &p, "k");
+        let other = keyed(db, &p, "o");
+        assert_eq!(claim(db, &p, "w", 1), [other], "[{e}]");
+        std::thread::sleep(Duration::from_millis(300));
+        db.ok("alk_sweep", &[t(&p)]);
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(short)])["state"], "dead", "[{e}]");
+        assert!(ack(db, run, "w"), "[{e}]");
+        assert_eq!(claim(db, &p, "w", 1), [long], "[{e}] not held back by the expired one");
+        let purged: Vec<i64> = (0..3).map(|_| keyed(db, &p, "k")).collect();
+        let other = keyed(db, &p, "o2");
+        assert_eq!(claim(db, &p, "w", 1), [other], "[{e}]");
+        assert_eq!(db.int("alk_purge", &[t(&p), t("pending")]), purged.len() as i64, "[{e}]");
+        assert!(ack(db, long, "w"), "[{e}]");
+        let after = keyed(db, &p, "k");
+        assert_eq!(claim(db, &p, "w", 1), [after], "[{e}] not held back by the purged ones");
+        assert_eq!(stats(db, &p)["pending"], 0, "[{e}]");
     }
 }
 

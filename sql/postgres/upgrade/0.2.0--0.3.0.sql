@@ -113,4 +113,12 @@ UPDATE alkstore.jobs SET errors = jsonb_build_array(jsonb_build_object(
 
 -- Jobs parked behind their key's running limit (contract v1.2 §I,
 -- limit.sql): none exist before this version.
-CREATE INDEX jobs_parked ON alkstore.jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
+CREATE TABLE alkstore.parked (
+  id        bigint      PRIMARY KEY,
+  queue     text        NOT NULL,
+  limit_key text        NOT NULL,
+  priority  integer     NOT NULL,
+  run_at    timestamptz NOT NULL
+);
+CREATE INDEX parked_order ON alkstore.parked (queue, limit_key, priority DESC, run_at, id);
+REVOKE ALL ON alkstore.parked FROM PUBLIC;
