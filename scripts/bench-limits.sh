@@ -43,7 +43,7 @@ fill() { # cell -> the backlog of queue q, with that cell's limits
                now() - interval '1 hour' + i * interval '1 microsecond', now(), k
           FROM"
   psql -X -q -v ON_ERROR_STOP=1 -d $db >/dev/null <<SQL
-TRUNCATE alkstore.jobs, alkstore.queue_limits, alkstore.claim_times;
+TRUNCATE alkstore.jobs, alkstore.queue_limits, alkstore.claim_times, alkstore.parked, alkstore.parked_keys;
 SELECT alk_queue_configure('q', '{"max_running": null, "rate_max": null, "rate_per_s": null, "key_max_running": null}');
 SELECT alk_queue_configure('q', '$limits');
 $(if [ "$1" = busy_first ]; then

@@ -286,7 +286,13 @@ CREATE TABLE alkstore.parked (
   run_at    timestamptz NOT NULL
 );
 CREATE INDEX parked_order ON alkstore.parked (queue, limit_key, priority DESC, run_at, id);
-REVOKE ALL ON alkstore.parked FROM PUBLIC;
+CREATE TABLE alkstore.parked_keys (
+  queue     text        NOT NULL,
+  limit_key text        NOT NULL,
+  until     timestamptz NOT NULL,
+  PRIMARY KEY (queue, limit_key)
+);
+REVOKE ALL ON alkstore.parked, alkstore.parked_keys FROM PUBLIC;
 
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
@@ -1191,13 +1197,22 @@ $$;
 CREATE OR REPLACE FUNCTION alkstore.set_limits(l alkstore.queue_limits) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  -- A key's running limit changed: every parked job of the queue goes back
-  -- into claim order, and claims park again what is still over the limit.
-  -- (After the upsert's row lock: a claim parking now has committed.)
-  IF (SELECT t.key_max_running FROM alkstore.queue_limits t WHERE t.queue = l.queue) IS DISTINCT FROM l.key_max_running THEN
+  -- A key's limit changed: every parked job of the queue goes back into
+  -- claim order, and claims park again what is still over the limits.
+  -- (After the row lock: a claim parking now has committed.)
+  IF (SELECT (t.key_max_running, t.key_rate_max, t.key_rate_per_ms) FROM alkstore.queue_limits t WHERE t.queue = l.queue)
+     IS DISTINCT FROM (l.key_max_running, l.key_rate_max, l.key_rate_per_ms) THEN
     PERFORM FROM alkstore.queue_limits t WHERE t.queue = l.queue FOR UPDATE;
-    WITH back AS (DELETE FROM alkstore.parked p WHERE p.queue = l.queue RETURNING p.id)
-    UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id AND j.state = 'parked' COLLATE "C";
+    DELETE FROM alkstore.parked_keys t WHERE t.queue = l.queue;
+    -- (Job rows locked before their parked rows: see unpark_first.)
+    WITH pick AS (
+      SELECT j.id FROM alkstore.parked p JOIN alkstore.jobs j ON j.id = p.id
+       WHERE p.queue = l.queue AND j.state = 'parked' COLLATE "C"
+         FOR UPDATE OF j
+    ), back AS (
+      DELETE FROM alkstore.parked p WHERE p.id IN (SELECT pick.id FROM pick) RETURNING p.id
+    )
+    UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id;
   END IF;
   IF num_nonnulls(l.max_running, l.rate_max, l.key_max_running, l.key_rate_max) = 0 THEN
     DELETE FROM alkstore.queue_limits t WHERE t.queue = l.queue;
@@ -1291,6 +1306,9 @@ DECLARE
   chosen bigint[] := '{}';
   fulls  text[] := '{}';   -- keys met at their running limit
   park   bigint[] := '{}'; -- their pending jobs stepped over
+  rated  text[] := '{}';   -- keys met at their rate limit (not their running limit)
+  rated_at timestamptz[] := '{}'; -- when each one's window frees a slot
+  park_rated bigint[] := '{}';    -- their pending jobs stepped over
   page   integer := n + 16; -- candidates read, from the start of the claim order
   seen   integer := 0;      -- of those, the ones looked at by earlier pages
   i      integer;
@@ -1304,6 +1322,11 @@ BEGIN
     l := alkstore.queue_limits(q); -- removed since the claim looked: none
   END IF;
   now := clock_timestamp(); -- after the wait for the last claim
+  -- Keys parked at their rate whose window frees a slot now.
+  IF l.key_rate_max IS NOT NULL
+     AND EXISTS (SELECT FROM alkstore.parked_keys k WHERE k.queue = q AND k.until <= now) THEN
+    PERFORM alkstore.unpark_due(q, l.key_rate_max, l.key_rate_per_ms, now);
+  END IF;
   -- The queue's rate from its count of the window's claims (the times
   -- that left the window forgotten first), not from the rows.
   IF l.rate_max IS NOT NULL THEN
@@ -1347,11 +1370,18 @@ BEGIN
           IF r.room <= 0 AND l.key_max_running IS NOT NULL
              AND (alkstore.limit_room(q, c.limit_key, l.key_max_running, NULL, NULL, now)).room <= 0 THEN
             fulls := fulls || c.limit_key; -- at its running limit: its pending jobs are parked
+          ELSIF r.room <= 0 THEN
+            rated := rated || c.limit_key; -- at its rate: parked until its window frees a slot
+            rated_at := rated_at || r.free_at;
           END IF;
         END IF;
         k_room := (keys ->> c.limit_key)::integer;
-        IF k_room <= 0 AND c.pending AND c.limit_key = ANY (fulls) THEN
-          park := park || c.id;
+        IF k_room <= 0 AND c.pending THEN
+          IF c.limit_key = ANY (fulls) THEN
+            park := park || c.id;
+          ELSIF c.limit_key = ANY (rated) THEN
+            park_rated := park_rated || c.id;
+          END IF;
         END IF;
         CONTINUE WHEN k_room <= 0; -- stepped over: the next job's key may have room
         keys := keys || jsonb_build_object(c.limit_key, k_room - 1);
@@ -1366,6 +1396,9 @@ BEGIN
   END LOOP;
   IF cardinality(park) > 0 THEN
     PERFORM alkstore.park(q, park, fulls, l.key_max_running, now);
+  END IF;
+  IF cardinality(park_rated) > 0 THEN
+    PERFORM alkstore.park_rated(q, park_rated, rated, rated_at);
   END IF;
   -- Locked and claimed only now, the chosen that are still claimable
   -- (nothing stepped over is locked; one another transaction holds is
@@ -1405,9 +1438,11 @@ END $$;
 -- full key's backlog costs one claim, not every claim. A job of the key
 -- leaving 'running' (ack, retry, fail, cancel, dead-lettered) puts back
 -- as many of the key's parked jobs, in claim order, as the key has room
--- for (alkstore.unpark); changing or removing
--- key_max_running puts back all of the queue's (set_limits). Keys at a rate
--- limit are not parked: their window frees by time, not by an event.
+-- for (alkstore.unpark). Jobs stepped over because their key is at its
+-- rate (key_rate_max) are parked too, until the key's window frees a slot:
+-- the queue's next claim after that puts back as many as a window allows
+-- (alkstore.unpark_due, alkstore.parked_keys). Changing a key's limits puts
+-- back all of the queue's (set_limits).
 --
 -- The race that could strand parked jobs (a claim decides a key is full,
 -- its last running job finishes and finds nothing parked, then the claim
@@ -1441,10 +1476,91 @@ LANGUAGE sql AS $$
   SELECT m.id, m.queue, m.limit_key, m.priority, m.run_at FROM moved m
 $$;
 
+-- Parks the pending jobs `ids` of keys at their rate limit, each key until
+-- its window frees a slot (`untils`, in the order of `keys`): no finish
+-- frees such a slot, the clock does, and the queue's next claim after that
+-- time puts the key's jobs back (unpark_due).
+CREATE OR REPLACE FUNCTION alkstore.park_rated(q text, ids bigint[], keys text[], untils timestamptz[])
+RETURNS void
+LANGUAGE sql AS $$
+  WITH moved AS (
+    UPDATE alkstore.jobs j SET state = 'parked'
+     WHERE j.id = ANY (ARRAY(
+             SELECT e.id FROM alkstore.jobs e
+              WHERE e.id = ANY (ids) AND e.state = 'pending' COLLATE "C"
+                FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.limit_key, j.priority, j.run_at
+  ), rows AS (
+    INSERT INTO alkstore.parked (id, queue, limit_key, priority, run_at)
+    SELECT m.id, m.queue, m.limit_key, m.priority, m.run_at FROM moved m
+  )
+  INSERT INTO alkstore.parked_keys AS t (queue, limit_key, until)
+  SELECT q, u.k, u.at FROM unnest(keys, untils) u(k, at)
+   WHERE u.k IN (SELECT m.limit_key FROM moved m)
+  ON CONFLICT ON CONSTRAINT parked_keys_pkey DO UPDATE SET until = excluded.until
+$$;
+
+-- The keys parked at their rate whose time came: each puts back as many
+-- parked jobs, in claim order, as its rate allows in a window; the rest
+-- wait a window more (the jobs put back, once claimed, fill the window
+-- until then at the earliest). A key with no parked job left is forgotten.
+CREATE OR REPLACE FUNCTION alkstore.unpark_due(q text, per_window integer, per_ms bigint, now timestamptz)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  k text;
+BEGIN
+  FOR k IN SELECT t.limit_key FROM alkstore.parked_keys t WHERE t.queue = q AND t.until <= now
+             ORDER BY t.limit_key FOR UPDATE LOOP
+    PERFORM alkstore.unpark_first(q, k, per_window);
+    IF (SELECT x.id FROM alkstore.parked x WHERE x.queue = q AND x.limit_key = k
+         ORDER BY x.priority DESC, x.run_at, x.id LIMIT 1) IS NOT NULL THEN -- (as in unpark)
+      UPDATE alkstore.parked_keys t SET until = now + per_ms * interval '1 millisecond'
+       WHERE t.queue = q AND t.limit_key = k;
+    ELSE
+      DELETE FROM alkstore.parked_keys t WHERE t.queue = q AND t.limit_key = k;
+    END IF;
+  END LOOP;
+END $$;
+
+-- Puts back into claim order the first n parked jobs of key k of queue q
+-- that no other transaction holds; returns how many. The job rows are
+-- locked before their parked rows, the order of every path that ends a
+-- parked job (cancel, purge, sweep), so that none of them deadlocks with
+-- this; candidates are read a little past n, so that a concurrent put-back
+-- holding the first ones does not leave this one with none.
+CREATE OR REPLACE FUNCTION alkstore.unpark_first(q text, k text, n bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  done integer;
+BEGIN
+  IF n <= 0 THEN
+    RETURN 0;
+  END IF;
+  WITH pick AS (
+    SELECT j.id FROM alkstore.jobs j
+     WHERE j.id = ANY (ARRAY(
+             SELECT x.id FROM alkstore.parked x
+              WHERE x.queue = q AND x.limit_key = k
+              ORDER BY x.priority DESC, x.run_at, x.id LIMIT n + 16))
+       AND j.state = 'parked' COLLATE "C"
+     ORDER BY j.priority DESC, j.run_at, j.id LIMIT n
+       FOR UPDATE SKIP LOCKED
+  ), back AS (
+    DELETE FROM alkstore.parked p WHERE p.id IN (SELECT pick.id FROM pick) RETURNING p.id
+  )
+  UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id;
+  GET DIAGNOSTICS done = ROW_COUNT;
+  RETURN done;
+END $$;
+
 -- A job of key k of queue q left 'running': the key's parked jobs that now
 -- fit go back into claim order (see park). Called by every path that takes
 -- a job out of 'running' — ack, ack batch, retry, fail, cancel (through
 -- limit_freed), a claim's or a sweep's dead-lettering of a final claim —
+-- and by those that end a pending job of the key without running it
+-- (cancel, expiry: it may be one put back here, whose finish the parked
+-- ones were waiting for) —
 -- rather than by a trigger on jobs: a row trigger, even one whose WHEN
 -- nothing passes, cost every claim + ack 13% more instructions
 -- (docs/benchmarks.md).
@@ -1453,25 +1569,22 @@ LANGUAGE plpgsql AS $$
 DECLARE
   max integer;
 BEGIN
-  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = q;
-  IF max IS NULL OR k IS NULL THEN
-    RETURN; -- nothing is parked without a running limit per key (set_limits)
+  -- Most finishes find none parked: one probe. (A claim parking the key's
+  -- jobs holds this finish's job until it commits: see park.) In the
+  -- index's order: as EXISTS, planned from statistics in which one busy key
+  -- holds every parked job, it was a scan of the table at every finish.
+  IF k IS NULL OR (SELECT p.id FROM alkstore.parked p WHERE p.queue = q AND p.limit_key = k
+                    ORDER BY p.priority DESC, p.run_at, p.id LIMIT 1) IS NULL THEN
+    RETURN;
   END IF;
-  WITH back AS (
-    DELETE FROM alkstore.parked p
-     WHERE p.id = ANY (ARRAY(
-             SELECT x.id FROM alkstore.parked x
-              WHERE x.queue = q AND x.limit_key = k
-              ORDER BY x.priority DESC, x.run_at, x.id
-              LIMIT greatest(max - (SELECT count(*) FROM alkstore.jobs e
-                                     WHERE e.queue = q AND e.state = 'running' AND e.limit_key = k
-                                       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at
-                                                ELSE e.expires_at END > clock_timestamp()), 0)
-                FOR UPDATE SKIP LOCKED))
-    RETURNING p.id
-  )
-  UPDATE alkstore.jobs j SET state = 'pending' FROM back b WHERE j.id = b.id AND j.state = 'parked' COLLATE "C";
-  IF FOUND THEN
+  SELECT l.key_max_running INTO max FROM alkstore.queue_limits l WHERE l.queue = q;
+  IF max IS NULL THEN
+    RETURN; -- parked at a rate: unpark_due puts them back
+  END IF;
+  IF alkstore.unpark_first(q, k, greatest(max - (
+       SELECT count(*) FROM alkstore.jobs e
+        WHERE e.queue = q AND e.state = 'running' AND e.limit_key = k
+          AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END > clock_timestamp()), 0)) > 0 THEN
     PERFORM alkstore.wake('q', q);
   END IF;
 END $$;
@@ -2308,6 +2421,10 @@ BEGIN
   END IF;
   IF was = 'parked' THEN
     DELETE FROM alkstore.parked p WHERE p.id = jid; -- (limit.sql)
+  ELSIF was = 'pending' AND k IS NOT NULL THEN
+    -- Its key's jobs parked behind it would wait for a finish that may
+    -- never come (limit.sql).
+    PERFORM alkstore.unpark(q, k);
   END IF;
   -- Gone without an ack: a later depends_on naming it must not take it
   -- for acked; those waiting for it now go dead (deps.sql).
@@ -2540,8 +2657,8 @@ BEGIN
     RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents, j.limit_key
   LOOP
     n := n + 1;
-    IF r.was = 'running' AND r.limit_key IS NOT NULL THEN
-      PERFORM alkstore.unpark(r.queue, r.limit_key); -- its slot is free (limit.sql)
+    IF r.was IN ('running', 'pending') AND r.limit_key IS NOT NULL THEN
+      PERFORM alkstore.unpark(r.queue, r.limit_key); -- (limit.sql)
     ELSIF r.was = 'parked' THEN
       DELETE FROM alkstore.parked p WHERE p.id = r.id;
     END IF;
@@ -2594,7 +2711,7 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
   dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
-  ks     text[];   -- limit keys of final claims dead-lettered here (limit.sql)
+  ks     text[];   -- limit keys of jobs dead-lettered here (limit.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -2637,7 +2754,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents, NULL::text AS limit_key
+      RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
@@ -2663,7 +2780,7 @@ BEGIN
       PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     IF ks IS NOT NULL THEN
-      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- their keys' slots are free (limit.sql)
+      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- (limit.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -2805,7 +2922,7 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
   dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
-  ks     text[];   -- limit keys of final claims dead-lettered here (limit.sql)
+  ks     text[];   -- limit keys of jobs dead-lettered here (limit.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -2848,7 +2965,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents, NULL::text AS limit_key
+      RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
@@ -2874,7 +2991,7 @@ BEGIN
       PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     IF ks IS NOT NULL THEN
-      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- their keys' slots are free (limit.sql)
+      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- (limit.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -4336,6 +4453,7 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.queue_limits', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.claim_times', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked_keys', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');

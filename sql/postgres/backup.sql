@@ -16,6 +16,7 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.queue_limits', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.claim_times', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked_keys', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');

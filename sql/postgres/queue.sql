@@ -416,6 +416,10 @@ BEGIN
   END IF;
   IF was = 'parked' THEN
     DELETE FROM alkstore.parked p WHERE p.id = jid; -- (limit.sql)
+  ELSIF was = 'pending' AND k IS NOT NULL THEN
+    -- Its key's jobs parked behind it would wait for a finish that may
+    -- never come (limit.sql).
+    PERFORM alkstore.unpark(q, k);
   END IF;
   -- Gone without an ack: a later depends_on naming it must not take it
   -- for acked; those waiting for it now go dead (deps.sql).
@@ -648,8 +652,8 @@ BEGIN
     RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents, j.limit_key
   LOOP
     n := n + 1;
-    IF r.was = 'running' AND r.limit_key IS NOT NULL THEN
-      PERFORM alkstore.unpark(r.queue, r.limit_key); -- its slot is free (limit.sql)
+    IF r.was IN ('running', 'pending') AND r.limit_key IS NOT NULL THEN
+      PERFORM alkstore.unpark(r.queue, r.limit_key); -- (limit.sql)
     ELSIF r.was = 'parked' THEN
       DELETE FROM alkstore.parked p WHERE p.id = r.id;
     END IF;

@@ -211,6 +211,14 @@ CREATE TABLE alkstore.parked (
   run_at    timestamptz NOT NULL
 );
 CREATE INDEX parked_order ON alkstore.parked (queue, limit_key, priority DESC, run_at, id);
+-- Keys whose jobs are parked at their rate (limit.sql): when the window
+-- frees a slot. A limited claim of the queue asks whether one came due.
+CREATE TABLE alkstore.parked_keys (
+  queue     text        NOT NULL,
+  limit_key text        NOT NULL,
+  until     timestamptz NOT NULL,
+  PRIMARY KEY (queue, limit_key)
+);
 
 -- Idempotency keys (contract v1.1 §C1). Kept apart from the jobs: a key
 -- holds for its TTL even after its job was acked and deleted.

@@ -75,6 +75,36 @@ WHERE id IN (SELECT p.id FROM alk_jobs p
                                                  AND r.claim_expires_at > ?3 AND r.limit_key = ?2))
                                FROM alk_queue_limits l WHERE l.queue = ?1 AND l.key_max_running IS NOT NULL), 0));
 
+-- The first ?3 parked jobs of key ?2 back into claim order (its rate
+-- window frees a slot).
+-- name: limit_unpark_first
+UPDATE alk_jobs SET state = 'pending'
+WHERE id IN (SELECT p.id FROM alk_jobs p
+             WHERE p.queue = ?1 AND p.limit_key = ?2 AND p.state = 'parked'
+             ORDER BY p.priority DESC, p.run_at, p.id LIMIT ?3);
+
+-- A key's jobs parked at its rate, until ?3.
+-- name: limit_park_key
+INSERT INTO alk_parked_keys (queue, limit_key, until) VALUES (?1, ?2, ?3)
+ON CONFLICT (queue, limit_key) DO UPDATE SET until = excluded.until;
+
+-- Keys parked at their rate whose time came.
+-- name: limit_parked_keys_due
+SELECT limit_key FROM alk_parked_keys WHERE queue = ?1 AND until <= ?2 ORDER BY limit_key;
+
+-- Whether key ?2 still has parked jobs.
+-- name: limit_parked_any
+SELECT 1 FROM alk_jobs WHERE queue = ?1 AND limit_key = ?2 AND state = 'parked' LIMIT 1;
+
+-- name: limit_park_key_until
+UPDATE alk_parked_keys SET until = ?3 WHERE queue = ?1 AND limit_key = ?2;
+
+-- name: limit_park_key_forget
+DELETE FROM alk_parked_keys WHERE queue = ?1 AND limit_key = ?2;
+
+-- name: limit_park_keys_forget_all
+DELETE FROM alk_parked_keys WHERE queue = ?1;
+
 -- Every parked job of the queue back into claim order (its key's running
 -- limit changed).
 -- name: limit_unpark_all

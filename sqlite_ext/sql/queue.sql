@@ -162,7 +162,7 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND claimed_
 UPDATE alk_jobs SET state = 'dead', last_error = 'expired',
   prune_at = ?2 + (SELECT retain_dead_ms FROM alk_queues c WHERE c.queue = alk_jobs.queue)
 WHERE id = ?1 AND (state = 'pending' OR state = 'scheduled') AND expires_at <= ?2
-RETURNING queue, group_key, dependents, NULL;
+RETURNING queue, group_key, dependents, limit_key;
 
 -- name: final_claim_one
 UPDATE alk_jobs

@@ -177,6 +177,14 @@ CREATE INDEX IF NOT EXISTS alk_claim_times_age ON alk_claim_times (claimed_at);
 -- leaving 'running' puts back into claim order.
 CREATE INDEX IF NOT EXISTS alk_jobs_parked
   ON alk_jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
+-- Keys whose jobs are parked at their rate (limit.rs): when the window
+-- frees a slot. A limited claim of the queue asks whether one came due.
+CREATE TABLE IF NOT EXISTS alk_parked_keys (
+  queue     TEXT    NOT NULL,
+  limit_key TEXT    NOT NULL,
+  until     INTEGER NOT NULL,
+  PRIMARY KEY (queue, limit_key)
+) WITHOUT ROWID;
 
 -- Idempotency keys (contract v1.1 §C1), kept apart from the jobs: a key
 -- holds for its TTL even after its job was acked and deleted.

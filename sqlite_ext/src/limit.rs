@@ -12,8 +12,10 @@
 //! many as the key has room for ([`unpark`], called by each of those paths:
 //! a trigger on the job table cost every claim + ack 14% more VM
 //! instructions, keyed or not); changing `key_max_running` puts back all of
-//! the queue's ([`set`]). Keys at a rate limit are stepped over, not
-//! parked: their window frees by time, not by an event.
+//! the queue's ([`set`]). Jobs stepped over because their key is at its
+//! rate (`key_rate_max`) are parked too, until the key's window frees a
+//! slot (`alk_parked_keys`): the queue's next claim after that puts back as
+//! many as a window allows ([`Limiter::new`]).
 
 use crate::conn::Conn;
 use crate::error::Result;
@@ -48,12 +50,16 @@ fn with_count(conn: &Conn, queue: &str) -> Result<Option<(QueueLimits, i64)>> {
 /// any has no row. A rate removed takes its window's claim times along:
 /// set again, it starts from an empty window.
 pub fn set(conn: &Conn, queue: &str, l: &QueueLimits) -> Result<()> {
-    // A key's running limit changed: every parked job goes back into claim
-    // order, and claims park again what is still over the limit.
-    if of(conn, queue)?.unwrap_or_default().key_max_running != l.key_max_running {
-        let mut st = conn.stmt("limit_unpark_all")?;
-        st.bind_text(1, queue);
-        st.run()?;
+    // A key's limit changed: every parked job goes back into claim order,
+    // and claims park again what is still over the limits.
+    let old = of(conn, queue)?.unwrap_or_default();
+    let key_limits = |l: &QueueLimits| (l.key_max_running, l.key_rate_max, l.key_rate_per_ms);
+    if key_limits(&old) != key_limits(l) {
+        for name in ["limit_unpark_all", "limit_park_keys_forget_all"] {
+            let mut st = conn.stmt(name)?;
+            st.bind_text(1, queue);
+            st.run()?;
+        }
     }
     {
         let mut st = conn.stmt("claim_times_delete")?;
@@ -80,9 +86,10 @@ pub fn set(conn: &Conn, queue: &str, l: &QueueLimits) -> Result<()> {
     Ok(())
 }
 
-/// A job of `key` in `queue` left `running` at `now`: as many of the key's
-/// parked jobs as it has room for go back into claim order. Nothing for a
-/// job without a key.
+/// A job of `key` in `queue` left `running` at `now` (or a pending one went
+/// without running: it may be one put back here, whose finish the parked
+/// ones were waiting for): as many of the key's parked jobs as it has room
+/// for go back into claim order. Nothing for a job without a key.
 pub fn unpark(conn: &Conn, queue: &str, key: Option<&str>, now: i64) -> Result<()> {
     let Some(key) = key else {
         return Ok(());
@@ -92,6 +99,50 @@ pub fn unpark(conn: &Conn, queue: &str, key: Option<&str>, now: i64) -> Result<(
     st.bind_text(2, key);
     st.bind_i64(3, now);
     st.run()?;
+    Ok(())
+}
+
+/// Keys of `queue` parked at their rate whose window frees a slot by `now`:
+/// each puts back its first `per_window` parked jobs in claim order; the
+/// rest wait a window more (the jobs put back, once claimed, fill the
+/// window until then at the earliest). A key with none left is forgotten.
+fn unpark_due(conn: &Conn, queue: &str, per_window: i64, per_ms: i64, now: i64) -> Result<()> {
+    let keys: Vec<String> = {
+        let mut st = conn.stmt("limit_parked_keys_due")?;
+        st.bind_text(1, queue);
+        st.bind_i64(2, now);
+        let mut keys = Vec::new();
+        while st.step_row()? {
+            keys.push(st.text(0).to_owned());
+        }
+        keys
+    };
+    for k in keys {
+        {
+            let mut st = conn.stmt("limit_unpark_first")?;
+            st.bind_text(1, queue);
+            st.bind_text(2, &k);
+            st.bind_i64(3, per_window);
+            st.run()?;
+        }
+        let left = {
+            let mut st = conn.stmt("limit_parked_any")?;
+            st.bind_text(1, queue);
+            st.bind_text(2, &k);
+            st.step_row()?
+        };
+        let mut st = conn.stmt(if left {
+            "limit_park_key_until"
+        } else {
+            "limit_park_key_forget"
+        })?;
+        st.bind_text(1, queue);
+        st.bind_text(2, &k);
+        if left {
+            st.bind_i64(3, now + per_ms);
+        }
+        st.run()?;
+    }
     Ok(())
 }
 
@@ -161,6 +212,10 @@ pub struct Limiter<'q> {
     keys: HashMap<String, i64>,
     /// Keys met at their running limit: their pending jobs stepped over are parked.
     full: HashSet<String>,
+    /// Keys met at their rate limit (not their running limit), and when
+    /// each one's window frees a slot: their pending jobs stepped over are
+    /// parked until then (the key is recorded once, then taken out).
+    rated: HashMap<String, Option<i64>>,
     /// The queue's count of claims in its own rate window, as of now.
     rate_count: i64,
 }
@@ -172,6 +227,9 @@ impl<'q> Limiter<'q> {
         let Some((limits, counted)) = with_count(conn, queue)? else {
             return Ok(None);
         };
+        if let (Some(max), Some(per)) = (limits.key_rate_max, limits.key_rate_per_ms) {
+            unpark_due(conn, queue, max, per, now)?;
+        }
         // The queue's rate from its count of the window's claims (the
         // times that left the window forgotten first), not from the rows.
         let rate_count = match limits.rate_max {
@@ -187,6 +245,7 @@ impl<'q> Limiter<'q> {
             room: running_room.min(rate_room),
             keys: HashMap::new(),
             full: HashSet::new(),
+            rated: HashMap::new(),
             rate_count,
         }))
     }
@@ -211,7 +270,7 @@ impl<'q> Limiter<'q> {
                 None => {
                     forget(conn, self.queue, k, l.key_rate_per_ms, self.now)?;
                     let limits = (l.key_max_running, l.key_rate_max, l.key_rate_per_ms);
-                    let left = room(conn, self.queue, Some(k), limits, self.now)?.0;
+                    let (left, free_at) = room(conn, self.queue, Some(k), limits, self.now)?;
                     if left <= 0
                         && l.key_max_running.is_some()
                         && room(
@@ -224,17 +283,33 @@ impl<'q> Limiter<'q> {
                         .0 <= 0
                     {
                         self.full.insert(k.to_owned());
+                    } else if let Some(until) = free_at.filter(|_| left <= 0) {
+                        self.rated.insert(k.to_owned(), Some(until));
                     }
                     left
                 }
             };
             self.keys.insert(k.to_owned(), left - 1);
             if left <= 0 {
-                if self.full.contains(k) {
+                let rated = self.rated.get(k).copied();
+                if self.full.contains(k) || rated.is_some() {
                     // (A scheduled or expired candidate is not pending: left as it is.)
-                    let mut st = conn.stmt("limit_park")?;
-                    st.bind_i64(1, id);
-                    st.run()?;
+                    let parked = {
+                        let mut st = conn.stmt("limit_park")?;
+                        st.bind_i64(1, id);
+                        st.run()?;
+                        conn.db.changes() > 0
+                    };
+                    if parked {
+                        if let Some(until) = rated.flatten() {
+                            let mut st = conn.stmt("limit_park_key")?;
+                            st.bind_text(1, self.queue);
+                            st.bind_text(2, k);
+                            st.bind_i64(3, until);
+                            st.run()?;
+                            self.rated.insert(k.to_owned(), None); // recorded
+                        }
+                    }
                 }
                 return Ok(false);
             }

@@ -296,7 +296,8 @@ fn claim_jobs(conn: &Conn, queue: &str, worker: &str, max_jobs: i64) -> Result<S
                     false => (None, false, None),
                 }
             };
-            // A final claim gone dead frees its key's slot.
+            // A final claim gone dead frees its key's slot; a pending job
+            // gone may be one its key's parked jobs were waiting for.
             limit::unpark(conn, queue, key.as_deref(), now)?;
             // Its group's next job becomes the head: a new candidate, so
             // look again even if this page was short.
@@ -792,9 +793,10 @@ pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
         (
             group::of_row(&st).map(|qg| (qg, st.text(2) != "waiting")),
             st.opt_i64(3).is_some(),
-            // A running job of a key: its slot is free.
+            // A running job of a key: its slot is free; a pending one may be
+            // one its key's parked jobs were waiting for.
             st.opt_text(4)
-                .filter(|_| st.text(2) == "running")
+                .filter(|_| matches!(st.text(2), "running" | "pending"))
                 .map(|k| (st.text(0).to_owned(), k.to_owned())),
         )
     };
@@ -1009,7 +1011,7 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
     let mut swept = 0;
     let mut finished = Vec::new();
     let mut depended = Vec::new(); // dead-lettered jobs that jobs depend on
-    let mut freed = Vec::new(); // (queue, limit_key) of final claims dead-lettered
+    let mut freed = Vec::new(); // (queue, limit_key) of running and pending jobs dead-lettered
     for name in [
         "sweep_expired",
         "sweep_expired_waiting",
@@ -1029,7 +1031,10 @@ pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
             if st.opt_i64(4).is_some() {
                 depended.push(st.i64(3));
             }
-            if let Some(k) = st.opt_text(5).filter(|_| st.text(2) == "running") {
+            if let Some(k) = st
+                .opt_text(5)
+                .filter(|_| matches!(st.text(2), "running" | "pending"))
+            {
                 freed.push((st.text(0).to_owned(), k.to_owned()));
             }
         }

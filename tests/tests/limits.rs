@@ -349,6 +349,48 @@ per_engine! {
         let after = keyed(db, &p, "k");
         assert_eq!(claim(db, &p, "w", 1), [after], "[{e}] not held back by the purged ones");
         assert_eq!(stats(db, &p)["pending"], 0, "[{e}]");
+        // One put back by a finish and cancelled before any claim took it:
+        // the next one comes back in its place.
+        let a = keyed(db, &p, "k");
+        let b = keyed(db, &p, "k");
+        let other = keyed(db, &p, "o3");
+        assert_eq!(claim(db, &p, "w", 1), [other], "[{e}]");
+        assert!(ack(db, after, "w"), "[{e}]");
+        assert!(db.yes("alk_cancel", &[Arg::Int(a)]), "[{e}]");
+        assert_eq!(claim(db, &p, "w", 1), [b], "[{e}] not stranded behind the cancelled one");
+    }
+}
+
+per_engine! {
+    fn a_key_at_its_rate_waits_out_of_claim_order_until_its_window_frees(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let q = fresh("lim-park-rate");
+        configure(db, &q, r#"{"key_rate_max": 2, "key_rate_per_s": 1}"#);
+        let r: Vec<i64> = (0..7).map(|_| keyed(db, &q, "r")).collect();
+        let o: Vec<i64> = (0..2).map(|i| keyed(db, &q, &format!("o{i}"))).collect();
+        assert_eq!(claim(db, &q, "w", 10), [r[0], r[1], o[0], o[1]], "[{e}]");
+        assert_eq!(claim(db, &q, "w", 10), Vec::<i64>::new(), "[{e}] r is at its rate");
+        assert_eq!(stats(db, &q)["pending"], 5, "[{e}]");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(r[2])])["state"], "pending", "[{e}]");
+        let late = keyed(db, &q, "o9");
+        assert_eq!(claim(db, &q, "w", 10), [late], "[{e}] past r's jobs");
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(claim(db, &q, "w", 10), [r[2], r[3]], "[{e}] a new window: r's next two");
+        assert_eq!(claim(db, &q, "w", 10), Vec::<i64>::new(), "[{e}]");
+        // One that waits is cancelled: the next window takes the two after it.
+        assert!(db.yes("alk_cancel", &[Arg::Int(r[4])]), "[{e}]");
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(claim(db, &q, "w", 10), [r[5], r[6]], "[{e}]");
+        assert_eq!(stats(db, &q)["pending"], 0, "[{e}]");
+        // Lifting the rate lets a waiting backlog run at once.
+        let more: Vec<i64> = (0..5).map(|_| keyed(db, &q, "s")).collect();
+        assert_eq!(claim(db, &q, "w", 1), [more[0]], "[{e}]");
+        assert_eq!(claim(db, &q, "w", 1), [more[1]], "[{e}]");
+        assert_eq!(claim(db, &q, "w", 1), Vec::<i64>::new(), "[{e}]");
+        configure(db, &q, r#"{"key_rate_max": null, "key_rate_per_s": null}"#);
+        assert_eq!(claim(db, &q, "w", 10), more[2..].to_vec(), "[{e}]");
     }
 }
 
@@ -620,37 +662,47 @@ fn claim_reads(target: &Target, q: &str) -> (Vec<i64>, i64) {
 #[test]
 fn a_claim_does_not_read_a_full_keys_backlog_again() {
     for target in targets().into_iter().filter(|t| !t.is_bouncer()) {
-        let mut db = target.connect();
-        let db = &mut *db;
-        let e = db.engine();
-        let q = fresh("lim-park-cost");
-        configure(db, &q, r#"{"key_max_running": 1}"#);
-        let held = keyed(db, &q, "busy");
-        assert_eq!(claim(db, &q, "w", 1), [held], "[{e}]");
-        let burst: String = format!("[{}]", vec!["1"; 2000].join(","));
-        db.ok(
-            "alk_enqueue_batch",
-            &[t(&q), j(r#"{"limit_key": "busy"}"#), j(&burst)],
-        );
-        let others: Vec<i64> = (0..3).map(|i| keyed(db, &q, &format!("k{i}"))).collect();
-        // The first claim after the burst reads past it; the next do not.
-        let (got, first) = claim_reads(&target, &q);
-        assert_eq!(got, [others[0]], "[{e}]");
-        let (got, next) = claim_reads(&target, &q);
-        assert_eq!(got, [others[1]], "[{e}]");
-        eprintln!("[{e}] reads of the first claim after 2,000 jobs of a full key: {first}, of the next: {next}");
-        assert!(
-            next * 5 < first,
-            "[{e}] the next claim read {next}, the first {first}"
-        );
-        // And once the key frees, its next job is claimed as before.
-        assert!(ack(db, held, "w"), "[{e}]");
-        let (got, _) = claim_reads(&target, &q);
-        assert_eq!(got.len(), 1, "[{e}]");
-        assert_ne!(
-            got,
-            [others[2]],
-            "[{e}] the busy key's next job comes first in claim order"
-        );
+        // A key at its running limit, then one at its rate.
+        for limits in [
+            r#"{"key_max_running": 1}"#,
+            r#"{"key_rate_max": 1, "key_rate_per_s": 3600}"#,
+        ] {
+            let mut db = target.connect();
+            let db = &mut *db;
+            let e = db.engine();
+            let q = fresh("lim-park-cost");
+            configure(db, &q, limits);
+            let held = keyed(db, &q, "busy");
+            assert_eq!(claim(db, &q, "w", 1), [held], "[{e}]");
+            let burst: String = format!("[{}]", vec!["1"; 2000].join(","));
+            db.ok(
+                "alk_enqueue_batch",
+                &[t(&q), j(r#"{"limit_key": "busy"}"#), j(&burst)],
+            );
+            let others: Vec<i64> = (0..3).map(|i| keyed(db, &q, &format!("k{i}"))).collect();
+            // The first claim after the burst reads past it; the next do not.
+            let (got, first) = claim_reads(&target, &q);
+            assert_eq!(got, [others[0]], "[{e}] {limits}");
+            let (got, next) = claim_reads(&target, &q);
+            assert_eq!(got, [others[1]], "[{e}] {limits}");
+            eprintln!(
+                "[{e}] {limits}: what the first claim after 2,000 jobs of a full key read: {first}, the next: {next}"
+            );
+            assert!(
+                next * 5 < first,
+                "[{e}] {limits}: the next claim read {next}, the first {first}"
+            );
+            if limits.contains("key_max_running") {
+                // And once the key frees, its next job comes first in claim order.
+                assert!(ack(db, held, "w"), "[{e}]");
+                let (got, _) = claim_reads(&target, &q);
+                assert_eq!(got.len(), 1, "[{e}]");
+                assert_ne!(
+                    got,
+                    [others[2]],
+                    "[{e}] the busy key's next job comes first"
+                );
+            }
+        }
     }
 }

@@ -34,7 +34,7 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
   dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
-  ks     text[];   -- limit keys of final claims dead-lettered here (limit.sql)
+  ks     text[];   -- limit keys of jobs dead-lettered here (limit.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -77,7 +77,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents, NULL::text AS limit_key
+      RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
@@ -103,7 +103,7 @@ BEGIN
       PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     IF ks IS NOT NULL THEN
-      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- their keys' slots are free (limit.sql)
+      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- (limit.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)
@@ -245,7 +245,7 @@ DECLARE
   qs     text[];   -- queue and group of grouped jobs dead-lettered here
   gs     text[];
   dj     bigint[]; -- jobs dead-lettered here that jobs depend on (deps.sql)
-  ks     text[];   -- limit keys of final claims dead-lettered here (limit.sql)
+  ks     text[];   -- limit keys of jobs dead-lettered here (limit.sql)
 BEGIN
   -- The arguments, checked in one expression: PL/pgSQL sets up each of its
   -- expressions again in every transaction, at about 1,000 instructions a
@@ -288,7 +288,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                 FOR UPDATE SKIP LOCKED))
-      RETURNING j.id, j.group_key, j.dependents, NULL::text AS limit_key
+      RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'visibility timeout exceeded on final attempt',
              errors = alkstore.push_error(j.errors, j.attempts, 'visibility timeout exceeded on final attempt'),
@@ -314,7 +314,7 @@ BEGIN
       PERFORM alkstore.deps_failed(dj, 'dead'); -- jobs waiting for them die too (deps.sql)
     END IF;
     IF ks IS NOT NULL THEN
-      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- their keys' slots are free (limit.sql)
+      PERFORM alkstore.unpark(q, k) FROM unnest(ks) k; -- (limit.sql)
     END IF;
     -- Final claims just went dead: any expired claims left to re-claim?
     -- (A count: a generic plan for EXISTS chose to scan the table.)

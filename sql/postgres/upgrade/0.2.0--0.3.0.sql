@@ -121,4 +121,10 @@ CREATE TABLE alkstore.parked (
   run_at    timestamptz NOT NULL
 );
 CREATE INDEX parked_order ON alkstore.parked (queue, limit_key, priority DESC, run_at, id);
-REVOKE ALL ON alkstore.parked FROM PUBLIC;
+CREATE TABLE alkstore.parked_keys (
+  queue     text        NOT NULL,
+  limit_key text        NOT NULL,
+  until     timestamptz NOT NULL,
+  PRIMARY KEY (queue, limit_key)
+);
+REVOKE ALL ON alkstore.parked, alkstore.parked_keys FROM PUBLIC;

@@ -120,6 +120,14 @@ CREATE INDEX alk_claim_times_age ON alk_claim_times (claimed_at);
 -- leaving 'running' puts back into claim order.
 CREATE INDEX alk_jobs_parked
   ON alk_jobs (queue, limit_key, priority DESC, run_at, id) WHERE state = 'parked';
+-- Keys whose jobs are parked at their rate (limit.rs): when the window
+-- frees a slot. A limited claim of the queue asks whether one came due.
+CREATE TABLE alk_parked_keys (
+  queue     TEXT    NOT NULL,
+  limit_key TEXT    NOT NULL,
+  until     INTEGER NOT NULL,
+  PRIMARY KEY (queue, limit_key)
+) WITHOUT ROWID;
 
 -- Job dependencies (v1.2 §J): the dependency rows and the jobs that ended
 -- without an ack; jobs' columns depends_on, deps_left, dependents (above).
