@@ -256,6 +256,28 @@ pub fn pg_database(name: &str) -> Option<String> {
 }
 
 /// The repository's root.
+/// Claims one job of `queue` (worker `w`) in a transaction of its own and
+/// returns the ids claimed and the blocks of `alkstore.jobs` and its
+/// indexes that transaction fetched: what the claim read, in pages (a btree
+/// step over entries that fail a condition returns none of them, so tuples
+/// would not show it).
+pub fn pg_claim_blocks(c: &mut postgres::Client, queue: &str) -> (Vec<i64>, i64) {
+    let read = "SELECT (SELECT sum(pg_stat_get_xact_blocks_fetched(i.indexrelid))::bigint
+                          FROM pg_index i WHERE i.indrelid = 'alkstore.jobs'::regclass)
+                      + pg_stat_get_xact_blocks_fetched('alkstore.jobs'::regclass)";
+    let mut tx = c.transaction().unwrap();
+    let before: i64 = tx.query_one(read, &[]).unwrap().get(0);
+    let got = tx
+        .query("SELECT id FROM alk_claim($1, 'w', 1)", &[&queue])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let after: i64 = tx.query_one(read, &[]).unwrap().get(0);
+    tx.commit().unwrap();
+    (got, after - before)
+}
+
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// Today's plain SQL script, built from the current sources as `cargo

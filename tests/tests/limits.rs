@@ -608,21 +608,7 @@ fn postgres_a_finish_in_a_queue_with_a_running_limit_wakes_a_waiting_worker() {
 /// thousands) of every statement the claim ran.
 fn claim_reads(target: &Target, q: &str) -> (Vec<i64>, i64) {
     if target.is_postgres() {
-        let mut c = pg_client(target);
-        let read = "SELECT (SELECT sum(pg_stat_get_xact_blocks_fetched(i.indexrelid))::bigint
-                              FROM pg_index i WHERE i.indrelid = 'alkstore.jobs'::regclass)
-                          + pg_stat_get_xact_blocks_fetched('alkstore.jobs'::regclass)";
-        let mut tx = c.transaction().unwrap();
-        let before: i64 = tx.query_one(read, &[]).unwrap().get(0);
-        let got = tx
-            .query("SELECT id FROM alk_claim($1, 'w', 1)", &[&q])
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let after: i64 = tx.query_one(read, &[]).unwrap().get(0);
-        tx.commit().unwrap();
-        return (got, after - before);
+        return pg_claim_blocks(&mut pg_client(target), q);
     }
     static STEPS: AtomicI64 = AtomicI64::new(0);
     extern "C" fn step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
