@@ -245,7 +245,7 @@ BEGIN
           IF r.room <= 0 AND l.key_max_running IS NOT NULL
              AND (alkstore.limit_room(q, c.limit_key, l.key_max_running, NULL, NULL, now)).room <= 0 THEN
             fulls := fulls || c.limit_key; -- at its running limit: its pending jobs are parked
-          ELSIF r.room <= 0 THEN
+          ELSIF r.room <= 0 AND r.free_at IS NOT NULL THEN
             rated := rated || c.limit_key; -- at its rate: parked until its window frees a slot
             rated_at := rated_at || r.free_at;
           END IF;
@@ -309,8 +309,9 @@ END $$;
 
 -- Parking (issue 37): a claim that steps over pending jobs whose key is at
 -- its running limit (key_max_running) parks them — state 'parked', out of
--- jobs_pending, and a row in alkstore.parked — so that the next claims do not read past them again: a
--- full key's backlog costs one claim, not every claim. A job of the key
+-- jobs_pending, and a row in alkstore.parked — so that the next claims do
+-- not read past them again: a full key's backlog costs one claim, not
+-- every claim. A job of the key
 -- leaving 'running' (ack, retry, fail, cancel, dead-lettered) puts back
 -- as many of the key's parked jobs, in claim order, as the key has room
 -- for (alkstore.unpark). Jobs stepped over because their key is at its
@@ -325,7 +326,7 @@ END $$;
 -- parks only keys whose running jobs it holds, so a finish of one waits for
 -- the claim's commit and then sees what it parked; a running job being
 -- finished at that moment is skipped, and its key not parked.
--- (isolation/specs/limit-park.spec)
+-- (tests/isolation/specs/limit_park.spec)
 CREATE OR REPLACE FUNCTION alkstore.park(q text, ids bigint[], keys text[], max integer, now timestamptz)
 RETURNS void
 LANGUAGE sql AS $$

@@ -11,8 +11,8 @@
 //! leaving `running` (ack, retry, fail, cancel, dead-lettered) puts back as
 //! many as the key has room for ([`unpark`], called by each of those paths:
 //! a trigger on the job table cost every claim + ack 14% more VM
-//! instructions, keyed or not); changing `key_max_running` puts back all of
-//! the queue's ([`set`]). Jobs stepped over because their key is at its
+//! instructions, keyed or not); changing a key limit puts back all of the
+//! queue's ([`set`]). Jobs stepped over because their key is at its
 //! rate (`key_rate_max`) are parked too, until the key's window frees a
 //! slot (`alk_parked_keys`): the queue's next claim after that puts back as
 //! many as a window allows ([`Limiter::new`]).
@@ -257,8 +257,7 @@ impl<'q> Limiter<'q> {
 
     /// Whether job `id` of `key` may be taken now; if so, counts it as taken.
     /// False means it is stepped over (its key is at its limit: parked, if
-    /// pending and the limit is the key's running limit) or the queue's
-    /// limits allow no more.
+    /// pending) or the queue's limits allow no more.
     pub fn take(&mut self, conn: &Conn, id: i64, key: Option<&str>) -> Result<bool> {
         if self.room <= 0 {
             return Ok(false);
