@@ -202,6 +202,17 @@ BEGIN
      AND EXISTS (SELECT FROM alkstore.parked_keys k WHERE k.queue = q AND k.until <= now) THEN
     PERFORM alkstore.unpark_due(q, l.key_rate_max, l.key_rate_per_ms, now);
   END IF;
+  -- Claims that expired free their keys' slots with no statement to see it:
+  -- the keys' parked jobs come back now, so that the claim order decides
+  -- between them and the expired job's re-claim (jobs_deadline: none
+  -- expired, one probe).
+  IF l.key_max_running IS NOT NULL THEN
+    PERFORM alkstore.unpark(q, x.limit_key)
+       FROM (SELECT DISTINCT e.limit_key FROM alkstore.jobs e
+              WHERE e.queue = q AND e.state = 'running'
+                AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+                AND e.limit_key IS NOT NULL) x;
+  END IF;
   -- The queue's rate from its count of the window's claims (the times
   -- that left the window forgotten first), not from the rows.
   IF l.rate_max IS NOT NULL THEN

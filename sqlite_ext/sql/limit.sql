@@ -88,6 +88,11 @@ WHERE id IN (SELECT p.id FROM alk_jobs p
 INSERT INTO alk_parked_keys (queue, limit_key, until) VALUES (?1, ?2, ?3)
 ON CONFLICT (queue, limit_key) DO UPDATE SET until = excluded.until;
 
+-- Keys of running jobs whose claim expired by ?2.
+-- name: limit_expired_keys
+SELECT DISTINCT limit_key FROM alk_jobs
+WHERE queue = ?1 AND state = 'running' AND claim_expires_at <= ?2 AND limit_key IS NOT NULL;
+
 -- Keys parked at their rate whose time came.
 -- name: limit_parked_keys_due
 SELECT limit_key FROM alk_parked_keys WHERE queue = ?1 AND until <= ?2 ORDER BY limit_key;

@@ -230,6 +230,24 @@ impl<'q> Limiter<'q> {
         if let (Some(max), Some(per)) = (limits.key_rate_max, limits.key_rate_per_ms) {
             unpark_due(conn, queue, max, per, now)?;
         }
+        // Claims that expired free their keys' slots with no statement to
+        // see it: the keys' parked jobs come back now, so that the claim
+        // order decides between them and the expired job's re-claim.
+        if limits.key_max_running.is_some() {
+            let keys: Vec<String> = {
+                let mut st = conn.stmt("limit_expired_keys")?;
+                st.bind_text(1, queue);
+                st.bind_i64(2, now);
+                let mut keys = Vec::new();
+                while st.step_row()? {
+                    keys.push(st.text(0).to_owned());
+                }
+                keys
+            };
+            for k in keys {
+                unpark(conn, queue, Some(&k), now)?;
+            }
+        }
         // The queue's rate from its count of the window's claims (the
         // times that left the window forgotten first), not from the rows.
         let rate_count = match limits.rate_max {

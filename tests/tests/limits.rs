@@ -326,6 +326,19 @@ per_engine! {
         assert_eq!(stats(db, &x)["pending"], 1, "[{e}]");
         assert_eq!(claim(db, &x, "w", 1), [next], "[{e}]");
 
+        // A claim that expires with attempts left frees its slot too: claim
+        // order decides between its re-claim and the key's parked jobs.
+        let y = fresh("lim-park-reclaim");
+        configure(db, &y, r#"{"key_max_running": 1, "visibility_timeout_s": 0.2}"#);
+        let first = keyed(db, &y, "k");
+        assert_eq!(claim(db, &y, "w", 1), [first], "[{e}]");
+        let urgent = enqueue(db, &y, r#"{"limit_key": "k", "priority": 10}"#, "1");
+        let other = keyed(db, &y, "other");
+        assert_eq!(claim(db, &y, "w", 1), [other], "[{e}]");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(claim(db, &y, "w", 1), [urgent], "[{e}] the higher priority first");
+        assert_eq!(claim(db, &y, "w", 5), [other], "[{e}] other's expired claim; k is full again");
+
         // A job stepped over that expires, and ones purged: neither comes
         // back, nor stands in the way of the key's next job.
         let p = fresh("lim-park-gone");
