@@ -26,6 +26,18 @@ fn ack(db: &mut dyn Db, id: i64, worker: &str) -> bool {
     db.yes("alk_ack", &[Arg::Int(id), t(worker)])
 }
 
+/// Lets worker `w`'s claim on `id` run out now, however long the steps
+/// before took: the claim is stamped with the queue's long visibility and
+/// cut short only here (a short visibility could run out between steps on
+/// a loaded machine).
+fn expire_claim(db: &mut dyn Db, id: i64) {
+    assert!(
+        db.yes("alk_heartbeat", &[Arg::Int(id), t("w"), Arg::Num(0.05)]),
+        "{id} held by w"
+    );
+    std::thread::sleep(Duration::from_millis(120));
+}
+
 fn configure(db: &mut dyn Db, q: &str, opts: &str) -> Value {
     db.ok("alk_queue_configure", &[t(q), j(opts)])
 }
@@ -305,22 +317,23 @@ per_engine! {
         // A final claim that expires frees its slot: the claim that
         // dead-letters it takes the key's next job.
         let x = fresh("lim-park-expiry");
-        configure(db, &x, r#"{"key_max_running": 1, "visibility_timeout_s": 0.2, "max_attempts": 1}"#);
+        configure(db, &x, r#"{"key_max_running": 1, "max_attempts": 1}"#);
         let first = keyed(db, &x, "k");
         assert_eq!(claim(db, &x, "w", 1), [first], "[{e}]");
         let next = keyed(db, &x, "k");
         let other = keyed(db, &x, "other");
         assert_eq!(claim(db, &x, "w", 1), [other], "[{e}]");
-        std::thread::sleep(Duration::from_millis(300));
+        expire_claim(db, first);
         assert_eq!(claim(db, &x, "w", 1), [next], "[{e}]");
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(first)])["state"], "dead", "[{e}]");
+        assert!(ack(db, other, "w") && ack(db, next, "w"), "[{e}]");
         // And one that a sweep dead-letters.
         let first = keyed(db, &x, "s");
         assert_eq!(claim(db, &x, "w", 1), [first], "[{e}]");
         let next = keyed(db, &x, "s");
         let other = keyed(db, &x, "other");
         assert_eq!(claim(db, &x, "w", 1), [other], "[{e}]");
-        std::thread::sleep(Duration::from_millis(300));
+        expire_claim(db, first);
         db.ok("alk_sweep", &[t(&x)]);
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(first)])["state"], "dead", "[{e}]");
         assert_eq!(stats(db, &x)["pending"], 1, "[{e}]");
@@ -329,13 +342,14 @@ per_engine! {
         // A claim that expires with attempts left frees its slot too: claim
         // order decides between its re-claim and the key's parked jobs.
         let y = fresh("lim-park-reclaim");
-        configure(db, &y, r#"{"key_max_running": 1, "visibility_timeout_s": 0.2}"#);
+        configure(db, &y, r#"{"key_max_running": 1}"#);
         let first = keyed(db, &y, "k");
         assert_eq!(claim(db, &y, "w", 1), [first], "[{e}]");
         let urgent = enqueue(db, &y, r#"{"limit_key": "k", "priority": 10}"#, "1");
         let other = keyed(db, &y, "other");
         assert_eq!(claim(db, &y, "w", 1), [other], "[{e}]");
-        std::thread::sleep(Duration::from_millis(300));
+        expire_claim(db, first);
+        expire_claim(db, other);
         assert_eq!(claim(db, &y, "w", 1), [urgent], "[{e}] the higher priority first");
         assert_eq!(claim(db, &y, "w", 5), [other], "[{e}] other's expired claim; k is full again");
 

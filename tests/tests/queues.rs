@@ -280,19 +280,21 @@ per_engine! {
         let q = fresh("hold");
         db.ok(
             "alk_queue_configure",
-            &[t(&q), j(r#"{"visibility_timeout_s": 0.1}"#)],
+            // A second: long enough that a loaded machine's steps between
+            // a claim and the check that it still holds fit in it.
+            &[t(&q), j(r#"{"visibility_timeout_s": 1}"#)],
         );
         let id = db.int("alk_enqueue", &[t(&q), Arg::Null, j("1")]);
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w1")])), vec![id]);
         assert_eq!(db.ok("alk_claim", &[t(&q), t("w2")]), json!([]));
-        sleep_ms(150);
+        sleep_ms(1100);
         assert!(
             db.yes("alk_heartbeat", &[Arg::Int(id), t("w1")]),
             "[{}] the holder may heartbeat after expiry",
             db.engine()
         );
         assert_eq!(db.ok("alk_claim", &[t(&q), t("w2")]), json!([]));
-        sleep_ms(150);
+        sleep_ms(1100);
         let again = db.ok("alk_claim", &[t(&q), t("w2")]);
         assert_eq!(
             (ids(&again), again[0]["attempts"].clone()),

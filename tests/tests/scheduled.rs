@@ -96,12 +96,12 @@ per_engine! {
         let r = db.int("alk_enqueue", &[t(&q), Arg::Null, j("5")]);
         db.ok("alk_claim", &[t(&q), t("w")]);
         assert_eq!(
-            db.ok("alk_retry", &[Arg::Int(r), t("w"), t("later"), Arg::Num(0.2)]),
+            db.ok("alk_retry", &[Arg::Int(r), t("w"), t("later"), Arg::Num(1.0)]),
             json!("pending")
         );
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(r)])["state"], "pending");
         assert_eq!(db.ok("alk_claim", &[t(&q), t("w")]), json!([]));
-        sleep_ms(250);
+        sleep_ms(1100);
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w")])), vec![r]);
     }
 
