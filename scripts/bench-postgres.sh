@@ -30,11 +30,18 @@
 # Ops/s count waiting too (WAL flushes, other processes on the same cores);
 # this counts what each system costs the server's CPUs (it moves between
 # runs too: docs/benchmarks.md).
+# ALK_BENCH_WAITS=1 (with ALK_BENCH_PEERS=1) samples pg_stat_activity every
+# 10 ms during each 8-client cell and prints, per system, where its
+# backends were: on CPU (no wait event), waiting for pgbench (Client:
+# ClientRead, between statements), or on a lock, a WAL flush, I/O. Summed
+# over every round; what contention costs shows as the share of LWLock,
+# Lock and IO/WAL samples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
 rounds=${ALK_BENCH_ROUNDS:-2}
 cpu=${ALK_BENCH_CPU:-0}
+waits=${ALK_BENCH_WAITS:-0}
 db=alkstore_bench
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -155,7 +162,31 @@ DELETE FROM graphile_worker._private_jobs AS jobs WHERE id = :id::bigint;"
 DELETE FROM graphile_worker._private_jobs AS jobs USING unnest(:ids::bigint[]) n(n) WHERE id = n;"
 }
 
+sample_waits() { # seconds script: where pgbench's backends are, every 10 ms, added to $work/waits_<script>
+  psql -X -q -At -F ' ' -d $db >> "$work/waits_$2" <<SQL
+CREATE TEMP TABLE samples (w text);
+DO \$\$
+DECLARE t0 timestamptz := clock_timestamp();
+BEGIN
+  WHILE clock_timestamp() < t0 + interval '$1 s' LOOP
+    PERFORM pg_stat_clear_snapshot(); -- else one snapshot for the whole block
+    INSERT INTO samples SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU')
+      FROM pg_stat_activity WHERE application_name = 'pgbench' AND backend_type = 'client backend';
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END \$\$;
+SELECT w, count(*) FROM samples GROUP BY w;
+SQL
+}
+
 tps() { # script clients -> transactions per second (and, with ALK_BENCH_CPU=1, $work/cpu: server CPU µs per transaction)
+  if [ "$waits" = 1 ] && [ "$2" = 8 ]; then
+    sample_waits "$((secs - 1))" "$1" &
+    local sampler=$!
+    waits=0 tps "$@"
+    wait "$sampler"
+    return
+  fi
   [ "$cpu" = 1 ] || {
     { pgbench -n -M prepared -T "$secs" -c "$2" -j "$2" -f "$work/$1.sql" $db 2>"$work/err" || cat "$work/err" >&2; } |
       sed -n 's/^tps = \([0-9.]*\).*/\1/p'
@@ -229,7 +260,7 @@ prow() { # label alk-script raw-script clients ops-per-tx [pgmq graphile pgq scr
 
 psql -X -q -d $db -c "SELECT count(alk_publish('reads', jsonb_build_object('n', i))) FROM generate_series(1, 100000) i" \
   -c "INSERT INTO raw_events (stream, \"offset\", payload, created_at) SELECT 'reads', i, jsonb_build_object('n', i), clock_timestamp() FROM generate_series(1, 100000) i" \
-  -c "SELECT count(*) FROM alk_read('reads', 0, 1)" \
+  -c "CALL alk_sequence(NULL)" \
   -c "ANALYZE alkstore.events; ANALYZE raw_events" >/dev/null
 if [ "$peers" = 1 ]; then
   printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "pgmq" "graphile" "pgq" "raw/alk" "peer/alk"
@@ -253,6 +284,18 @@ if [ "$cpu" = 1 ] && [ "$peers" = 1 ]; then
   echo "server CPU per operation (µs, all of the cluster's processes; the median of each system's runs above):"
   printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (CPU µs/op)" "c" "alkstore" "raw" "pgmq" "graphile" "pgq" "alk/raw" "alk/peer"
   cat "$work/cpu_table"
+fi
+if [ "$waits" = 1 ] && [ "$peers" = 1 ]; then
+  echo
+  echo "where the backends were, 8 clients (% of pg_stat_activity samples every 10 ms, all rounds; CPU: no wait event):"
+  for f in "$work"/waits_*; do
+    [ -s "$f" ] || continue
+    awk -v s="${f##*/waits_}" '{ n[$1] += $2; t += $2 }
+      END { printf "  %-14s", s; m = 0
+            for (k in n) { v[++m] = k }
+            for (x = 1; x <= m; x++) for (y = x + 1; y <= m; y++) if (n[v[y]] > n[v[x]]) { z = v[x]; v[x] = v[y]; v[y] = z }
+            for (x = 1; x <= m && x <= 6; x++) printf "  %s %.0f%%", v[x], 100 * n[v[x]] / t; print "" }' "$f"
+  done
 fi
 if [ "$floor" = 1 ] && [ "$peers" = 1 ]; then
   frow() { # label clients ops-per-tx script... (- for none): medians of $rounds runs, the order reversed each round
