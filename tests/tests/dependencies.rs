@@ -80,12 +80,12 @@ per_engine! {
         let x = enqueue(db, &q, Arg::Null);
         let later = db.int(
             "alk_enqueue",
-            &[t(&q), j(&json!({"depends_on": [x], "delay_s": 0.4}).to_string()), j("{}")],
+            &[t(&q), j(&json!({"depends_on": [x], "delay_s": 1.5}).to_string()), j("{}")],
         );
         assert_eq!(claim(db, &q), vec![x]);
         ack(db, x);
         assert_eq!(claim(db, &q), Vec::<i64>::new(), "[{e}] not before its run_at");
-        sleep_ms(450);
+        sleep_ms(1600);
         assert_eq!(claim(db, &q), vec![later], "[{e}]");
     }
 

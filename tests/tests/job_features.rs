@@ -113,7 +113,7 @@ per_engine! {
         let short = enqueue(
             db,
             &q,
-            r#"{"idempotency_key": "short", "idempotency_ttl_s": 0.2}"#,
+            r#"{"idempotency_key": "short", "idempotency_ttl_s": 1.0}"#,
             "11",
         );
         assert_eq!(
@@ -121,7 +121,7 @@ per_engine! {
             short,
             "[{e}]"
         );
-        sleep_ms(300);
+        sleep_ms(1100);
         let renewed = enqueue(db, &q, r#"{"idempotency_key": "short"}"#, "13");
         assert!(renewed > short, "[{e}] a new job after the TTL");
         assert_eq!(

@@ -177,11 +177,13 @@ per_engine! {
         let db = &mut *db;
         let e = db.engine();
         let q = fresh("lim-rate");
-        configure(db, &q, r#"{"rate_max": 2, "rate_per_s": 1}"#);
+        // A 3 s window: the steps between two slots freeing must fit in
+        // it, also on a loaded machine.
+        configure(db, &q, r#"{"rate_max": 2, "rate_per_s": 3}"#);
         let jobs: Vec<i64> = (0..6).map(|i| enqueue(db, &q, "{}", &i.to_string())).collect();
         let first = db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(1)]);
         let t0 = instant(&first[0]["claim_expires_at"]) - 60_000;
-        sleep_ms(400);
+        sleep_ms(1200);
         assert_eq!(claim(db, &q, "w", 5), [jobs[1]], "[{e}] the second claim of the window");
         // Acks do not give rate back: the window counts claims started.
         assert!(ack(db, jobs[0], "w") && ack(db, jobs[1], "w"), "[{e}]");
@@ -189,7 +191,7 @@ per_engine! {
         let s = stats(db, &q);
         assert_eq!(s["running_limit"], Value::Null, "[{e}]");
         let free = instant(&s["next_slot_at"]);
-        assert_eq!(free, t0 + 1000, "[{e}] when the first claim leaves the window: {s}");
+        assert_eq!(free, t0 + 3000, "[{e}] when the first claim leaves the window: {s}");
         // Not a calendar bucket: once the first claim left, one slot; the
         // second claim holds the other until it leaves in turn.
         sleep_ms((free - now_ms()).max(0) as u64 + 20);
@@ -394,7 +396,7 @@ per_engine! {
         let db = &mut *db;
         let e = db.engine();
         let q = fresh("lim-park-rate");
-        configure(db, &q, r#"{"key_rate_max": 2, "key_rate_per_s": 1}"#);
+        configure(db, &q, r#"{"key_rate_max": 2, "key_rate_per_s": 2}"#);
         let r: Vec<i64> = (0..7).map(|_| keyed(db, &q, "r")).collect();
         let o: Vec<i64> = (0..2).map(|i| keyed(db, &q, &format!("o{i}"))).collect();
         assert_eq!(claim(db, &q, "w", 10), [r[0], r[1], o[0], o[1]], "[{e}]");
@@ -403,12 +405,12 @@ per_engine! {
         assert_eq!(db.ok("alk_get_job", &[Arg::Int(r[2])])["state"], "pending", "[{e}]");
         let late = keyed(db, &q, "o9");
         assert_eq!(claim(db, &q, "w", 10), [late], "[{e}] past r's jobs");
-        std::thread::sleep(Duration::from_millis(1100));
+        std::thread::sleep(Duration::from_millis(2100));
         assert_eq!(claim(db, &q, "w", 10), [r[2], r[3]], "[{e}] a new window: r's next two");
         assert_eq!(claim(db, &q, "w", 10), Vec::<i64>::new(), "[{e}]");
         // One that waits is cancelled: the next window takes the two after it.
         assert!(db.yes("alk_cancel", &[Arg::Int(r[4])]), "[{e}]");
-        std::thread::sleep(Duration::from_millis(1100));
+        std::thread::sleep(Duration::from_millis(2100));
         assert_eq!(claim(db, &q, "w", 10), [r[5], r[6]], "[{e}]");
         assert_eq!(stats(db, &q)["pending"], 0, "[{e}]");
         // Lifting the rate lets a waiting backlog run at once.

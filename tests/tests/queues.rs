@@ -251,7 +251,7 @@ per_engine! {
         let mut db = _target.connect();
         let db = &mut *db;
         let q = fresh("delay");
-        let soon = db.int("alk_enqueue", &[t(&q), j(r#"{"delay_s": 0.3}"#), j("1")]);
+        let soon = db.int("alk_enqueue", &[t(&q), j(r#"{"delay_s": 1.5}"#), j("1")]);
         db.int(
             "alk_enqueue",
             &[t(&q), j(r#"{"run_at": 4102444800}"#), j("2")],
@@ -265,7 +265,7 @@ per_engine! {
         );
         assert_eq!(stats["oldest_runnable_age_s"], Value::Null);
         assert_eq!(db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)]), json!([]));
-        sleep_ms(350);
+        sleep_ms(1600);
         assert_eq!(
             ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])),
             vec![soon]

@@ -18,12 +18,14 @@ per_engine! {
         let enq = |db: &mut dyn Db, opts: &str, p: i64| {
             db.int("alk_enqueue", &[t(&q), j(opts), Arg::Int(p)])
         };
-        let a = enq(db, r#"{"priority": 10, "delay_s": 0.3}"#, 1);
+        // Delays of a second or more: every step before the sleep must run
+        // before they pass, also on a loaded machine.
+        let a = enq(db, r#"{"priority": 10, "delay_s": 1.5}"#, 1);
         for _ in 0..3 {
             enq(db, r#"{"priority": 10, "run_at": 4102444800}"#, 2);
         }
         let c = enq(db, r#"{"priority": 5}"#, 3);
-        let d = enq(db, r#"{"priority": 1, "delay_s": 0.2}"#, 4);
+        let d = enq(db, r#"{"priority": 1, "delay_s": 1.2}"#, 4);
         let stats = db.ok("alk_queue_stats", &[t(&q)]);
         assert_eq!(
             (stats["pending"].clone(), stats["scheduled"].clone()),
@@ -32,7 +34,7 @@ per_engine! {
             db.engine()
         );
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])), vec![c]);
-        sleep_ms(350);
+        sleep_ms(1600);
         // a and d came due; nothing swept them: claims take them directly,
         // in claim order with the pending job enqueued now.
         let e = enq(db, r#"{"priority": 5}"#, 5);
@@ -143,14 +145,14 @@ per_engine! {
         let first = db.int("alk_enqueue", &[t(&q), j(r#"{"group_key": "g"}"#), j("1")]);
         let next = db.int(
             "alk_enqueue",
-            &[t(&q), j(r#"{"group_key": "g", "delay_s": 0.3}"#), j("2")],
+            &[t(&q), j(r#"{"group_key": "g", "delay_s": 1.5}"#), j("2")],
         );
         let other = db.int("alk_enqueue", &[t(&q), j(r#"{"priority": -1}"#), j("3")]);
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w")])), vec![first]);
         assert!(db.yes("alk_ack", &[Arg::Int(first), t("w")]));
         // next heads the group now, but is not due: the other job comes first.
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])), vec![other]);
-        sleep_ms(350);
+        sleep_ms(1600);
         assert_eq!(
             ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(5)])),
             vec![next],
@@ -163,10 +165,10 @@ per_engine! {
         let mut db = _target.connect();
         let db = &mut *db;
         let o = fresh("ahead-outbox");
-        let later = db.int("alk_outbox_enqueue", &[t(&o), j(r#"{"delay_s": 0.2}"#), j("1")]);
+        let later = db.int("alk_outbox_enqueue", &[t(&o), j(r#"{"delay_s": 1.0}"#), j("1")]);
         let now = db.int("alk_outbox_enqueue", &[t(&o), Arg::Null, j("2")]);
         assert_eq!(ids(&db.ok("alk_outbox_claim", &[t(&o), t("w"), Arg::Int(5)])), vec![now]);
-        sleep_ms(250);
+        sleep_ms(1100);
         assert_eq!(
             ids(&db.ok("alk_outbox_claim", &[t(&o), t("w"), Arg::Int(5)])),
             vec![later],
