@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Where the server's CPU goes at eight clients: `perf record` of the whole
-# machine while pgbench runs claim + ack of one job (two transactions, as a
-# worker runs them) through alkstore and through graphile-worker's own
-# statements, then the share of samples under the functions that tell the
+# machine while pgbench runs one operation through alkstore and through its
+# closest peer, then the share of samples under the functions that tell the
 # two apart (the PL/pgSQL layer, the statements it runs, the claim's index
-# scan, executor start-up).
+# scan, executor start-up, index inserts, commit).
 #
 #   scripts/bench-profile.sh [seconds]    (default 5; needs perf and root)
+#
+# ALK_PROFILE_OP: claim (default) — claim + ack of one job, two
+# transactions as a worker runs them, beside graphile-worker's own
+# statements (the peer fastest at it); enqueue — one alk_enqueue per
+# transaction beside PgQ's insert_event.
 #
 # Needs the cluster running with the extension installed and no standby
 # streaming (scripts/postgres.sh standby-stop). Commits do not wait for the
@@ -39,14 +43,25 @@ DELETE FROM graphile_worker._private_jobs AS jobs WHERE id = :id::bigint;" > "$w
 # Children's share (each function with everything it calls) of the
 # samples of postgres processes.
 shown='PortalRun|fmgr_security_definer|plpgsql_exec_function|SPI_execute_plan_extended|btgettuple|_bt_first|standard_ExecutorStart|ExecInitNode|GetCachedPlan|CommitTransactionCommand|ExecInsertIndexTuples|AtEOXact_GUC'
-for sys in alkstore graphile; do
-  PGOPTIONS='-c synchronous_commit=off' pgbench -n -M prepared -T $((secs + 2)) -c 8 -j 8 -f "$work/$sys.sql" $db \
+op=${ALK_PROFILE_OP:-claim}
+printf '%s\n' "SELECT alk_enqueue('enq', NULL, '{\"user\": 42, \"plan\": \"pro\"}');" > "$work/alkstore-enqueue.sql"
+printf '%s\n' "SELECT pgq.insert_event('enq', 'job', '{\"user\": 42, \"plan\": \"pro\"}');" > "$work/pgq-enqueue.sql"
+psql -X -q -d $db -c "SELECT pgq.create_queue('enq')" >/dev/null
+mv "$work/alkstore.sql" "$work/alkstore-claim.sql"; mv "$work/graphile.sql" "$work/graphile-claim.sql"
+shown+='|ExecInsert|heap_insert|ExecMakeTableFunctionResult|ExecEvalFunc|RecordTransactionCommit|XLogInsert'
+case $op in
+  claim) systems=(alkstore graphile) ;;
+  enqueue) systems=(alkstore pgq) ;;
+  *) echo "bench-profile.sh: ALK_PROFILE_OP is claim or enqueue" >&2; exit 1 ;;
+esac
+for sys in "${systems[@]}"; do
+  PGOPTIONS='-c synchronous_commit=off' pgbench -n -M prepared -T $((secs + 2)) -c 8 -j 8 -f "$work/$sys-$op.sql" $db \
     > "$work/$sys.out" 2>&1 &
   sleep 1
   perf record -F 997 -a -g -o "$work/$sys.data" -- sleep "$secs" >/dev/null 2>&1
   wait
-  echo "$sys: $(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/$sys.out") claim+ack pairs/s"
-  perf report -i "$work/$sys.data" --children --comm postgres --sort symbol -g none --stdio 2>/dev/null |
-    awk -v re="^($shown)\$" '$3 == "[.]" && $4 ~ re { printf "  %-28s %s\n", $4, $1 }'
+  echo "$sys: $(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/$sys.out") transactions/s ($op)"
+  perf report -i "$work/$sys.data" --children --comm postgres --sort dso,symbol -g none --stdio 2>/dev/null |
+    awk -v re="^($shown)\$" '$4 == "[.]" && $5 ~ re { printf "  %-28s %s\n", $5, $1 }'
 done
 psql -X -q -d postgres -c "DROP DATABASE $db"
