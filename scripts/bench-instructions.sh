@@ -18,6 +18,13 @@
 # with the commit-ticket trigger disabled, contract v1.2 §L). About 2
 # minutes, 9 with the peers.
 #
+# ALK_BENCH_EXTENSION=1 counts the extension (CREATE EXTENSION, the library
+# installed by scripts/postgres.sh install) instead of the plain install;
+# ALK_BENCH_AFTER_INSTALL=FILE runs FILE right after the install, e.g. the
+# plain install's PL/pgSQL stand-in for one of the library's functions
+# (ALK_BENCH_AFTER_INSTALL=sql/postgres/ticket_plain.sql: the extension
+# with its commit ticket in PL/pgSQL, for a before/after).
+#
 # Why: on a small shared machine, pgbench figures move by 20-30% between
 # identical runs, more than most changes worth making. Instruction counts
 # repeat to within a fraction of a percent, so they tell whether a change
@@ -55,7 +62,14 @@ chmod 755 "$work"
 "${as[@]}" "$bin/pg_ctl" -D "$work/data" -o "-p 5499 -k $work -c listen_addresses=''" -l "$work/log" -w start >/dev/null
 export PGHOST=$work PGPORT=5499 PGUSER=postgres PGDATABASE=bench
 psql -X -q -d postgres -c "CREATE DATABASE bench"
-psql -X -q -v ON_ERROR_STOP=1 -f "$plain" 2>&1 | { grep -v NOTICE || true; }
+if [ "${ALK_BENCH_EXTENSION:-0}" = 1 ]; then
+  psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION alkstore"
+else
+  psql -X -q -v ON_ERROR_STOP=1 -f "$plain" 2>&1 | { grep -v NOTICE || true; }
+fi
+if [ -n "${ALK_BENCH_AFTER_INSTALL:-}" ]; then
+  psql -X -q -v ON_ERROR_STOP=1 -f "$ALK_BENCH_AFTER_INSTALL"
+fi
 psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE TABLE raw_jobs (LIKE alkstore.jobs INCLUDING ALL);
 CREATE TABLE raw_published (LIKE alkstore.published INCLUDING ALL);
