@@ -3382,6 +3382,17 @@ LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'alkstore_wake_sequencer_wrappe
 CREATE OR REPLACE FUNCTION alkstore.in_transaction_block() RETURNS boolean
 LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'alkstore_in_transaction_block_wrapper';
 
+-- ---- sql/postgres/ticket.sql ----
+-- The extension's commit-ticket trigger function, in its library
+-- (pg_ext/src/ticket.rs): what ticket_plain.sql does in PL/pgSQL, without
+-- a PL/pgSQL call or a search_path set per call. See ticket_plain.sql for
+-- when it runs and why.
+--
+-- SECURITY DEFINER: it runs as whoever commits. No SET search_path: its
+-- statement names every object with its schema.
+CREATE OR REPLACE FUNCTION alkstore.ticket() RETURNS trigger
+LANGUAGE c SECURITY DEFINER AS 'MODULE_PATHNAME', 'alkstore_ticket_wrapper';
+
 -- ---- sql/postgres/stream.sql ----
 -- Streams (contract §7, v1.1 §E, v1.2 §K). A publisher only inserts its
 -- event into alkstore.published, with an id and no offset, so no publisher
@@ -3630,25 +3641,9 @@ BEGIN
   RETURN id_;
 END $$;
 
--- Commit order (v1.2 §L): a publishing transaction's ticket, drawn while it
--- commits (a deferred trigger runs inside COMMIT, before the commit is
--- recorded) for its first event in each stream. So if one publisher's
--- COMMIT returned before another's was sent, the first has the lower
--- ticket, and the sequencer gives its events the lower offsets. (A
--- prepared transaction draws it at PREPARE TRANSACTION.) A transaction that
--- publishes to streams in turn gets a ticket at each turn, and the highest
--- counts; so does one whose deferred triggers run before COMMIT (SET
--- CONSTRAINTS ALL IMMEDIATE) and publishes again: the next event is a
--- first one again. Restored rows come with their tickets (no event is
--- queued for them). SECURITY DEFINER: it runs as whoever commits.
-CREATE OR REPLACE FUNCTION alkstore.ticket() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-  UPDATE alkstore.published p SET ticket = nextval('alkstore.commit_ticket')
-   WHERE p.stream = NEW.stream AND p.txid = NEW.txid AND p.id = NEW.id;
-  PERFORM set_config('alkstore.published_to', '', true);
-  RETURN NULL;
-END $$;
+-- Commit order (v1.2 §L): alkstore.ticket, the trigger function below,
+-- is the library's on the extension (ticket.sql) and PL/pgSQL on the plain
+-- install (ticket_plain.sql).
 
 -- A constraint trigger cannot be replaced: made once, by whichever install
 -- or upgrade runs this first.

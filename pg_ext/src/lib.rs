@@ -11,7 +11,9 @@
 //!   database (loaded through `shared_preload_libraries`);
 //! - [`sequencer`]: how a publisher's commit wakes that worker to give its
 //!   events their offsets, and the transaction-block check of
-//!   `alk_sequence`.
+//!   `alk_sequence`;
+//! - [`ticket`]: the commit ticket a publishing transaction draws as it
+//!   commits (a hot path: every publishing transaction runs it).
 //!
 //! Rust that replaces PL/pgSQL on a hot path goes in a module of its own,
 //! calling `alkstore-core` (the validation and option resolution the SQLite
@@ -23,6 +25,7 @@
 pub mod maintenance;
 pub mod sequencer;
 pub mod settings;
+pub mod ticket;
 
 /// Runs when the library loads: at server start from
 /// `shared_preload_libraries` (then it registers the maintenance workers),

@@ -77,9 +77,14 @@
     requires = ["schedule"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/ticket.sql",
+    name = "ticket",
+    requires = ["sequencer"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/stream.sql",
     name = "stream",
-    requires = ["sequencer"]
+    requires = ["ticket"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/notify.sql",
