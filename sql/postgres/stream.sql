@@ -245,9 +245,10 @@ BEGIN
   RETURN id_;
 END $$;
 
--- Commit order (v1.2 §L): alkstore.ticket, the trigger function below,
--- is the library's on the extension (ticket.sql) and PL/pgSQL on the plain
--- install (ticket_plain.sql).
+-- Commit order (v1.2 §L): the trigger below draws a publishing
+-- transaction's ticket as it commits. Its function, alkstore.ticket, is the
+-- library's on the extension (ticket.sql) and PL/pgSQL on the plain install
+-- (ticket_plain.sql); both are installed before this file.
 
 -- A constraint trigger cannot be replaced: made once, by whichever install
 -- or upgrade runs this first.
