@@ -102,22 +102,25 @@ pub fn unpark(conn: &Conn, queue: &str, key: Option<&str>, now: i64) -> Result<(
     Ok(())
 }
 
+/// The limit keys statement `name` lists for (`queue`, `now`), read out
+/// before the caller writes (the statement's cursor is closed then).
+fn keys_at(conn: &Conn, name: &'static str, queue: &str, now: i64) -> Result<Vec<String>> {
+    let mut st = conn.stmt(name)?;
+    st.bind_text(1, queue);
+    st.bind_i64(2, now);
+    let mut keys = Vec::new();
+    while st.step_row()? {
+        keys.push(st.text(0).to_owned());
+    }
+    Ok(keys)
+}
+
 /// Keys of `queue` parked at their rate whose window frees a slot by `now`:
 /// each puts back its first `per_window` parked jobs in claim order; the
 /// rest wait a window more (the jobs put back, once claimed, fill the
 /// window until then at the earliest). A key with none left is forgotten.
 fn unpark_due(conn: &Conn, queue: &str, per_window: i64, per_ms: i64, now: i64) -> Result<()> {
-    let keys: Vec<String> = {
-        let mut st = conn.stmt("limit_parked_keys_due")?;
-        st.bind_text(1, queue);
-        st.bind_i64(2, now);
-        let mut keys = Vec::new();
-        while st.step_row()? {
-            keys.push(st.text(0).to_owned());
-        }
-        keys
-    };
-    for k in keys {
+    for k in keys_at(conn, "limit_parked_keys_due", queue, now)? {
         {
             let mut st = conn.stmt("limit_unpark_first")?;
             st.bind_text(1, queue);
@@ -234,17 +237,7 @@ impl<'q> Limiter<'q> {
         // see it: the keys' parked jobs come back now, so that the claim
         // order decides between them and the expired job's re-claim.
         if limits.key_max_running.is_some() {
-            let keys: Vec<String> = {
-                let mut st = conn.stmt("limit_expired_keys")?;
-                st.bind_text(1, queue);
-                st.bind_i64(2, now);
-                let mut keys = Vec::new();
-                while st.step_row()? {
-                    keys.push(st.text(0).to_owned());
-                }
-                keys
-            };
-            for k in keys {
+            for k in keys_at(conn, "limit_expired_keys", queue, now)? {
                 unpark(conn, queue, Some(&k), now)?;
             }
         }
