@@ -390,19 +390,22 @@ fn a_hostile_search_path_cannot_redirect_the_functions() {
             .unwrap()
             .get(0);
         assert_eq!(planted, 0);
-        // A publish committed under that path: the commit ticket's trigger
-        // function (the library's on the extension, run with the caller's
-        // path) still draws from alkstore.commit_ticket.
+        // A publish under that path: the commit ticket's trigger function
+        // (the library's on the extension, run with the caller's path)
+        // still draws from alkstore.commit_ticket. SET CONSTRAINTS fires it
+        // inside the transaction, so no other test's sequencer can move the
+        // row before it is read.
         let s = fresh("evil-s");
         c.batch_execute(&format!(
             "CREATE FUNCTION {evil}.nextval(regclass) RETURNS bigint LANGUAGE sql AS 'SELECT -1'; \
              CREATE TABLE {evil}.published (ticket bigint, ctid_ tid)"
         ))
         .unwrap();
-        c.query_one("SELECT alk_publish($1, '1')", &[&s]).unwrap();
-        c.batch_execute("RESET ROLE").unwrap();
-        // Unless a sequencer took it since (a reader of another test).
-        let tickets: Vec<Option<i64>> = c
+        let mut tx = c.transaction().unwrap();
+        tx.query_one("SELECT alk_publish($1, '1')", &[&s]).unwrap();
+        tx.batch_execute("SET CONSTRAINTS ALL IMMEDIATE; RESET ROLE")
+            .unwrap();
+        let tickets: Vec<Option<i64>> = tx
             .query(
                 "SELECT ticket FROM alkstore.published WHERE stream = $1",
                 &[&s],
@@ -411,8 +414,10 @@ fn a_hostile_search_path_cannot_redirect_the_functions() {
             .iter()
             .map(|r| r.get(0))
             .collect();
+        tx.commit().unwrap();
+        assert_eq!(tickets.len(), 1, "[{}]", target.name());
         assert!(
-            tickets.iter().all(|t| t.is_some_and(|t| t > 0)),
+            tickets[0].is_some_and(|t| t > 0),
             "[{}] {tickets:?}",
             target.name()
         );
