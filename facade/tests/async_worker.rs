@@ -650,13 +650,13 @@ async fn slow_jobs_in_a_row_keep_their_claims_by_heartbeat() {
 }
 
 async fn run_slow_jobs_in_a_row<DB: AsyncEngine>(label: &str, store: &AsyncStore<DB>) {
-    let opts = QueueOpts::new().visibility_timeout(ms(300));
+    let opts = QueueOpts::new().visibility_timeout(ms(600));
     let name = queue(store, "async-slow", opts).await;
     let q = store.queue(&name).unwrap();
     // The second comes due while the first runs, so the thief's first look
     // finds nothing pending to take instead.
     q.enqueue(&EnqueueOpts::new(), &json!(1)).await.unwrap();
-    q.enqueue(&EnqueueOpts::new().delay(ms(800)), &json!(2))
+    q.enqueue(&EnqueueOpts::new().delay(ms(1600)), &json!(2))
         .await
         .unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -668,15 +668,15 @@ async fn run_slow_jobs_in_a_row<DB: AsyncEngine>(label: &str, store: &AsyncStore
                     let _ = stop_rx.await;
                 },
                 |_job| async {
-                    tokio::time::sleep(ms(1000)).await; // > 3 visibility timeouts
+                    tokio::time::sleep(ms(2000)).await; // > 3 visibility timeouts
                     Ok::<(), String>(())
                 },
             )
             .await
     });
-    tokio::time::sleep(ms(600)).await;
+    tokio::time::sleep(ms(1200)).await;
     let first = q.claim("thief", 1).await.unwrap();
-    tokio::time::sleep(ms(1000)).await;
+    tokio::time::sleep(ms(2000)).await;
     let second = q.claim("thief", 1).await.unwrap();
     let _ = stop_tx.send(());
     let handled = run.await.unwrap().unwrap();

@@ -96,7 +96,7 @@ fn a_killed_workers_job_is_reclaimed_after_the_visibility_timeout_and_processed(
         let store = target.open();
         let queue = store.queue(&name).unwrap();
         queue
-            .configure(&QueueOpts::new().visibility_timeout(ms(500)))
+            .configure(&QueueOpts::new().visibility_timeout(ms(2000)))
             .unwrap();
         let id = queue
             .enqueue(&EnqueueOpts::new(), &json!("important"))

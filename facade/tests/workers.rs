@@ -272,7 +272,7 @@ fn a_handler_that_outlives_the_visibility_timeout_keeps_its_claim_by_heartbeat()
         let store = target.open();
         let queue = store.queue(&fresh("slow")).unwrap();
         queue
-            .configure(&QueueOpts::new().visibility_timeout(ms(300)))
+            .configure(&QueueOpts::new().visibility_timeout(ms(600)))
             .unwrap();
         // Two, one after the other on one handler thread: the second job's
         // claim is kept alive too (the thread's heartbeat moves to it). It
@@ -280,21 +280,21 @@ fn a_handler_that_outlives_the_visibility_timeout_keeps_its_claim_by_heartbeat()
         // nothing pending to take instead.
         queue.enqueue(&EnqueueOpts::new(), &json!("slow")).unwrap();
         queue
-            .enqueue(&EnqueueOpts::new().delay(ms(800)), &json!("slow too"))
+            .enqueue(&EnqueueOpts::new().delay(ms(1600)), &json!("slow too"))
             .unwrap();
         let stop = Stop::new();
         let (first, second, handled) = std::thread::scope(|s| {
             let worker = s.spawn(|| {
                 Worker::new(queue.clone(), "slowpoke")
                     .run(&stop, |_| {
-                        std::thread::sleep(ms(1000)); // > 3 visibility timeouts
+                        std::thread::sleep(ms(2000)); // > 3 visibility timeouts
                         Ok(())
                     })
                     .unwrap()
             });
-            std::thread::sleep(ms(600));
+            std::thread::sleep(ms(1200));
             let first = queue.claim("thief", 1).unwrap();
-            std::thread::sleep(ms(1000));
+            std::thread::sleep(ms(2000));
             let second = queue.claim("thief", 1).unwrap();
             stop.stop();
             (first, second, worker.join().unwrap())
