@@ -9,9 +9,15 @@
 # an application could write by hand on tables of the same shape (copies of
 # alkstore's tables with their indexes), and prints ops/s and the ratio.
 #
-# ALK_BENCH_PEERS=1 adds pgmq, graphile-worker and PgQ (installed by
-# scripts/bench-peers.sh) doing the same operations in the same run, and the
-# ratio of the best of them to alkstore (at or below 1.00: alkstore is ahead).
+# ALK_BENCH_PEERS=1 adds the peers (installed by scripts/bench-peers.sh)
+# doing the same operations in the same run, like for like: the job queues
+# pgmq and graphile-worker on enqueues and claims, PgQ's insert_event (an
+# append to an event log) on publish; and the ratio of the best of them to
+# alkstore (at or below 1.00: alkstore is ahead). With the peers the table
+# also has a "plain" column: the same alkstore calls on the plain SQL install
+# (cargo xtask plain-sql) in a second database, and plain/alk, its ops/s
+# against the extension's (the issue allows 1.25x); ALK_BENCH_PLAIN_COLUMN=0
+# leaves it out.
 # ALK_BENCH_ROUNDS (default 2) is how many times each system runs each of
 # those cells, the order reversed each round; the median is shown (single
 # runs on a small shared machine move by 20-30%). ALK_BENCH_MAIN_ONLY=1
@@ -62,18 +68,27 @@ if [ "${ALK_BENCH_PLAIN:-0}" = 1 ]; then  # the plain SQL install: same function
 else
   psql -X -q -v ON_ERROR_STOP=1 -d $db -c "CREATE EXTENSION alkstore"
 fi
+peers=${ALK_BENCH_PEERS:-0}
+# The plain install beside the extension, in a database of its own (the two
+# cannot share one: the same functions in the same schema).
+plain_col=$([ "$peers" = 1 ] && [ "${ALK_BENCH_PLAIN:-0}" != 1 ] && echo "${ALK_BENCH_PLAIN_COLUMN:-1}" || echo 0)
+plain_db=${db}_plain
+if [ "$plain_col" = 1 ]; then
+  psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $plain_db" -c "CREATE DATABASE $plain_db"
+  psql -X -q -v ON_ERROR_STOP=1 -d $plain_db -f "$(cargo xtask plain-sql)" >/dev/null
+  trap 'rm -rf "$work"; psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $plain_db" 2>/dev/null' EXIT
+fi
 psql -X -q -v ON_ERROR_STOP=1 -d $db <<'SQL'
 CREATE TABLE raw_jobs (LIKE alkstore.jobs INCLUDING ALL);
 CREATE TABLE raw_events (LIKE alkstore.events INCLUDING ALL);
 ALTER TABLE raw_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY;
 CREATE SEQUENCE raw_offsets;
 SQL
-peers=${ALK_BENCH_PEERS:-0}
 if [ "$peers" = 1 ]; then
   scripts/bench-peers.sh postgres $db
   psql -X -q -v ON_ERROR_STOP=1 -d $db <<'SQL' >/dev/null
 SELECT pgmq.create(q) FROM unnest(ARRAY['enq', 'batch', 'work']) q;
-SELECT pgq.create_queue(q) FROM unnest(ARRAY['enq', 'batch']) q;
+SELECT pgq.create_queue('events');
 SQL
 fi
 floor=${ALK_BENCH_FLOOR:-0}
@@ -119,10 +134,9 @@ if [ "$peers" = 1 ]; then
   # and completion are not SQL functions.
   script enqueue_pgmq  "SELECT pgmq.send('enq', '$payload');"
   script enqueue_gw    "SELECT (graphile_worker.add_job('enq', '$payload')).id;"
-  script enqueue_pgq   "SELECT pgq.insert_event('enq', 'job', '$payload');"
+  script publish_pgq   "SELECT pgq.insert_event('events', 'event', '$payload');"
   script batch_pgmq    "SELECT count(*) FROM pgmq.send_batch('batch', ARRAY(SELECT jsonb_array_elements('$batch')));"
   script batch_gw      "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('batch', p, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM json_array_elements('$batch') p));"
-  script batch_pgq     "SELECT count(pgq.insert_event('batch', 'job', p::text)) FROM jsonb_array_elements('$batch') p;"
   script claim1_pgmq   "SELECT coalesce(max(msg_id), 0) AS id FROM pgmq.read('work', 60, 1) \gset
 SELECT pgmq.delete('work', :id::bigint);"
   script claim32_pgmq  "SELECT array_agg(msg_id) AS ids FROM pgmq.read('work', 60, 32) \gset
@@ -146,6 +160,12 @@ INSERT INTO raw_jobs ($raw_cols)
   FROM generate_series(1, $1 * 1000) i;
 VACUUM ANALYZE alkstore.jobs; VACUUM ANALYZE raw_jobs;
 CHECKPOINT; -- the fill wrote a lot of WAL: checkpoint now, not during the first cells
+SQL
+  [ "$plain_col" = 1 ] && psql -X -q -d $plain_db <<SQL
+SELECT count(alk_enqueue_batch('work', NULL, (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(1, 1000) i)))
+  FROM generate_series(1, $1);
+VACUUM ANALYZE alkstore.jobs;
+CHECKPOINT;
 SQL
   [ "$peers" = 1 ] || return 0
   psql -X -q -d $db <<SQL
@@ -180,8 +200,10 @@ SQL
 }
 
 tps() { # script clients -> transactions per second (and, with ALK_BENCH_CPU=1, $work/cpu: server CPU µs per transaction)
+  # plain:SCRIPT runs SCRIPT on the plain install's database.
+  case $1 in plain:*) db=$plain_db tps "${1#plain:}" "$2" _plain; return ;; esac
   if [ "$waits" = 1 ] && [ "$2" = 8 ]; then
-    sample_waits "$((secs - 1))" "$1" &
+    sample_waits "$((secs - 1))" "$1${3:-}" &
     local sampler=$!
     waits=0 tps "$@"
     wait "$sampler"
@@ -232,8 +254,10 @@ prow() { # label alk-script raw-script clients ops-per-tx [pgmq graphile pgq scr
   [ "$peers" = 1 ] || { row "$@"; return; }
   # $rounds runs of every system, the order reversed each round, so that
   # neither the first-run penalty nor the order favours one; the median of
-  # each system's runs (of two: the mean).
-  local a r m g q ca cr cm cg cq s i k sys=("$2" "$3" "${6:--}" "${7:--}" "${8:--}") runs=() cpus=()
+  # each system's runs (of two: the mean). Systems: alkstore, the plain
+  # install (or -), raw, pgmq, graphile-worker, PgQ.
+  local a p r m g q ca cp cr cm cg cq s i k runs=() cpus=()
+  local sys=("$2" "$([ "$plain_col" = 1 ] && echo "plain:$2" || echo -)" "$3" "${6:--}" "${7:--}" "${8:--}")
   for ((k = 0; k < rounds; k++)); do
     for ((s = 0; s < ${#sys[@]}; s++)); do
       i=$((k % 2 ? ${#sys[@]} - 1 - s : s))
@@ -242,20 +266,22 @@ prow() { # label alk-script raw-script clients ops-per-tx [pgmq graphile pgq scr
       cpus[i]+="$(cat "$work/cpu") "
     done
   done
-  read -r a r m g q < <(for i in 0 1 2 3 4; do echo "${runs[i]}"; done | medians)
+  read -r a p r m g q < <(for i in "${!sys[@]}"; do echo "${runs[i]}"; done | medians)
   if [ "$cpu" = 1 ]; then
-    read -r ca cr cm cg cq < <(for i in 0 1 2 3 4; do echo "${cpus[i]}"; done | medians)
-    awk -v l="$1" -v c="$4" -v k="$5" -v a="$ca" -v r="$cr" -v m="$cm" -v g="$cg" -v q="$cq" 'BEGIN {
+    read -r ca cp cr cm cg cq < <(for i in "${!sys[@]}"; do echo "${cpus[i]}"; done | medians)
+    awk -v l="$1" -v c="$4" -v k="$5" -v a="$ca" -v p="$cp" -v r="$cr" -v m="$cm" -v g="$cg" -v q="$cq" 'BEGIN {
       best = 0; if (m > 0) best = m; if (g > 0 && (best == 0 || g < best)) best = g; if (q > 0 && (best == 0 || q < best)) best = q
-      printf "%-34s %2d  %10.1f  %10.1f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a / k, r / k,
+      printf "%-34s %2d  %10.1f  %10s  %10.1f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a / k,
+        (p > 0) ? sprintf("%.1f", p / k) : "-", r / k,
         (m > 0) ? sprintf("%.1f", m / k) : "-", (g > 0) ? sprintf("%.1f", g / k) : "-", (q > 0) ? sprintf("%.1f", q / k) : "-",
         (r > 0) ? a / r : 0, (best > 0) ? a / best : 0 }' >> "$work/cpu_table"
   fi
-  awk -v l="$1" -v c="$4" -v a="$a" -v r="$r" -v k="$5" -v m="$m" -v g="$g" -v q="$q" 'BEGIN {
+  awk -v l="$1" -v c="$4" -v a="$a" -v p="$p" -v r="$r" -v k="$5" -v m="$m" -v g="$g" -v q="$q" 'BEGIN {
     best = m; if (g > best) best = g; if (q > best) best = q
-    printf "%-34s %2d  %10.0f  %10.0f  %10s  %10s  %10s   %5.2fx  %5.2fx\n", l, c, a * k, r * k,
+    printf "%-34s %2d  %10.0f  %10s  %10.0f  %10s  %10s  %10s   %6.2fx  %9s  %6.2fx\n", l, c, a * k,
+      p ? sprintf("%.0f", p * k) : "-", r * k,
       m ? sprintf("%.0f", m * k) : "-", g ? sprintf("%.0f", g * k) : "-", q ? sprintf("%.0f", q * k) : "-",
-      (r > 0 && a > 0) ? r / a : 0, (best > 0 && a > 0) ? best / a : 0 }'
+      (r > 0 && a > 0) ? r / a : 0, (p > 0 && a > 0) ? sprintf("%.2fx", a / p) : "-", (best > 0 && a > 0) ? best / a : 0 }'
 }
 
 psql -X -q -d $db -c "SELECT count(alk_publish('reads', jsonb_build_object('n', i))) FROM generate_series(1, 100000) i" \
@@ -263,26 +289,31 @@ psql -X -q -d $db -c "SELECT count(alk_publish('reads', jsonb_build_object('n', 
   -c "CALL alk_sequence(NULL)" \
   -c "ANALYZE alkstore.events; ANALYZE raw_events" >/dev/null
 if [ "$peers" = 1 ]; then
-  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "pgmq" "graphile" "pgq" "raw/alk" "peer/alk"
+  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s  %10s   %7s  %9s  %7s\n' "operation (ops/s)" "c" "alkstore" "plain" "raw" "pgmq" "graphile" "pgq" "raw/alk" "alk/plain" "peer/alk"
 else
   printf '%-34s %2s  %12s  %12s   %6s\n' "operation (ops/s)" "c" "alkstore" "raw" "ratio"
 fi
 for c in 1 8; do
   fill_work $((${ALK_BENCH_FILL:-60} * secs * (c == 1 ? 1 : 2) * (rounds + 1) / 2)) >/dev/null
-  prow "enqueue 1/tx" enqueue_alk enqueue_raw $c 1 enqueue_pgmq enqueue_gw enqueue_pgq
-  prow "enqueue 100/tx (batch)" batch_alk batch_raw $c 100 batch_pgmq batch_gw batch_pgq
+  prow "enqueue 1/tx" enqueue_alk enqueue_raw $c 1 enqueue_pgmq enqueue_gw -
+  prow "enqueue 100/tx (batch)" batch_alk batch_raw $c 100 batch_pgmq batch_gw -
   prow "claim+ack 1 (claim tx, ack tx)" claim1_alk2 claim1_raw2 $c 1 claim1_pgmq claim1_gw -
   prow "claim 32 + ack (claim tx, ack tx)" claim32_alk2 claim32_raw2 $c 32 claim32_pgmq claim32_gw -
+  # A stream publish beside PgQ's insert_event, the same job (an append to an
+  # event log); alkstore's also takes the commit ticket (contract v1.2 §L).
+  if [ "$peers" = 1 ]; then
+    prow "publish 1/tx, one stream" publish_alk publish_raw $c 1 - - publish_pgq
+  fi
   row "claim+ack 1, one tx; raw DELETE" claim1_alk claim1_raw $c 1
   row "claim 32 + ack_batch, one tx" claim32_alk claim32_raw $c 32
-  row "publish 1/tx, one stream" publish_alk publish_raw $c 1
+  [ "$peers" = 1 ] || row "publish 1/tx, one stream" publish_alk publish_raw $c 1
   row "read page of 1000 (events/s)" read_alk read_raw $c 1000
 done
 row "publish 1/tx, a stream per client" publishN_alk publish_raw 8 1
 if [ "$cpu" = 1 ] && [ "$peers" = 1 ]; then
   echo
   echo "server CPU per operation (µs, all of the cluster's processes; the median of each system's runs above):"
-  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (CPU µs/op)" "c" "alkstore" "raw" "pgmq" "graphile" "pgq" "alk/raw" "alk/peer"
+  printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s  %10s   %6s  %6s\n' "operation (CPU µs/op)" "c" "alkstore" "plain" "raw" "pgmq" "graphile" "pgq" "alk/raw" "alk/peer"
   cat "$work/cpu_table"
 fi
 if [ "$waits" = 1 ] && [ "$peers" = 1 ]; then
@@ -312,10 +343,10 @@ if [ "$floor" = 1 ] && [ "$peers" = 1 ]; then
       awk -v k="$k" '{ for (i = 1; i <= NF; i++) printf "  %10s", ($i > 0 ? sprintf("%.0f", $i * k) : "-"); print "" }'
   }
   echo
-  echo "the floor under the contract (scripts/lib/bench-floor.sql; peer: PgQ for enqueue 1, pgmq for batches):"
+  echo "the floor under the contract (scripts/lib/bench-floor.sql; peer: pgmq):"
   printf '%-34s %2s  %10s  %10s  %10s  %10s  %10s\n' "operation (ops/s)" "c" "alkstore" "fn+stamp" "floor fn" "floor" "peer"
   for c in 1 8; do
-    frow "enqueue 1/tx" $c 1 enqueue_alk enqueue_floors enqueue_floorf enqueue_floor enqueue_pgq
+    frow "enqueue 1/tx" $c 1 enqueue_alk enqueue_floors enqueue_floorf enqueue_floor enqueue_pgmq
     frow "enqueue 100/tx (batch)" $c 100 batch_alk - batch_floorf batch_floor batch_pgmq
   done
 fi
