@@ -15,9 +15,9 @@
 # append to an event log) on publish; and the ratio of the best of them to
 # alkstore (at or below 1.00: alkstore is ahead). With the peers the table
 # also has a "plain" column: the same alkstore calls on the plain SQL install
-# (cargo xtask plain-sql) in a second database, and plain/alk, its ops/s
-# against the extension's (the issue allows 1.25x); ALK_BENCH_PLAIN_COLUMN=0
-# leaves it out.
+# (cargo xtask plain-sql) in a second database, and alk/plain, the
+# extension's ops/s over the plain install's (the plain install is to stay
+# within 1.25x); ALK_BENCH_PLAIN_COLUMN=0 leaves it out.
 # ALK_BENCH_ROUNDS (default 2) is how many times each system runs each of
 # those cells, the order reversed each round; the median is shown (single
 # runs on a small shared machine move by 20-30%). ALK_BENCH_MAIN_ONLY=1
