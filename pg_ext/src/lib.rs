@@ -13,7 +13,12 @@
 //!   events their offsets, and the transaction-block check of
 //!   `alk_sequence`;
 //! - [`ticket`]: the commit ticket a publishing transaction draws as it
-//!   commits (a hot path: every publishing transaction runs it).
+//!   commits (a hot path: every publishing transaction runs it);
+//! - [`claim`] and [`ack`]: `alk_claim` and `alk_ack`'s common cases (hot
+//!   paths: every job runs both), handing the rest to their PL/pgSQL;
+//! - [`statements`]: the SQL those send, planned once per backend under a
+//!   pinned search path; [`boundary`]: their errors raised with
+//!   alkstore's SQLSTATEs.
 //!
 //! Rust that replaces PL/pgSQL on a hot path goes in a module of its own,
 //! calling `alkstore-core` (the validation and option resolution the SQLite
@@ -22,9 +27,13 @@
 
 ::pgrx::pg_module_magic!();
 
+pub mod ack;
+pub mod boundary;
+pub mod claim;
 pub mod maintenance;
 pub mod sequencer;
 pub mod settings;
+pub mod statements;
 pub mod ticket;
 
 /// Runs when the library loads: at server start from

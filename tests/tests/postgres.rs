@@ -390,11 +390,46 @@ fn a_hostile_search_path_cannot_redirect_the_functions() {
             .unwrap()
             .get(0);
         assert_eq!(planted, 0);
-        // A publish under that path: the commit ticket's trigger function
-        // (the library's on the extension, run with the caller's path)
-        // still draws from alkstore.commit_ticket. SET CONSTRAINTS fires it
-        // inside the transaction, so no other test's sequencer can move the
-        // row before it is read.
+        // A claim under that path, as this session's first (the
+        // extension's claim plans its statements once per session, in the
+        // library: pg_ext/src/claim.rs), with an `=` on text that says no
+        // and a hash of the schema's own: it still takes the job, whose
+        // claim expiry is not the schema's clock either.
+        c.batch_execute(&format!(
+            "CREATE FUNCTION {evil}.no(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT false'; \
+             CREATE OPERATOR {evil}.= (LEFTARG = text, RIGHTARG = text, FUNCTION = {evil}.no); \
+             CREATE FUNCTION {evil}.hashtextextended(text, bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint'"
+        ))
+        .unwrap();
+        let q = fresh("evil-claim");
+        let queued: Vec<i64> = (0..2)
+            .map(|_| {
+                c.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+                    .unwrap()
+                    .get(0)
+            })
+            .collect();
+        for (n, job) in [(1, queued[0]), (2, queued[1])] {
+            let claimed: Vec<(i64, String)> = c
+                .query(
+                    "SELECT id, claim_expires_at::text FROM alk_claim($1, 'w', $2)",
+                    &[&q, &n],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            assert_eq!(claimed.len(), 1, "[{}] max_jobs {n}", target.name());
+            assert_eq!(claimed[0].0, job, "[{}]", target.name());
+            assert!(claimed[0].1.as_str() > "2020", "{claimed:?}");
+        }
+        c.batch_execute(&format!("DROP OPERATOR {evil}.= (text, text)"))
+            .unwrap(); // (the statements below compare text themselves)
+                       // A publish under that path: the commit ticket's trigger function
+                       // (the library's on the extension, run with the caller's path)
+                       // still draws from alkstore.commit_ticket. SET CONSTRAINTS fires it
+                       // inside the transaction, so no other test's sequencer can move the
+                       // row before it is read.
         let s = fresh("evil-s");
         c.batch_execute(&format!(
             "CREATE FUNCTION {evil}.nextval(regclass) RETURNS bigint LANGUAGE sql AS 'SELECT -1'; \
@@ -830,4 +865,51 @@ fn notifications_reach_plain_listen_after_commit_in_commit_order() {
             Some((mapped, "\"long\"".into()))
         );
     }
+}
+
+/// The extension's claim and ack plan their statements once per session
+/// (pg_ext/src/claim.rs, ack.rs). A session that claimed and acked before
+/// the extension was dropped and created again under it — as a restore
+/// with `--clean` does while workers stay connected — claims and acks the
+/// new tables' jobs, and its errors still carry alkstore's codes.
+#[test]
+fn a_session_claims_and_acks_across_drop_and_create_extension() {
+    let Some(url) = pg_database("claim_across_reinstall") else {
+        return;
+    };
+    Install::Extension.install(&url);
+    let mut worker = Client::connect(&url, NoTls).unwrap();
+    let mut admin = Client::connect(&url, NoTls).unwrap();
+    let round = |c: &mut Client, n: i32| -> Vec<i64> {
+        c.batch_execute("SELECT alk_enqueue('q', NULL, '1'), alk_enqueue('q', NULL, '2')")
+            .unwrap();
+        let ids: Vec<i64> = c
+            .query("SELECT id FROM alk_claim('q', 'w', $1)", &[&n])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for id in &ids {
+            let acked: bool = c
+                .query_one("SELECT alk_ack($1, 'w')", &[id])
+                .unwrap()
+                .get(0);
+            assert!(acked, "job {id}");
+        }
+        ids
+    };
+    assert_eq!(round(&mut worker, 1).len(), 1);
+    assert_eq!(round(&mut worker, 2).len(), 2);
+    admin
+        .batch_execute("DROP EXTENSION alkstore CASCADE; CREATE EXTENSION alkstore")
+        .unwrap();
+    // The new tables start their ids again: the jobs claimed are theirs.
+    assert_eq!(round(&mut worker, 1), vec![1]);
+    assert_eq!(round(&mut worker, 2), vec![2, 3]);
+    let e = worker
+        .query("SELECT * FROM alk_claim('', 'w', 1)", &[])
+        .unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("ALK01"), "{e}");
+    let e = worker.query("SELECT alk_ack(1, '')", &[]).unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("ALK01"), "{e}");
 }

@@ -47,14 +47,39 @@
     requires = ["deps"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/generated/ack.sql",
+    name = "ack",
+    requires = ["queue"]
+);
+::pgrx::extension_sql_file!(
+    "../../../sql/postgres/generated/ack_full.sql",
+    name = "ack_full",
+    requires = ["ack"]
+);
+::pgrx::extension_sql_file!(
+    "../../../sql/postgres/ack_library.sql",
+    name = "ack_library",
+    requires = ["ack_full"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/claim.sql",
     name = "claim",
-    requires = ["queue"]
+    requires = ["ack_library"]
+);
+::pgrx::extension_sql_file!(
+    "../../../sql/postgres/generated/claim_full.sql",
+    name = "claim_full",
+    requires = ["claim"]
+);
+::pgrx::extension_sql_file!(
+    "../../../sql/postgres/claim_library.sql",
+    name = "claim_library",
+    requires = ["claim_full"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/outbox.sql",
     name = "outbox",
-    requires = ["claim"]
+    requires = ["claim_library"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/pause.sql",

@@ -6,7 +6,10 @@
 -- backing queue it derives). One source rather than one function calling
 -- the other: that call and the copy of its rows cost about 32,000
 -- instructions, 6% of a claim. `cargo xtask codegen` writes the copies
--- into generated/claim.sql.
+-- into generated/claim.sql (and generated/claim_full.sql, the extension's
+-- alkstore.claim_full). The extension's library (pg_ext/src/claim.rs)
+-- sends claim_probe.sql and claim_update.sql itself, their variables (q,
+-- w, n, now, chosen) bound to parameters: keep those names.
 
 -- alk_claim: claims up to max_jobs in claim order (priority DESC,
 -- run_at, id) among runnable pending jobs and running jobs whose claim
@@ -217,7 +220,10 @@ END $$;
 -- backing queue it derives). One source rather than one function calling
 -- the other: that call and the copy of its rows cost about 32,000
 -- instructions, 6% of a claim. `cargo xtask codegen` writes the copies
--- into generated/claim.sql.
+-- into generated/claim.sql (and generated/claim_full.sql, the extension's
+-- alkstore.claim_full). The extension's library (pg_ext/src/claim.rs)
+-- sends claim_probe.sql and claim_update.sql itself, their variables (q,
+-- w, n, now, chosen) bound to parameters: keep those names.
 
 -- alk_outbox_claim: claims up to max_jobs in claim order (priority DESC,
 -- run_at, id) among runnable pending jobs and running jobs whose claim

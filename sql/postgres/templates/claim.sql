@@ -3,7 +3,10 @@
 -- backing queue it derives). One source rather than one function calling
 -- the other: that call and the copy of its rows cost about 32,000
 -- instructions, 6% of a claim. `cargo xtask codegen` writes the copies
--- into generated/claim.sql.
+-- into generated/claim.sql (and generated/claim_full.sql, the extension's
+-- alkstore.claim_full). The extension's library (pg_ext/src/claim.rs)
+-- sends claim_probe.sql and claim_update.sql itself, their variables (q,
+-- w, n, now, chosen) bound to parameters: keep those names.
 
 -- {{function}}: claims up to max_jobs in claim order (priority DESC,
 -- run_at, id) among runnable pending jobs and running jobs whose claim
@@ -49,16 +52,7 @@ BEGIN
   -- (The earliest passed deadline, in the order of jobs_deadline: a generic
   -- plan for a plain EXISTS chose to scan the table. Bounded by now: the
   -- entries of jobs claimed and acked since the last VACUUM lie beyond it.)
-  SELECT EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
-         EXISTS (SELECT FROM alkstore.queue_limits l WHERE l.queue = q),
-         (SELECT CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END
-            FROM alkstore.jobs e
-           WHERE e.queue = q AND (e.state = 'running' OR (e.state = 'pending' AND e.expires_at IS NOT NULL))
-             AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
-           ORDER BY 1 LIMIT 1) IS NOT NULL,
-         (SELECT e.run_at FROM alkstore.jobs e
-           WHERE e.queue = q AND e.state = 'scheduled' AND e.run_at <= now
-           ORDER BY e.run_at LIMIT 1) IS NOT NULL
+{{include claim_probe.sql}}
     INTO is_paused, is_limited, any_due, any_sched;
   IF is_paused THEN
     RETURN; -- paused (contract v1.1 §C4)
