@@ -913,3 +913,64 @@ fn a_session_claims_and_acks_across_drop_and_create_extension() {
     let e = worker.query("SELECT alk_ack(1, '')", &[]).unwrap_err();
     assert_eq!(e.code().map(|c| c.code()), Some("ALK01"), "{e}");
 }
+
+/// A worker's transaction that catches a failed call at a savepoint and
+/// goes on: the extension's claim and ack (pg_ext/src/claim.rs, ack.rs)
+/// raise alkstore's errors, and after the rollback to the savepoint — and
+/// after calls that succeed — the session's search path is its own again
+/// (the library pushes its own around its statements) and its claims and
+/// acks work in the same transaction.
+#[test]
+fn a_failed_call_rolled_back_to_a_savepoint_leaves_the_session_as_it_was() {
+    for target in pg_targets() {
+        let mut c = client(&target);
+        c.batch_execute("SET search_path = public, pg_catalog")
+            .unwrap();
+        let path = |c: &mut postgres::Transaction| -> String {
+            c.query_one("SELECT current_schemas(true)::text", &[])
+                .unwrap()
+                .get(0)
+        };
+        let q = fresh("savepoint");
+        let mut tx = c.transaction().unwrap();
+        let before = path(&mut tx);
+        let id: i64 = tx
+            .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
+            .unwrap()
+            .get(0);
+        for sql in [
+            "SELECT id FROM alk_claim('', 'w', 1)",
+            "SELECT alk_ack(1, '')",
+        ] {
+            let mut sp = tx.transaction().unwrap();
+            let e = sp.query(sql, &[]).unwrap_err();
+            assert_eq!(
+                e.code().map(|c| c.code()),
+                Some("ALK01"),
+                "[{}] {sql}: {e}",
+                target.name()
+            );
+            sp.rollback().unwrap();
+            assert_eq!(path(&mut tx), before, "[{}] after {sql}", target.name());
+        }
+        let claimed: Vec<i64> = tx
+            .query("SELECT id FROM alk_claim($1, 'w', 1)", &[&q])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(claimed, vec![id], "[{}]", target.name());
+        let acked: bool = tx
+            .query_one("SELECT alk_ack($1, 'w')", &[&id])
+            .unwrap()
+            .get(0);
+        assert!(acked, "[{}]", target.name());
+        assert_eq!(
+            path(&mut tx),
+            before,
+            "[{}] after a claim and an ack",
+            target.name()
+        );
+        tx.commit().unwrap();
+    }
+}
