@@ -150,8 +150,9 @@ unsafe fn claim(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
         let p = plans(&s);
         let mut common = false;
         if valid {
-            let now = pg_sys::Datum::from(pg_sys::GetCurrentTimestamp()); // clock_timestamp()
-                                                                          // Paused, limited, a deadline passed, a scheduled job come due.
+            // clock_timestamp(), as the PL/pgSQL's now.
+            let now = pg_sys::Datum::from(pg_sys::GetCurrentTimestamp());
+            // Paused, limited, a deadline passed, a scheduled job come due.
             let probe = s.run(WHO, p.probe, &mut [arg(0), now], None);
             let paused = probe.flag(0, 1);
             common = !(probe.flag(0, 2) || probe.flag(0, 3) || probe.flag(0, 4));
