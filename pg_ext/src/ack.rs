@@ -9,6 +9,13 @@
 //! running under this worker, a queue that keeps acked jobs: nothing
 //! deleted) goes to `alkstore.ack_full`, the plain install's `alk_ack`
 //! under another name, which also words every error.
+//!
+//! `alk_ack_batch` sends its PL/pgSQL's one statement
+//! (`templates/ack_batch_delete.sql`: the deletes, the completions of
+//! queues that keep acked jobs, and what follows from them, in one row),
+//! then `alkstore.batch_acked` when anything does follow. Only a call with
+//! invalid arguments goes to `alkstore.ack_batch_full`, which words the
+//! error.
 
 use crate::boundary;
 use crate::statements::{arg_nulls, bind, Session};
@@ -16,10 +23,13 @@ use alkstore_core::{names, NameKind};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_getarg_datum_raw};
 use pgrx::pg_sys;
 use std::cell::Cell;
+use std::ffi::c_char;
 use std::panic::AssertUnwindSafe;
 
 const WHO: &str = "alk_ack";
 const DELETE: &str = include_str!("../../sql/postgres/templates/ack_delete.sql");
+const WHO_BATCH: &str = "alk_ack_batch";
+const BATCH: &str = include_str!("../../sql/postgres/templates/ack_batch_delete.sql");
 
 /// The backend's plans (the plan cache revalidates them).
 #[derive(Clone, Copy)]
@@ -31,8 +41,17 @@ struct Plans {
     full: pg_sys::SPIPlanPtr,
 }
 
+/// alk_ack_batch's plans.
+#[derive(Clone, Copy)]
+struct BatchPlans {
+    statement: pg_sys::SPIPlanPtr,
+    acked: pg_sys::SPIPlanPtr,
+    full: pg_sys::SPIPlanPtr,
+}
+
 thread_local! {
     static PLANS: Cell<Option<Plans>> = const { Cell::new(None) };
+    static BATCH_PLANS: Cell<Option<BatchPlans>> = const { Cell::new(None) };
 }
 
 /// # Safety
@@ -133,5 +152,111 @@ unsafe fn ack(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
         };
         s.finish();
         pg_sys::Datum::from(acked)
+    }
+}
+
+/// # Safety
+/// Inside the session.
+unsafe fn batch_plans(s: &Session) -> BatchPlans {
+    if let Some(p) = BATCH_PLANS.get() {
+        return p;
+    }
+    let (int8s, text, texts) = (pg_sys::INT8ARRAYOID, pg_sys::TEXTOID, pg_sys::TEXTARRAYOID);
+    let statement = bind(BATCH, &[("job_ids", "$1"), ("w", "$2"), ("now", "$3")]);
+    // SAFETY: inside the session, as this function requires.
+    let p = unsafe {
+        BatchPlans {
+            statement: s.prepare(
+                WHO_BATCH,
+                &statement,
+                &[int8s, text, pg_sys::TIMESTAMPTZOID],
+            ),
+            acked: s.prepare(
+                WHO_BATCH,
+                "SELECT alkstore.batch_acked($1, $2, $3, $4, $5, $6)",
+                &[texts, texts, texts, int8s, texts, texts],
+            ),
+            full: s.prepare(
+                WHO_BATCH,
+                "SELECT alkstore.ack_batch_full($1, $2)",
+                &[int8s, text],
+            ),
+        }
+    };
+    BATCH_PLANS.set(Some(p));
+    p
+}
+
+#[doc(hidden)]
+#[unsafe(no_mangle)]
+pub extern "C" fn pg_finfo_alkstore_ack_batch() -> &'static pg_sys::Pg_finfo_record {
+    static V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// `alk_ack_batch(job_ids, worker)` (ack_library.sql).
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with alk_ack_batch's arguments.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn alkstore_ack_batch(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fcinfo is alk_ack_batch's, from PostgreSQL's function manager.
+    boundary::guard(AssertUnwindSafe(|| unsafe { ack_batch(fcinfo) }))
+}
+
+/// # Safety
+/// As [`alkstore_ack_batch`].
+unsafe fn ack_batch(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is alk_ack_batch's; the datums passed to each plan match its parameters'
+    // types (the arrays the statement returned stay in SPI's memory until finish), and nothing
+    // from SPI is used after finish.
+    unsafe {
+        let arg = |i: usize| pg_getarg_datum_raw(fcinfo, i);
+        // The checks alk_ack_batch makes: a one-dimensional list of ids
+        // without NULLs (as alkstore.job_ids_ok) and a worker name (core's,
+        // as on SQLite); when they fail, ack_batch_full says why.
+        let ids_ok = !pg_arg_is_null(fcinfo, 0) && {
+            let ids = pg_sys::pg_detoast_datum(arg(0).cast_mut_ptr()) as *mut pg_sys::ArrayType;
+            (*ids).ndim <= 1 && !pg_sys::array_contains_nulls(ids)
+        };
+        let valid = ids_ok
+            && pg_getarg::<&str>(fcinfo, 1)
+                .is_some_and(|w| names::validate(NameKind::Worker, w).is_ok());
+        let s = Session::start(WHO_BATCH);
+        let p = batch_plans(&s);
+        let acked = if valid {
+            let now = pg_sys::Datum::from(pg_sys::GetCurrentTimestamp());
+            let r = s.run(WHO_BATCH, p.statement, &mut [arg(0), arg(1), now], None);
+            // count, then batch_acked's arguments: qs, gs, fq, dj, kq, kk
+            let n = r.get(0, 1).expect("a count").value() as i32;
+            let follow: Vec<_> = (2..=7).map(|c| r.get(0, c)).collect();
+            // gs, fq or dj: something follows (as the PL/pgSQL asks).
+            if follow[1].is_some() || follow[2].is_some() || follow[3].is_some() {
+                let nulls: Vec<c_char> = follow
+                    .iter()
+                    .map(|d| (if d.is_some() { b' ' } else { b'n' }) as c_char)
+                    .collect();
+                let mut args: Vec<_> = follow
+                    .iter()
+                    .map(|d| d.unwrap_or(pg_sys::Datum::from(0)))
+                    .collect();
+                s.run(WHO_BATCH, p.acked, &mut args, Some(&nulls));
+            }
+            Some(n)
+        } else {
+            let nulls = arg_nulls(fcinfo, 2);
+            let r = s.run(WHO_BATCH, p.full, &mut [arg(0), arg(1)], Some(&nulls));
+            r.get(0, 1).map(|d| d.value() as i32)
+        };
+        s.finish();
+        match acked {
+            Some(n) => pg_sys::Datum::from(n),
+            None => {
+                (*fcinfo).isnull = true;
+                pg_sys::Datum::from(0)
+            }
+        }
     }
 }

@@ -15,7 +15,8 @@
 //! - [`ticket`]: the commit ticket a publishing transaction draws as it
 //!   commits (a hot path: every publishing transaction runs it);
 //! - [`claim`] and [`ack`]: `alk_claim` and `alk_ack`'s common cases (hot
-//!   paths: every job runs both), handing the rest to their PL/pgSQL;
+//!   paths: every job runs both), handing the rest to their PL/pgSQL, and
+//!   `alk_ack_batch` (all but its argument errors);
 //! - [`statements`]: the SQL those send, planned once per backend under a
 //!   pinned search path; [`boundary`]: their errors raised with
 //!   alkstore's SQLSTATEs.

@@ -9,3 +9,11 @@
 CREATE OR REPLACE FUNCTION alk_ack(job_id bigint, worker text, result jsonb DEFAULT NULL)
 RETURNS boolean
 LANGUAGE c SECURITY DEFINER AS 'MODULE_PATHNAME', 'alkstore_ack';
+
+-- The extension's alk_ack_batch, in the same module: valid arguments run
+-- templates/ack_batch_delete.sql, the PL/pgSQL's statement, and
+-- alkstore.batch_acked when anything follows from it; invalid ones go to
+-- alkstore.ack_batch_full, which words the error.
+CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text)
+RETURNS integer
+LANGUAGE c SECURITY DEFINER AS 'MODULE_PATHNAME', 'alkstore_ack_batch';

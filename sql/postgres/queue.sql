@@ -164,66 +164,23 @@ BEGIN
   RETURN alkstore.enqueue_batch(q, alkstore.queue_opts(q), opts, payloads);
 END $$;
 
--- Without a retention the job is deleted (one statement, as in v1); with
--- one it is kept as 'completed' with its result (contract v1.1 §C3).
--- (COLLATE "C" on the state, here and in every statement by id: the
--- primary key, not a partial index; schema.sql.)
-CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  w   ALIAS FOR $2;
-  now timestamptz := clock_timestamp();
-  n   integer;
-  qs  text[];
-  gs  text[];
-  fq  text[]; -- the queues of the acked jobs
-  kq  text[];  -- the queues and limit keys of the acked jobs that have one
-  kk  text[];
-  dj  bigint[]; -- the acked jobs that jobs depend on (deps.sql)
+-- What follows from a batch of acks (alk_ack_batch, templates/ack_batch.sql,
+-- and the extension's library, pg_ext/src/ack.rs), with what its
+-- statement returned: the grouped jobs' groups go on to their next job,
+-- the jobs that depend on acked ones are released, and a finish under a
+-- running limit wakes a waiting worker and puts its key's parked jobs back
+-- (limit.sql). fq is NULL when no queue has limits.
+CREATE OR REPLACE FUNCTION alkstore.batch_acked(qs text[], gs text[], fq text[], dj bigint[], kq text[], kk text[])
+RETURNS void
+LANGUAGE plpgsql AS $$
 BEGIN
-  -- Arguments in order, as every function (and SQLite) checks them.
-  IF (alkstore.job_ids_ok(job_ids) AND alkstore.name_ok('worker', w)) IS NOT TRUE THEN
-    IF NOT alkstore.job_ids_ok(job_ids) THEN
-      PERFORM alkstore.raise('ALK05', 'job_ids must be a one-dimensional array of job ids without NULLs');
-    END IF;
-    PERFORM alkstore.name('worker', w);
-  END IF;
-  -- Whether any queue keeps acked jobs is asked once (an uncorrelated
-  -- EXISTS runs once per statement, on queues_retaining): when none does,
-  -- the delete looks up no job's queue, and the update does not even read
-  -- the jobs again (8% of a claim of 32 + ack in instructions).
-  WITH d AS (
-    DELETE FROM alkstore.jobs j
-     WHERE j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-       AND (NOT EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
-            OR NOT EXISTS (SELECT FROM alkstore.queues c WHERE c.queue = j.queue AND c.retain_completed_ms > 0))
-    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep, j.limit_key
-  ), k AS (
-    UPDATE alkstore.jobs j
-       SET state = 'completed', completed_at = now, claim_expires_at = NULL,
-           prune_at = now + c.retain_completed_ms * interval '1 millisecond'
-      FROM alkstore.queues c
-     WHERE EXISTS (SELECT FROM alkstore.queues r WHERE r.retain_completed_ms > 0)
-       AND j.id = ANY (job_ids) AND j.state = 'running' COLLATE "C" AND j.claimed_by = w
-       AND c.queue = j.queue AND c.retain_completed_ms > 0
-    RETURNING j.queue, j.group_key, CASE WHEN j.dependents THEN j.id END AS dep, j.limit_key
-  )
-  SELECT count(*), array_agg(u.queue) FILTER (WHERE u.group_key IS NOT NULL),
-         array_agg(u.group_key) FILTER (WHERE u.group_key IS NOT NULL), array_agg(DISTINCT u.queue),
-         array_agg(u.dep) FILTER (WHERE u.dep IS NOT NULL),
-         array_agg(u.queue) FILTER (WHERE u.limit_key IS NOT NULL),
-         array_agg(u.limit_key) FILTER (WHERE u.limit_key IS NOT NULL)
-    INTO n, qs, gs, fq, dj, kq, kk
-    FROM (SELECT * FROM d UNION ALL SELECT * FROM k) u;
   IF gs IS NOT NULL THEN
     PERFORM alkstore.groups_done(qs, gs);
   END IF;
   IF dj IS NOT NULL THEN
     PERFORM alkstore.deps_acked(dj);
   END IF;
-  -- Running limits: a finish wakes a waiting worker, and puts its key's
-  -- parked jobs back (limit.sql).
-  IF fq IS NOT NULL AND EXISTS (SELECT FROM alkstore.queue_limits) THEN
+  IF fq IS NOT NULL THEN
     PERFORM alkstore.wake('q', x) FROM unnest(fq) x
       WHERE EXISTS (SELECT FROM alkstore.queue_limits l
                      WHERE l.queue = x AND num_nonnulls(l.max_running, l.key_max_running) > 0);
@@ -231,7 +188,6 @@ BEGIN
       PERFORM alkstore.unpark(x.q, x.k) FROM (SELECT DISTINCT u.q, u.k FROM unnest(kq, kk) u(q, k)) x;
     END IF;
   END IF;
-  RETURN n;
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_retry(job_id bigint, worker text, error text, delay_s double precision DEFAULT NULL)

@@ -423,6 +423,12 @@ fn a_hostile_search_path_cannot_redirect_the_functions() {
             assert_eq!(claimed[0].0, job, "[{}]", target.name());
             assert!(claimed[0].1.as_str() > "2020", "{claimed:?}");
         }
+        // And the batch ack (the library's too on the extension) acks both.
+        let acked: i32 = c
+            .query_one("SELECT alk_ack_batch($1, 'w')", &[&queued])
+            .unwrap()
+            .get(0);
+        assert_eq!(acked, 2, "[{}]", target.name());
         c.batch_execute(&format!("DROP OPERATOR {evil}.= (text, text)"))
             .unwrap(); // (the statements below compare text themselves)
                        // A publish under that path: the commit ticket's trigger function
@@ -906,16 +912,54 @@ fn a_session_claims_and_acks_across_drop_and_create_extension() {
     // The new tables start their ids again: the jobs claimed are theirs.
     assert_eq!(round(&mut worker, 1), vec![1]);
     assert_eq!(round(&mut worker, 2), vec![2, 3]);
+    // alk_ack_batch's statement and its follow-up (a group's next job),
+    // planned before another drop and create, run after it.
+    let batch = |c: &mut Client| -> (i32, Vec<i64>) {
+        c.batch_execute(
+            r#"SELECT alk_enqueue('g', '{"group_key": "a"}', '1'),
+                      alk_enqueue('g', '{"group_key": "a"}', '2')"#,
+        )
+        .unwrap();
+        let claim = |c: &mut Client| -> Vec<i64> {
+            c.query("SELECT id FROM alk_claim('g', 'w', 5)", &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        };
+        let head = claim(c);
+        let acked: i32 = c
+            .query_one("SELECT alk_ack_batch($1, 'w')", &[&head])
+            .unwrap()
+            .get(0);
+        let next = claim(c);
+        let left: i32 = c
+            .query_one("SELECT alk_ack_batch($1, 'w')", &[&next])
+            .unwrap()
+            .get(0);
+        assert_eq!(left, 1);
+        (acked, [head, next].concat())
+    };
+    let (acked, ids) = batch(&mut worker);
+    assert_eq!((acked, ids.len()), (1, 2));
+    admin
+        .batch_execute("DROP EXTENSION alkstore CASCADE; CREATE EXTENSION alkstore")
+        .unwrap();
+    assert_eq!(batch(&mut worker), (1, vec![1, 2]));
     let e = worker
         .query("SELECT * FROM alk_claim('', 'w', 1)", &[])
         .unwrap_err();
     assert_eq!(e.code().map(|c| c.code()), Some("ALK01"), "{e}");
     let e = worker.query("SELECT alk_ack(1, '')", &[]).unwrap_err();
     assert_eq!(e.code().map(|c| c.code()), Some("ALK01"), "{e}");
+    let e = worker
+        .query("SELECT alk_ack_batch('{1, NULL}', 'w')", &[])
+        .unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("ALK05"), "{e}");
 }
 
 /// A worker's transaction that catches a failed call at a savepoint and
-/// goes on: the extension's claim and ack (pg_ext/src/claim.rs, ack.rs)
+/// goes on: the extension's claim and acks (pg_ext/src/claim.rs, ack.rs)
 /// raise alkstore's errors, and after the rollback to the savepoint — and
 /// after calls that succeed — the session's search path is its own again
 /// (the library pushes its own around its statements) and its claims and
@@ -938,15 +982,17 @@ fn a_failed_call_rolled_back_to_a_savepoint_leaves_the_session_as_it_was() {
             .query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])
             .unwrap()
             .get(0);
-        for sql in [
-            "SELECT id FROM alk_claim('', 'w', 1)",
-            "SELECT alk_ack(1, '')",
+        for (sql, code) in [
+            ("SELECT id FROM alk_claim('', 'w', 1)", "ALK01"),
+            ("SELECT alk_ack(1, '')", "ALK01"),
+            ("SELECT alk_ack_batch('{1}', '')", "ALK01"),
+            ("SELECT alk_ack_batch('{{1}}', 'w')", "ALK05"),
         ] {
             let mut sp = tx.transaction().unwrap();
             let e = sp.query(sql, &[]).unwrap_err();
             assert_eq!(
                 e.code().map(|c| c.code()),
-                Some("ALK01"),
+                Some(code),
                 "[{}] {sql}: {e}",
                 target.name()
             );
@@ -965,10 +1011,21 @@ fn a_failed_call_rolled_back_to_a_savepoint_leaves_the_session_as_it_was() {
             .unwrap()
             .get(0);
         assert!(acked, "[{}]", target.name());
+        let id: i64 = tx
+            .query_one("SELECT alk_enqueue($1, NULL, '2')", &[&q])
+            .unwrap()
+            .get(0);
+        tx.query("SELECT id FROM alk_claim($1, 'w', 1)", &[&q])
+            .unwrap();
+        let acked: i32 = tx
+            .query_one("SELECT alk_ack_batch(ARRAY[$1::bigint], 'w')", &[&id])
+            .unwrap()
+            .get(0);
+        assert_eq!(acked, 1, "[{}]", target.name());
         assert_eq!(
             path(&mut tx),
             before,
-            "[{}] after a claim and an ack",
+            "[{}] after a claim and acks",
             target.name()
         );
         tx.commit().unwrap();

@@ -57,9 +57,19 @@
     requires = ["ack"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/generated/ack_batch.sql",
+    name = "ack_batch",
+    requires = ["ack_full"]
+);
+::pgrx::extension_sql_file!(
+    "../../../sql/postgres/generated/ack_batch_full.sql",
+    name = "ack_batch_full",
+    requires = ["ack_batch"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/ack_library.sql",
     name = "ack_library",
-    requires = ["ack_full"]
+    requires = ["ack_batch_full"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/claim.sql",
