@@ -17,6 +17,12 @@
 # the walk a claim makes at the end; (3) the same loop beside a REPEATABLE
 # READ reader of the table. `rot` and `hot` are rotated every second by a
 # loop beside the clients (the rotation a background worker would make).
+#
+# ALK_ROTATION_PRESSURE=1 adds (4): facade/benches/pressure.rs's idle_in_tx
+# scenario (1,200 jobs/s offered, an XID held 120 s) through alkstore's own
+# functions, on the extension's table and on that table swapped for `rot`
+# (scripts/lib/bench-rotation-alkstore.sql), rotated every second (9 more
+# minutes). Stop scripts/postgres.sh's standby first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -138,3 +144,24 @@ for l in one hot; do
   kill $holder 2>/dev/null || true
   wait $holder 2>/dev/null || true
 done
+
+if [ "${ALK_ROTATION_PRESSURE:-0}" = 1 ]; then
+  echo
+  echo "(4) alkstore's functions, 1,200 jobs/s offered, one XID held for the stress phase (idle_in_tx)"
+  for l in one rot; do
+    pdb=${db}_$l
+    psql -X -q -d postgres -c "SET client_min_messages = warning" \
+      -c "DROP DATABASE IF EXISTS $pdb WITH (FORCE)" -c "CREATE DATABASE $pdb"
+    psql -X -q -v ON_ERROR_STOP=1 -d $pdb -c "CREATE EXTENSION alkstore"
+    if [ $l = rot ]; then
+      psql -X -q -v ON_ERROR_STOP=1 -d $pdb -f scripts/lib/bench-rotation-alkstore.sql
+      sed -n '/^CREATE PROCEDURE rotate/,$p' scripts/lib/bench-rotation.sql | psql -X -q -v ON_ERROR_STOP=1 -d $pdb
+      (while sleep 1; do psql -X -q -d $pdb -c "CALL rotate('alkstore')" 2>/dev/null || true; done) &
+    fi
+    echo "$l:"
+    ALK_PRESSURE_URL="postgresql://$(id -un)@/$pdb?host=/var/run/postgresql" ALK_PRESSURE_SYSTEMS=alkstore \
+      ALK_PRESSURE_SCENARIOS=idle_in_tx cargo bench -q -p alkstore --bench pressure | tail -n +3
+    if [ $l = rot ]; then kill $! 2>/dev/null || true; fi
+    psql -X -q -d postgres -c "DROP DATABASE $pdb WITH (FORCE)"
+  done
+fi

@@ -339,15 +339,19 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// n_dead_tup and total size (MB) of the hot table; None while the server is away.
+/// n_dead_tup and total size (MB) of the hot table — summed over its
+/// partitions when it has some (scripts/bench-rotation.sh's layout); None
+/// while the server is away.
 fn table_state(url: &str, table: &str) -> Option<(i64, f64)> {
     let mut c = Client::connect(url, NoTls).ok()?;
-    let (schema, name) = table.split_once('.').unwrap();
     let row = c
         .query_one(
-            "SELECT n_dead_tup, pg_total_relation_size(relid)::float8 / 1048576
-               FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2",
-            &[&schema, &name],
+            "SELECT coalesce(sum(n_dead_tup), 0)::int8,
+                    coalesce(sum(pg_total_relation_size(relid)), 0)::float8 / 1048576
+               FROM pg_stat_user_tables
+              WHERE relid IN (SELECT $1::text::regclass
+                               UNION SELECT relid FROM pg_partition_tree($1::text::regclass))",
+            &[&table],
         )
         .ok()?;
     Some((row.get(0), row.get(1)))
