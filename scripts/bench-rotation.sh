@@ -85,6 +85,14 @@ run() { # script layout clients -> ops/s (transactions/s)
     awk '/^tps/ {print $3}' || cat "$work/err" >&2
 }
 
+windows() { # layout: the loop's transactions/s in four windows of 15 s, on one line
+  local line=$1 w
+  for w in 1 2 3 4; do
+    line="$line $(secs=15 run loop "$1" 2)"
+  done
+  echo "$line" | awk '{printf "%-4s %8.0f %8.0f %8.0f %8.0f\n", $1, $2, $3, $4, $5}'
+}
+
 rotating &
 echo "(1) no transaction held: ops/s, medians of $rounds runs of $secs s"
 printf '%-24s %2s  %10s  %10s  %10s  %8s  %8s\n' operation c one rot hot one/rot one/hot
@@ -111,11 +119,7 @@ for l in one rot hot; do
   psql -X -q -d $db -c "BEGIN" -c "SELECT txid_current()" -c "SELECT pg_sleep(75)" >/dev/null &
   holder=$!
   sleep 1
-  line="$l"
-  for w in 1 2 3 4; do
-    line="$line $(secs=15 run loop $l 2)"
-  done
-  echo "$line" | awk '{printf "%-4s %8.0f %8.0f %8.0f %8.0f\n", $1, $2, $3, $4, $5}'
+  windows $l
   psql -X -d $db -At -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
     SELECT c.id FROM $l.jobs c
      WHERE hashtextextended(c.queue, 0) = hashtextextended('work', 0) AND c.queue = 'work'
@@ -136,11 +140,7 @@ for l in one hot; do
   } | psql -X -q -d $db >/dev/null &
   holder=$!
   sleep 1
-  line="$l"
-  for w in 1 2 3 4; do
-    line="$line $(secs=15 run loop $l 2)"
-  done
-  echo "$line" | awk '{printf "%-4s %8.0f %8.0f %8.0f %8.0f\n", $1, $2, $3, $4, $5}'
+  windows $l
   kill $holder 2>/dev/null || true
   wait $holder 2>/dev/null || true
 done
