@@ -18,12 +18,11 @@
 //! error.
 
 use crate::boundary;
-use crate::statements::{arg_nulls, bind, Session};
+use crate::statements::{arg_nulls, bind, params, Session};
 use alkstore_core::{names, NameKind};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_getarg_datum_raw};
 use pgrx::pg_sys;
 use std::cell::Cell;
-use std::ffi::c_char;
 use std::panic::AssertUnwindSafe;
 
 const WHO: &str = "alk_ack";
@@ -129,9 +128,7 @@ unsafe fn ack(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
                     s.run(WHO, p.deps_acked, &mut [arg(0)], None);
                 }
                 if gone.flag(0, 3) {
-                    let k = gone.get(0, 5);
-                    let nulls = [b' ' as _, if k.is_some() { b' ' } else { b'n' } as _];
-                    let mut args = [q, k.unwrap_or(pg_sys::Datum::from(0))];
+                    let (mut args, nulls) = params(&[Some(q), gone.get(0, 5)]);
                     s.run(WHO, p.limit_freed, &mut args, Some(&nulls));
                 }
                 acked = Some(true);
@@ -234,14 +231,7 @@ unsafe fn ack_batch(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
             let follow: Vec<_> = (2..=7).map(|c| r.get(0, c)).collect();
             // gs, fq or dj: something follows (as the PL/pgSQL asks).
             if follow[1].is_some() || follow[2].is_some() || follow[3].is_some() {
-                let nulls: Vec<c_char> = follow
-                    .iter()
-                    .map(|d| (if d.is_some() { b' ' } else { b'n' }) as c_char)
-                    .collect();
-                let mut args: Vec<_> = follow
-                    .iter()
-                    .map(|d| d.unwrap_or(pg_sys::Datum::from(0)))
-                    .collect();
+                let (mut args, nulls) = params(&follow);
                 s.run(WHO_BATCH, p.acked, &mut args, Some(&nulls));
             }
             Some(n)

@@ -195,6 +195,22 @@ impl Rows<'_> {
     }
 }
 
+/// SPI's byte for one argument: `n` for NULL, a space otherwise.
+fn null_byte(null: bool) -> c_char {
+    (if null { b'n' } else { b' ' }) as c_char
+}
+
+/// Arguments for [`Session::run`] from values that may be NULL: the datums
+/// (0 for NULL, which SPI does not read) and their NULL bytes.
+pub fn params(values: &[Option<pg_sys::Datum>]) -> (Vec<pg_sys::Datum>, Vec<c_char>) {
+    let datums = values
+        .iter()
+        .map(|v| v.unwrap_or(pg_sys::Datum::from(0)))
+        .collect();
+    let nulls = values.iter().map(|v| null_byte(v.is_none())).collect();
+    (datums, nulls)
+}
+
 /// One byte per argument, as SPI takes NULLs: `n` for each NULL argument of
 /// `fcinfo` among the first `n`.
 ///
@@ -204,15 +220,26 @@ pub unsafe fn arg_nulls(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Vec<c_cha
     (0..n)
         .map(|i| {
             // SAFETY: fcinfo has at least n arguments (the caller's promise).
-            let null = unsafe { pgrx::fcinfo::pg_arg_is_null(fcinfo, i) };
-            (if null { b'n' } else { b' ' }) as c_char
+            null_byte(unsafe { pgrx::fcinfo::pg_arg_is_null(fcinfo, i) })
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::bind;
+    use super::{bind, params};
+    use pgrx::pg_sys::Datum;
+    use std::ffi::c_char;
+
+    #[test]
+    fn params_mark_each_null_and_pass_zero_for_it() {
+        let (datums, nulls) = params(&[Some(Datum::from(7)), None, Some(Datum::from(9))]);
+        assert_eq!(
+            datums.iter().map(|d| d.value()).collect::<Vec<_>>(),
+            [7, 0, 9]
+        );
+        assert_eq!(nulls, [b' ' as c_char, b'n' as c_char, b' ' as c_char]);
+    }
 
     #[test]
     fn bind_replaces_whole_unqualified_words_outside_quotes() {
