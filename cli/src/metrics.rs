@@ -51,7 +51,7 @@ fn collect_vacuum(pg: &alkstore::PgStore, registry: &Registry) -> alkstore::Resu
     let dead = IntGaugeVec::new(
         Opts::new(
             "alkstore_pg_dead_tuples",
-            "Dead tuples of an alkstore table (pg_stat_user_tables.n_dead_tup).",
+            "Dead tuples of an alkstore table (pg_stat_user_tables.n_dead_tup; a partitioned table's summed over its partitions).",
         ),
         &["table"],
     )
@@ -59,7 +59,12 @@ fn collect_vacuum(pg: &alkstore::PgStore, registry: &Registry) -> alkstore::Resu
     let horizon = pg.horizon()?;
     let mut tx = pg.transaction()?;
     for row in tx.client().query(
-        "SELECT relname::text, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'alkstore'",
+        // The job table's partitions under its name (schema.sql).
+        "SELECT coalesce(p.relname, s.relname)::text, sum(s.n_dead_tup)::int8
+           FROM pg_stat_user_tables s
+           LEFT JOIN pg_inherits h ON h.inhrelid = s.relid
+           LEFT JOIN pg_class p ON p.oid = h.inhparent
+          WHERE s.schemaname = 'alkstore' GROUP BY 1",
         &[],
     )? {
         dead.with_label_values(&[row.get::<_, &str>(0)])

@@ -76,20 +76,13 @@ CREATE INDEX claim_times_age ON alkstore.claim_times (claimed_at);
 REVOKE ALL ON alkstore.queue_limits, alkstore.claim_times FROM PUBLIC;
 
 -- Jobs scheduled ahead (contract v1.2 §H: ahead.sql): pending jobs whose
--- run_at lies ahead become 'scheduled', out of jobs_pending; jobs_deadline
--- holds the expiries of scheduled jobs too.
+-- run_at lies ahead become 'scheduled', out of jobs_pending. (The job
+-- table's new indexes are made with the table, rebuilt at the end of this
+-- step.)
 UPDATE alkstore.jobs SET state = 'scheduled' WHERE state = 'pending' AND run_at > clock_timestamp();
-DROP INDEX alkstore.jobs_deadline;
-CREATE INDEX jobs_deadline ON alkstore.jobs
-  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
-  WHERE state = 'running' OR (state IN ('pending', 'scheduled') AND expires_at IS NOT NULL);
-CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
-CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
-  INCLUDE (queue) WHERE state = 'scheduled';
 
 -- Job dependencies (contract v1.2 §J: deps.sql). No defaults on the new
--- columns: adding them rewrites nothing. jobs_waiting holds the jobs
--- waiting for dependencies too.
+-- columns: adding them rewrites nothing.
 ALTER TABLE alkstore.jobs ADD COLUMN depends_on bigint[], ADD COLUMN deps_left integer,
                           ADD COLUMN dependents boolean;
 ALTER TYPE alkstore.enqueue_opts ADD ATTRIBUTE depends_on bigint[];
@@ -105,9 +98,6 @@ CREATE TABLE alkstore.job_ends (
 );
 CREATE INDEX job_ends_age ON alkstore.job_ends (ended_at);
 REVOKE ALL ON alkstore.job_deps, alkstore.job_ends FROM PUBLIC;
-DROP INDEX alkstore.jobs_waiting;
-CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
-  WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
 
 -- Every error a job meets (alk_job_errors), from now on: a job's earlier
 -- errors were not kept, so an upgraded job starts with its last_error.
@@ -133,6 +123,106 @@ CREATE TABLE alkstore.parked_keys (
   PRIMARY KEY (queue, limit_key)
 );
 REVOKE ALL ON alkstore.parked, alkstore.parked_keys FROM PUBLIC;
+
+-- The job table, partitioned by slot (schema.sql, rotate.sql; issue 35):
+-- rebuilt, every job copied into the cold slot (claimed there as before;
+-- jobs written from now on go to the hot slots). ALTER EXTENSION UPDATE
+-- holds the table's exclusive lock for the copy: on a large table, prune
+-- or purge first (README, "Upgrades").
+ALTER TABLE alkstore.jobs RENAME TO jobs_0_2;
+ALTER SEQUENCE alkstore.jobs_id_seq RENAME TO jobs_0_2_id_seq;
+DROP FUNCTION IF EXISTS alkstore.job_json(alkstore.jobs_0_2);
+DROP FUNCTION IF EXISTS alkstore.waiting_for(alkstore.jobs_0_2);
+DO $rename$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT c.relname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+            WHERE i.indrelid = 'alkstore.jobs_0_2'::regclass LOOP
+    EXECUTE format('ALTER INDEX alkstore.%I RENAME TO %I', r.relname, r.relname || '_0_2');
+  END LOOP;
+  FOR r IN SELECT x.stxname FROM pg_catalog.pg_statistic_ext x WHERE x.stxrelid = 'alkstore.jobs_0_2'::regclass LOOP
+    EXECUTE format('DROP STATISTICS alkstore.%I', r.stxname);
+  END LOOP;
+END $rename$;
+CREATE TABLE alkstore.jobs (
+  id                    bigint GENERATED ALWAYS AS IDENTITY,
+  queue                 text        NOT NULL,
+  state                 text        NOT NULL,
+  payload               jsonb       NOT NULL,
+  priority              integer     NOT NULL,
+  attempts              integer     NOT NULL,
+  max_attempts          integer     NOT NULL,
+  visibility_timeout_ms bigint      NOT NULL,
+  backoff_base_ms       bigint      NOT NULL,
+  backoff_max_ms        bigint      NOT NULL,
+  run_at                timestamptz NOT NULL,
+  created_at            timestamptz NOT NULL,
+  claimed_by            text,
+  claim_expires_at      timestamptz,
+  expires_at            timestamptz,
+  last_error            text,
+  idempotency_key       text,
+  group_key             text,
+  completed_at          timestamptz,
+  result                jsonb,
+  prune_at              timestamptz,
+  limit_key             text,
+  depends_on            bigint[],
+  deps_left             integer,
+  dependents            boolean,
+  errors                jsonb,
+  slot                  smallint    NOT NULL DEFAULT 2,
+  PRIMARY KEY (id, slot)
+) PARTITION BY LIST (slot);
+CREATE TABLE alkstore.jobs_slot0 PARTITION OF alkstore.jobs FOR VALUES IN (0)
+  WITH (autovacuum_vacuum_insert_threshold = -1, autovacuum_vacuum_scale_factor = 0,
+        autovacuum_vacuum_threshold = 50000);
+CREATE TABLE alkstore.jobs_slot1 PARTITION OF alkstore.jobs FOR VALUES IN (1)
+  WITH (autovacuum_vacuum_insert_threshold = -1, autovacuum_vacuum_scale_factor = 0,
+        autovacuum_vacuum_threshold = 50000);
+CREATE TABLE alkstore.jobs_cold PARTITION OF alkstore.jobs FOR VALUES IN (2);
+CREATE TABLE alkstore.rotation (
+  slot     smallint    PRIMARY KEY,
+  round    bigint      NOT NULL,
+  empty_at timestamptz NOT NULL
+);
+CREATE INDEX jobs_pending ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'pending';
+CREATE STATISTICS alkstore.jobs_queue_key (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_cold;
+CREATE STATISTICS alkstore.jobs_queue_key0 (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_slot0;
+CREATE STATISTICS alkstore.jobs_queue_key1 (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_slot1;
+CREATE INDEX jobs_deadline ON alkstore.jobs
+  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
+  WHERE state = 'running' OR (state IN ('pending', 'scheduled') AND expires_at IS NOT NULL);
+CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
+CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'scheduled';
+CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id)
+  WITH (deduplicate_items = off) WHERE state IN ('dead', 'completed');
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
+  WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
+CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
+REVOKE ALL ON alkstore.jobs, alkstore.jobs_slot0, alkstore.jobs_slot1, alkstore.jobs_cold,
+              alkstore.rotation FROM PUBLIC;
+INSERT INTO alkstore.jobs (id, queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at, limit_key, depends_on, deps_left, dependents, errors, slot)
+OVERRIDING SYSTEM VALUE
+SELECT id, queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at, limit_key, depends_on, deps_left, dependents, errors, 2 FROM alkstore.jobs_0_2;
+SELECT pg_catalog.setval('alkstore.jobs_id_seq', s.last_value, s.is_called) FROM alkstore.jobs_0_2_id_seq s;
+-- On the extension, the old table and its sequence leave the extension
+-- first, and with that the list of tables whose rows pg_dump dumps
+-- (backup.sql registers the new ones).
+DO $members$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'alkstore') THEN
+    ALTER EXTENSION alkstore DROP SEQUENCE alkstore.jobs_0_2_id_seq;
+    ALTER EXTENSION alkstore DROP TABLE alkstore.jobs_0_2;
+  END IF;
+END $members$;
+DROP TABLE alkstore.jobs_0_2;
 
 -- ---- sql/postgres/generated/constants.sql ----
 -- GENERATED from core/src/pg_constants.rs: do not edit. The contract's constants,
@@ -1647,6 +1737,7 @@ DECLARE
   forgotten bigint;
 BEGIN
   waiting := '{}';
+  PERFORM alkstore.finished_writes(); -- a dependency may be finished (rotate.sql)
   -- Locked and marked one by one in id order, so two enqueues naming the
   -- same jobs take their rows in the same order. (One statement per id:
   -- with "id = ANY (deps)" the generic plan's estimate is ten rows, so
@@ -1854,6 +1945,172 @@ BEGIN
   RETURN 'blocked';
 END $$;
 
+-- ---- sql/postgres/rotate.sql ----
+-- The rotation of the job table's hot slots (schema.sql; docs/decisions.md,
+-- "The reshape, built"). A job written due goes to the hot slot of the 3 s
+-- period it is written in (alkstore.hot_slot: periods since the epoch,
+-- modulo 2). Once a slot's period has passed, its jobs are claimed and
+-- acked within moments; the rotation then moves the finished ones (dead,
+-- completed) to the cold slot and truncates the slot when no job is left
+-- in it. A truncated slot's index entries are gone at once, where a deleted
+-- job's would stay while any transaction holds back vacuum (a transaction
+-- open for minutes, an idle one holding an XID): claims walk those entries
+-- on every call.
+--
+-- TRUNCATE is not MVCC-safe: a snapshot taken before it sees the slot
+-- empty afterwards, including the jobs deleted since the snapshot. So a
+-- slot is truncated only when no snapshot can still see a row of it. It
+-- is first seen empty while no transaction that began before the slot's
+-- period ended holds a snapshot or a writer's lock on it (every row of the
+-- slot was written in that period); it is truncated at a later call before
+-- its next period, under its exclusive lock, if it is still empty and no
+-- transaction holding a snapshot began before that first look. A pg_dump
+-- (one snapshot from its start), a REPEATABLE READ transaction or an open
+-- cursor older than that holds the slot back until it ends; a session idle
+-- in its transaction for over 10 s does not (alkstore.snapshots_since).
+
+-- The hot slot of a job written due at t: its 3 s period since the epoch,
+-- modulo 2. (Inlined where it is called, under the caller's search_path.)
+CREATE OR REPLACE FUNCTION alkstore.hot_slot(t timestamptz) RETURNS smallint
+LANGUAGE sql STABLE AS $$
+  SELECT (pg_catalog.floor(pg_catalog.date_part('epoch', t) / 3)::bigint % 2)::smallint
+$$;
+
+-- Called by alk_sweep (the maintenance worker's sweep and the facade's
+-- workers call it every second: a slot's period leaves three calls, one
+-- to see it empty and one to truncate it). Returns the slots it truncated:
+-- at most one a call, whose exclusive lock it then holds to its commit.
+-- The setting alkstore.rotation = off (for a session, a role or the
+-- database: ALTER DATABASE ... SET) turns it off.
+CREATE OR REPLACE FUNCTION alkstore.rotate() RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  e       bigint := floor(date_part('epoch', clock_timestamp()) / 3)::bigint; -- the period now
+  k       integer := (e + 1) % 2; -- the slot not written to now
+  part    text := format('alkstore.jobs_slot%s', k);
+  moves   boolean;
+  mark    alkstore.rotation;
+  ended   timestamptz := to_timestamp(e * 3); -- the end of its period
+  got     boolean;
+  timeout text := current_setting('lock_timeout');
+BEGIN
+  -- Only in a transaction of its own, at READ COMMITTED: the lock it takes
+  -- is held to its commit (claims wait behind it), and its checks must
+  -- read what is committed now.
+  IF coalesce(current_setting('alkstore.rotation', true), '') = 'off'
+     OR statement_timestamp() <> transaction_timestamp()
+     OR current_setting('transaction_isolation') <> 'read committed'
+     OR NOT pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 1) THEN
+    RETURN 0;
+  END IF;
+  -- Calls that write finished jobs by id or state (alkstore.finished_writes)
+  -- hold this shared: no move turns their row into a deleted one under them.
+  moves := pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 0);
+  IF moves THEN
+    -- A delete and an insert, not an UPDATE of slot: a statement that
+    -- meets the old row then finds it deleted, never "moved to another
+    -- partition" (40001). Rows another transaction holds wait for a later
+    -- call.
+    EXECUTE format($m$
+      WITH m AS (
+        DELETE FROM %1$s j
+         WHERE j.id IN (SELECT f.id FROM %1$s f WHERE f.state IN ('dead', 'completed')
+                         LIMIT 1000 FOR UPDATE SKIP LOCKED)
+        RETURNING j.*)
+      INSERT INTO alkstore.jobs OVERRIDING SYSTEM VALUE
+      SELECT (jsonb_populate_record(NULL::alkstore.jobs, to_jsonb(m) || '{"slot": 2}')).* FROM m$m$, part);
+  END IF;
+  -- An empty file: nothing written since it was last truncated (each
+  -- TRUNCATE makes every session plan its job statements again).
+  IF pg_relation_size(part::regclass) = 0 THEN
+    RETURN 0;
+  END IF;
+  EXECUTE format('SELECT EXISTS (SELECT FROM %s)', part) INTO got;
+  SELECT * INTO mark FROM alkstore.rotation r WHERE r.slot = k;
+  IF got THEN
+    DELETE FROM alkstore.rotation r WHERE r.slot = k; -- a job is left: look again later
+  ELSIF mark.round IS DISTINCT FROM e THEN
+    -- First seen empty since its period. Every row written to it came from
+    -- a statement of that period: none is still open holding a snapshot or
+    -- a lock on it (an insert it may yet commit).
+    IF NOT alkstore.snapshots_since(ended) AND NOT alkstore.locked_since(part, ended) THEN
+      INSERT INTO alkstore.rotation AS r (slot, round, empty_at) VALUES (k, e, clock_timestamp())
+      ON CONFLICT (slot) DO UPDATE SET round = excluded.round, empty_at = excluded.empty_at;
+    END IF;
+  ELSIF NOT alkstore.snapshots_since(mark.empty_at) THEN
+    -- Seen empty before, and every snapshot open now was taken since: none
+    -- sees a row of it. Its exclusive lock, waited for 10 ms at a time: a
+    -- request waiting longer would stall the claims queued behind it.
+    got := false;
+    FOR i IN 1..10 LOOP
+      BEGIN
+        PERFORM set_config('lock_timeout', '10ms', true);
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', part);
+        got := true;
+        EXIT;
+      EXCEPTION WHEN lock_not_available THEN
+        NULL;
+      END;
+    END LOOP;
+    PERFORM set_config('lock_timeout', timeout, true);
+    IF got THEN
+      EXECUTE format('SELECT EXISTS (SELECT FROM %s)', part) INTO got;
+      IF NOT got THEN
+        EXECUTE format('TRUNCATE %s', part);
+      END IF;
+      DELETE FROM alkstore.rotation r WHERE r.slot = k;
+      RETURN CASE WHEN got THEN 0 ELSE 1 END;
+    END IF;
+  END IF;
+  RETURN 0;
+END $$;
+
+-- Whether a transaction that began before t (or a prepared one) holds a
+-- lock on the relation under which it may write rows into it (not a
+-- reader's, not vacuum's).
+CREATE OR REPLACE FUNCTION alkstore.locked_since(rel text, t timestamptz) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT EXISTS (SELECT FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+                  WHERE l.locktype = 'relation' AND l.relation = rel::regclass
+                    AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                    AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock',
+                                   'AccessExclusiveLock')
+                    AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.granted
+                    AND (a.pid IS NULL OR a.xact_start < t OR a.xact_start IS NULL))
+$$;
+
+-- Whether a transaction of this database that began before t still holds a
+-- snapshot (other than this one and autovacuum's, which reads no job), and
+-- has run a statement in the last 10 s. A session idle in its transaction
+-- for longer does not count: most such sessions hold a snapshot only in the
+-- finished portal of their last statement (every driver that speaks the
+-- extended protocol leaves one), which nothing reads again — the idle
+-- application transaction this rotation is for. (The risk taken: a
+-- REPEATABLE READ transaction idle for over 10 s that then reads the job
+-- table for the first time misses the jobs acked since its snapshot in a
+-- slot truncated meanwhile; docs/operating.md.) A role without
+-- pg_read_all_stats sees no other role's xact_start or state: each such
+-- transaction holding a snapshot counts.
+CREATE OR REPLACE FUNCTION alkstore.snapshots_since(t timestamptz) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT EXISTS (SELECT FROM pg_stat_activity a
+                  WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                    AND a.pid <> pg_backend_pid() AND a.backend_xmin IS NOT NULL
+                    AND (a.xact_start < t OR a.xact_start IS NULL)
+                    AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
+                    AND NOT (a.state IS NOT DISTINCT FROM 'idle in transaction'
+                             AND a.state_change < clock_timestamp() - interval '10 s'))
+$$;
+
+-- Taken by the calls that write finished (dead, completed) jobs by id or
+-- by state, before their first statement on them: the rotation moves no
+-- job while one runs, so the job they look for is where their statement
+-- looks.
+CREATE OR REPLACE FUNCTION alkstore.finished_writes() RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  SELECT pg_advisory_xact_lock_shared(hashtext('alkstore.rotate'), 0)
+$$;
+
 -- ---- sql/postgres/queue.sql ----
 -- Queues (contract §5). Public functions are SECURITY DEFINER with a pinned
 -- search_path: application roles need no rights on the tables, and a
@@ -1900,22 +2157,24 @@ BEGIN
   IF id IS NULL THEN
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key, depends_on, deps_left, last_error, prune_at)
+      limit_key, depends_on, deps_left, last_error, prune_at, slot)
     VALUES (q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
-      dfail, CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END)
+      dfail, CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END,
+      CASE WHEN state = 'pending' THEN alkstore.hot_slot(clock_timestamp()) ELSE 2 END)
     RETURNING j.id INTO id;
   ELSE
     INSERT INTO alkstore.jobs AS j (id, queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      idempotency_key, limit_key, depends_on, deps_left, last_error, prune_at)
+      idempotency_key, limit_key, depends_on, deps_left, last_error, prune_at, slot)
     OVERRIDING SYSTEM VALUE
     VALUES (id, q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.idempotency_key, o.limit_key, o.depends_on,
       nullif(cardinality(dwait), 0), dfail,
-      CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END);
+      CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END,
+      CASE WHEN state = 'pending' THEN alkstore.hot_slot(clock_timestamp()) ELSE 2 END);
   END IF;
   IF cardinality(dwait) > 0 AND dfail IS NULL THEN
     PERFORM alkstore.deps_link(ARRAY[id], dwait);
@@ -1957,16 +2216,18 @@ BEGIN
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key, depends_on, deps_left, last_error, prune_at)
-    SELECT q, CASE WHEN dfail IS NOT NULL THEN 'dead'
-                   WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
-                   WHEN hold THEN 'blocked'
-                   WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END,
+      limit_key, depends_on, deps_left, last_error, prune_at, slot)
+    SELECT q, s.state,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
-      dfail, CASE WHEN dfail IS NOT NULL THEN alkstore.dead_prune_at(q, now) END
-    FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n)
+      dfail, CASE WHEN dfail IS NOT NULL THEN alkstore.dead_prune_at(q, now) END,
+      CASE WHEN s.state = 'pending' THEN alkstore.hot_slot(clock_timestamp()) ELSE 2 END
+    FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n),
+         LATERAL (SELECT CASE WHEN dfail IS NOT NULL THEN 'dead'
+                              WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+                              WHEN hold THEN 'blocked'
+                              WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END AS state) s
     ORDER BY p.n
     RETURNING id
   )
@@ -1980,33 +2241,50 @@ BEGIN
   RETURN ids;
 END $$;
 
+-- The row of a job written due with no options into hot slot s (schema.sql),
+-- stamped with the queue's options or the defaults where it has no row
+-- (its columns are NOT NULL). A SQL function of one SELECT returning a set:
+-- PostgreSQL inlines it into the statement that reads it, under that
+-- statement's search_path (alk_enqueue's: every name here is qualified).
+CREATE OR REPLACE FUNCTION alkstore.due_job(q text, p jsonb, now timestamptz, s smallint)
+RETURNS SETOF alkstore.jobs LANGUAGE sql STABLE AS $$
+  SELECT nextval('alkstore.jobs_id_seq'), q, 'pending', p, 0, 0,
+         coalesce(c.max_attempts, (alkstore.default_queue_opts()).max_attempts),
+         coalesce(c.visibility_timeout_ms, (alkstore.default_queue_opts()).visibility_timeout_ms),
+         coalesce(c.backoff_base_ms, (alkstore.default_queue_opts()).backoff_base_ms),
+         coalesce(c.backoff_max_ms, (alkstore.default_queue_opts()).backoff_max_ms),
+         now, now, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
+         NULL::timestamptz, NULL::jsonb, NULL::timestamptz, NULL::text, NULL::bigint[], NULL::integer,
+         NULL::boolean, NULL::jsonb, s
+    FROM (SELECT 1) o LEFT JOIN alkstore.queues c ON c.queue = q
+$$;
+
 -- The common call -- no options, a valid name and payload -- runs as one
 -- statement here: each nested PL/pgSQL call and statement costs CPU that a
 -- backend woken from its commit's WAL flush pays at cache-cold speed
 -- (docs/benchmarks.md). Anything else, every error included, takes the
--- general path, so both give the same results.
+-- general path, so both give the same results. The statement names the
+-- slot's partition: an INSERT into the partitioned table sets up its
+-- routing to a partition anew at every call, a quarter of an enqueue's CPU
+-- (docs/benchmarks.md, "The reshape, built").
 CREATE OR REPLACE FUNCTION alk_enqueue(queue text, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q  ALIAS FOR $1;
-  p  ALIAS FOR $3;
-  id bigint;
+  q   ALIAS FOR $1;
+  p   ALIAS FOR $3;
+  id  bigint;
+  now timestamptz;
 BEGIN
   IF (opts IS NULL OR opts = ANY (ARRAY['null'::jsonb, '{}'::jsonb])) AND p IS NOT NULL
      AND alkstore.name_ok('queue', q) THEN
-    -- Stamped with the queue's options, or the defaults where it has no
-    -- row (its columns are NOT NULL).
-    INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
-      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
-    SELECT q, 'pending', p, 0, 0,
-           coalesce(c.max_attempts, (alkstore.default_queue_opts()).max_attempts),
-           coalesce(c.visibility_timeout_ms, (alkstore.default_queue_opts()).visibility_timeout_ms),
-           coalesce(c.backoff_base_ms, (alkstore.default_queue_opts()).backoff_base_ms),
-           coalesce(c.backoff_max_ms, (alkstore.default_queue_opts()).backoff_max_ms),
-           t.now, t.now
-      FROM (SELECT clock_timestamp() AS now) t
-      LEFT JOIN alkstore.queues c ON c.queue = q
-    RETURNING alkstore.wake('q', q, j.id) INTO id;
+    now := clock_timestamp();
+    IF alkstore.hot_slot(now) = 0 THEN
+      INSERT INTO alkstore.jobs_slot0 SELECT * FROM alkstore.due_job(q, p, now, 0::smallint)
+      RETURNING alkstore.wake('q', q, jobs_slot0.id) INTO id;
+    ELSE
+      INSERT INTO alkstore.jobs_slot1 SELECT * FROM alkstore.due_job(q, p, now, 1::smallint)
+      RETURNING alkstore.wake('q', q, jobs_slot1.id) INTO id;
+    END IF;
     RETURN id;
   END IF;
   q := alkstore.name('queue', q);
@@ -2247,6 +2525,7 @@ DECLARE
   deps bigint[];
   held text; -- with dependencies: 'blocked', 'dead' or NULL (deps.sql)
 BEGIN
+  PERFORM alkstore.finished_writes(); -- (rotate.sql)
   SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
     FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
   IF NOT FOUND THEN
@@ -2427,6 +2706,9 @@ BEGIN
   END LOOP;
   PERFORM alkstore.deps_failed(dj, 'dead');
   PERFORM alkstore.make_due(q, 2000);
+  -- Last: its locks are held to the commit (rotate.sql; only when this
+  -- call is a transaction of its own).
+  PERFORM alkstore.rotate();
   RETURN n;
 END $$;
 
@@ -4531,6 +4813,7 @@ DECLARE
   n   integer;
   jid bigint;
 BEGIN
+  PERFORM alkstore.finished_writes(); -- (rotate.sql)
   UPDATE alkstore.jobs j
      SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
    WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
@@ -4561,6 +4844,9 @@ DECLARE
   ids  bigint[]; -- the jobs purged, which were not acked (deps.sql)
   dj   bigint[]; -- those that jobs depend on
 BEGIN
+  IF st IN ('dead', 'completed') THEN
+    PERFORM alkstore.finished_writes(); -- (rotate.sql)
+  END IF;
   IF st = 'dead' THEN
     -- Remembered as ended without an ack (deps.sql).
     WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
@@ -4677,6 +4963,7 @@ DECLARE
   jid bigint := alkstore.job_id(job_id);
   was text;
 BEGIN
+  PERFORM alkstore.finished_writes(); -- (rotate.sql)
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
   RETURNING j.state INTO was;
   IF was = 'dead' THEN
@@ -4738,7 +5025,10 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.claim_times', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked_keys', '');
-    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
+    -- The job table's partitions, which hold its rows (schema.sql).
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_slot0', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_slot1', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_cold', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');

@@ -120,6 +120,7 @@ DECLARE
   n   integer;
   jid bigint;
 BEGIN
+  PERFORM alkstore.finished_writes(); -- (rotate.sql)
   UPDATE alkstore.jobs j
      SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
    WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
@@ -150,6 +151,9 @@ DECLARE
   ids  bigint[]; -- the jobs purged, which were not acked (deps.sql)
   dj   bigint[]; -- those that jobs depend on
 BEGIN
+  IF st IN ('dead', 'completed') THEN
+    PERFORM alkstore.finished_writes(); -- (rotate.sql)
+  END IF;
   IF st = 'dead' THEN
     -- Remembered as ended without an ack (deps.sql).
     WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
@@ -266,6 +270,7 @@ DECLARE
   jid bigint := alkstore.job_id(job_id);
   was text;
 BEGIN
+  PERFORM alkstore.finished_writes(); -- (rotate.sql)
   DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
   RETURNING j.state INTO was;
   IF was = 'dead' THEN

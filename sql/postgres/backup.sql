@@ -17,7 +17,10 @@ BEGIN
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.claim_times', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.parked_keys', '');
-    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs', '');
+    -- The job table's partitions, which hold its rows (schema.sql).
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_slot0', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_slot1', '');
+    PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_cold', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.jobs_id_seq', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.streams', '');
     PERFORM pg_catalog.pg_extension_config_dump('alkstore.events', '');

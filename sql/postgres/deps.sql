@@ -39,6 +39,7 @@ DECLARE
   forgotten bigint;
 BEGIN
   waiting := '{}';
+  PERFORM alkstore.finished_writes(); -- a dependency may be finished (rotate.sql)
   -- Locked and marked one by one in id order, so two enqueues naming the
   -- same jobs take their rows in the same order. (One statement per id:
   -- with "id = ANY (deps)" the generic plan's estimate is ten rows, so

@@ -43,22 +43,24 @@ BEGIN
   IF id IS NULL THEN
     INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key, depends_on, deps_left, last_error, prune_at)
+      limit_key, depends_on, deps_left, last_error, prune_at, slot)
     VALUES (q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
-      dfail, CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END)
+      dfail, CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END,
+      CASE WHEN state = 'pending' THEN alkstore.hot_slot(clock_timestamp()) ELSE 2 END)
     RETURNING j.id INTO id;
   ELSE
     INSERT INTO alkstore.jobs AS j (id, queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      idempotency_key, limit_key, depends_on, deps_left, last_error, prune_at)
+      idempotency_key, limit_key, depends_on, deps_left, last_error, prune_at, slot)
     OVERRIDING SYSTEM VALUE
     VALUES (id, q, state, p, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.idempotency_key, o.limit_key, o.depends_on,
       nullif(cardinality(dwait), 0), dfail,
-      CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END);
+      CASE WHEN state = 'dead' THEN alkstore.dead_prune_at(q, now) END,
+      CASE WHEN state = 'pending' THEN alkstore.hot_slot(clock_timestamp()) ELSE 2 END);
   END IF;
   IF cardinality(dwait) > 0 AND dfail IS NULL THEN
     PERFORM alkstore.deps_link(ARRAY[id], dwait);
@@ -100,16 +102,18 @@ BEGIN
   WITH rows AS (
     INSERT INTO alkstore.jobs (queue, state, payload, priority, attempts, max_attempts,
       visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, expires_at, group_key,
-      limit_key, depends_on, deps_left, last_error, prune_at)
-    SELECT q, CASE WHEN dfail IS NOT NULL THEN 'dead'
-                   WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
-                   WHEN hold THEN 'blocked'
-                   WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END,
+      limit_key, depends_on, deps_left, last_error, prune_at, slot)
+    SELECT q, s.state,
       p.value, o.priority, 0, coalesce(o.max_attempts, stamped.max_attempts),
       stamped.visibility_timeout_ms, stamped.backoff_base_ms, stamped.backoff_max_ms, o.run_at, now,
       o.expires_at, o.group_key, o.limit_key, o.depends_on, nullif(cardinality(dwait), 0),
-      dfail, CASE WHEN dfail IS NOT NULL THEN alkstore.dead_prune_at(q, now) END
-    FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n)
+      dfail, CASE WHEN dfail IS NOT NULL THEN alkstore.dead_prune_at(q, now) END,
+      CASE WHEN s.state = 'pending' THEN alkstore.hot_slot(clock_timestamp()) ELSE 2 END
+    FROM jsonb_array_elements(payloads) WITH ORDINALITY AS p(value, n),
+         LATERAL (SELECT CASE WHEN dfail IS NOT NULL THEN 'dead'
+                              WHEN o.group_key IS NOT NULL AND NOT (head AND p.n = 1) THEN 'waiting'
+                              WHEN hold THEN 'blocked'
+                              WHEN o.run_at > now THEN 'scheduled' ELSE 'pending' END AS state) s
     ORDER BY p.n
     RETURNING id
   )
@@ -123,33 +127,50 @@ BEGIN
   RETURN ids;
 END $$;
 
+-- The row of a job written due with no options into hot slot s (schema.sql),
+-- stamped with the queue's options or the defaults where it has no row
+-- (its columns are NOT NULL). A SQL function of one SELECT returning a set:
+-- PostgreSQL inlines it into the statement that reads it, under that
+-- statement's search_path (alk_enqueue's: every name here is qualified).
+CREATE OR REPLACE FUNCTION alkstore.due_job(q text, p jsonb, now timestamptz, s smallint)
+RETURNS SETOF alkstore.jobs LANGUAGE sql STABLE AS $$
+  SELECT nextval('alkstore.jobs_id_seq'), q, 'pending', p, 0, 0,
+         coalesce(c.max_attempts, (alkstore.default_queue_opts()).max_attempts),
+         coalesce(c.visibility_timeout_ms, (alkstore.default_queue_opts()).visibility_timeout_ms),
+         coalesce(c.backoff_base_ms, (alkstore.default_queue_opts()).backoff_base_ms),
+         coalesce(c.backoff_max_ms, (alkstore.default_queue_opts()).backoff_max_ms),
+         now, now, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
+         NULL::timestamptz, NULL::jsonb, NULL::timestamptz, NULL::text, NULL::bigint[], NULL::integer,
+         NULL::boolean, NULL::jsonb, s
+    FROM (SELECT 1) o LEFT JOIN alkstore.queues c ON c.queue = q
+$$;
+
 -- The common call -- no options, a valid name and payload -- runs as one
 -- statement here: each nested PL/pgSQL call and statement costs CPU that a
 -- backend woken from its commit's WAL flush pays at cache-cold speed
 -- (docs/benchmarks.md). Anything else, every error included, takes the
--- general path, so both give the same results.
+-- general path, so both give the same results. The statement names the
+-- slot's partition: an INSERT into the partitioned table sets up its
+-- routing to a partition anew at every call, a quarter of an enqueue's CPU
+-- (docs/benchmarks.md, "The reshape, built").
 CREATE OR REPLACE FUNCTION alk_enqueue(queue text, opts jsonb, payload jsonb) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q  ALIAS FOR $1;
-  p  ALIAS FOR $3;
-  id bigint;
+  q   ALIAS FOR $1;
+  p   ALIAS FOR $3;
+  id  bigint;
+  now timestamptz;
 BEGIN
   IF (opts IS NULL OR opts = ANY (ARRAY['null'::jsonb, '{}'::jsonb])) AND p IS NOT NULL
      AND alkstore.name_ok('queue', q) THEN
-    -- Stamped with the queue's options, or the defaults where it has no
-    -- row (its columns are NOT NULL).
-    INSERT INTO alkstore.jobs AS j (queue, state, payload, priority, attempts, max_attempts,
-      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
-    SELECT q, 'pending', p, 0, 0,
-           coalesce(c.max_attempts, (alkstore.default_queue_opts()).max_attempts),
-           coalesce(c.visibility_timeout_ms, (alkstore.default_queue_opts()).visibility_timeout_ms),
-           coalesce(c.backoff_base_ms, (alkstore.default_queue_opts()).backoff_base_ms),
-           coalesce(c.backoff_max_ms, (alkstore.default_queue_opts()).backoff_max_ms),
-           t.now, t.now
-      FROM (SELECT clock_timestamp() AS now) t
-      LEFT JOIN alkstore.queues c ON c.queue = q
-    RETURNING alkstore.wake('q', q, j.id) INTO id;
+    now := clock_timestamp();
+    IF alkstore.hot_slot(now) = 0 THEN
+      INSERT INTO alkstore.jobs_slot0 SELECT * FROM alkstore.due_job(q, p, now, 0::smallint)
+      RETURNING alkstore.wake('q', q, jobs_slot0.id) INTO id;
+    ELSE
+      INSERT INTO alkstore.jobs_slot1 SELECT * FROM alkstore.due_job(q, p, now, 1::smallint)
+      RETURNING alkstore.wake('q', q, jobs_slot1.id) INTO id;
+    END IF;
     RETURN id;
   END IF;
   q := alkstore.name('queue', q);
@@ -390,6 +411,7 @@ DECLARE
   deps bigint[];
   held text; -- with dependencies: 'blocked', 'dead' or NULL (deps.sql)
 BEGIN
+  PERFORM alkstore.finished_writes(); -- (rotate.sql)
   SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
     FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
   IF NOT FOUND THEN
@@ -570,5 +592,8 @@ BEGIN
   END LOOP;
   PERFORM alkstore.deps_failed(dj, 'dead');
   PERFORM alkstore.make_due(q, 2000);
+  -- Last: its locks are held to the commit (rotate.sql; only when this
+  -- call is a transaction of its own).
+  PERFORM alkstore.rotate();
   RETURN n;
 END $$;

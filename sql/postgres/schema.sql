@@ -34,8 +34,18 @@ CREATE TABLE alkstore.paused (
   paused_at timestamptz NOT NULL
 );
 
+-- Partitioned by slot (rotate.sql, docs/decisions.md "The reshape, built"):
+-- jobs written due go to the hot slot of the 3 s they are written in (0 or
+-- 1, by the clock), every other job (scheduled ahead, waiting, blocked,
+-- dead) to the cold slot (2), and finished jobs are moved there later, by
+-- a delete and an insert, never by an UPDATE of slot (which would make a
+-- concurrent claim fail with 40001). A hot slot whose jobs are all gone is
+-- truncated: its index entries go at once, where deleted ones would stay
+-- while any transaction holds back vacuum, and claims walk them. Two hot
+-- slots, not more: a statement that finds jobs by id or in claim order
+-- opens every partition, each with its indexes.
 CREATE TABLE alkstore.jobs (
-  id                    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id                    bigint GENERATED ALWAYS AS IDENTITY,
   queue                 text        NOT NULL,
   -- 'pending', 'running', 'dead', 'completed', 'waiting' (pending, as
   -- every function reports it, behind its group's head; only heads are in
@@ -73,8 +83,30 @@ CREATE TABLE alkstore.jobs (
   depends_on            bigint[],    -- the jobs it runs after (v1.2 §J, deps.sql), as given
   deps_left             integer,     -- how many of them are not acked yet (its job_deps rows)
   dependents            boolean,     -- true once a job named it in depends_on
-  errors                jsonb        -- every error it met, oldest first: each write of
+  errors                jsonb,       -- every error it met, oldest first: each write of
                                      -- last_error also writes alkstore.push_error (alk_job_errors)
+  slot                  smallint    NOT NULL DEFAULT 2, -- its partition (above; written by
+                                    -- alkstore's functions, cold unless said); never updated
+  PRIMARY KEY (id, slot)
+) PARTITION BY LIST (slot);
+-- Autovacuum on a hot slot only once 50,000 rows are dead, and never for
+-- rows inserted: a truncation takes their place, and a vacuum of the slot
+-- holds a lock that the truncation's request gives up on (under a held
+-- horizon autovacuum went over the hot slots every minute, removing
+-- nothing, and kept them from being truncated: docs/benchmarks.md).
+CREATE TABLE alkstore.jobs_slot0 PARTITION OF alkstore.jobs FOR VALUES IN (0)
+  WITH (autovacuum_vacuum_insert_threshold = -1, autovacuum_vacuum_scale_factor = 0,
+        autovacuum_vacuum_threshold = 50000);
+CREATE TABLE alkstore.jobs_slot1 PARTITION OF alkstore.jobs FOR VALUES IN (1)
+  WITH (autovacuum_vacuum_insert_threshold = -1, autovacuum_vacuum_scale_factor = 0,
+        autovacuum_vacuum_threshold = 50000);
+CREATE TABLE alkstore.jobs_cold PARTITION OF alkstore.jobs FOR VALUES IN (2);
+-- The rotation's marks (rotate.sql): a hot slot seen empty, in which round
+-- of the clock and when. Not backed up: a restore starts without marks.
+CREATE TABLE alkstore.rotation (
+  slot     smallint    PRIMARY KEY,
+  round    bigint      NOT NULL,
+  empty_at timestamptz NOT NULL
 );
 
 
@@ -92,9 +124,14 @@ CREATE INDEX jobs_pending ON alkstore.jobs (hashtextextended(queue, 0), priority
 -- Statistics on that key, and that the name decides it: the planner
 -- ignores a partial index's own statistics, and without these it would
 -- take a queue for 0.5% of the table, whatever its size, and may then
--- plan a claim as a sort of all its jobs.
+-- plan a claim as a sort of all its jobs. On each partition: the planner
+-- estimates each partition's scan from that partition's statistics.
 CREATE STATISTICS alkstore.jobs_queue_key (dependencies) ON queue, (hashtextextended(queue, 0))
-  FROM alkstore.jobs;
+  FROM alkstore.jobs_cold;
+CREATE STATISTICS alkstore.jobs_queue_key0 (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_slot0;
+CREATE STATISTICS alkstore.jobs_queue_key1 (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_slot1;
 -- Deadlines: a running job's claim expiry and a pending (or scheduled)
 -- job's expiry, the two times at which a claim or a sweep must act on a job
 -- (re-claim or dead-letter it). One index for both: a claim finds either in one probe, and every

@@ -255,16 +255,23 @@ pub fn pg_database(name: &str) -> Option<String> {
     })
 }
 
-/// The repository's root.
+/// The partitions of `alkstore.jobs` (schema.sql), which hold its rows and
+/// index entries: a query on them, as a subquery of one column.
+pub const JOB_PARTITIONS: &str =
+    "SELECT t.relid FROM pg_partition_tree('alkstore.jobs') t WHERE t.isleaf";
+
 /// Claims one job of `queue` (worker `w`) in a transaction of its own and
-/// returns the ids claimed and the blocks of `alkstore.jobs` and its
-/// indexes that transaction fetched: what the claim read, in pages (a btree
+/// returns the blocks of `alkstore.jobs`' partitions and their indexes that
+/// transaction fetched: what the claim read, in pages (a btree
 /// step over entries that fail a condition returns none of them, so tuples
 /// would not show it).
 pub fn pg_claim_blocks(c: &mut postgres::Client, queue: &str) -> (Vec<i64>, i64) {
-    let read = "SELECT (SELECT sum(pg_stat_get_xact_blocks_fetched(i.indexrelid))::bigint
-                          FROM pg_index i WHERE i.indrelid = 'alkstore.jobs'::regclass)
-                      + pg_stat_get_xact_blocks_fetched('alkstore.jobs'::regclass)";
+    let read = format!(
+        "SELECT (SELECT sum(pg_stat_get_xact_blocks_fetched(i.indexrelid))::bigint
+                   FROM pg_index i WHERE i.indrelid IN ({JOB_PARTITIONS}))
+              + (SELECT sum(pg_stat_get_xact_blocks_fetched(p))::bigint FROM ({JOB_PARTITIONS}) t(p))"
+    );
+    let read = read.as_str();
     let mut tx = c.transaction().unwrap();
     let before: i64 = tx.query_one(read, &[]).unwrap().get(0);
     let got = tx
@@ -333,13 +340,15 @@ impl Install {
     }
 }
 
-/// The columns of every table in schema alkstore.
+/// The columns of every table in schema alkstore (a partitioned table as
+/// one: which partition holds a row is not what these compare).
 pub fn columns_pg(c: &mut postgres::Client) -> Vec<(String, Vec<String>)> {
     c.query(
         "SELECT c.relname::text, array_agg(a.attname::text ORDER BY a.attnum)
            FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
-          WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind = 'r'
-            AND a.attnum > 0 AND NOT a.attisdropped
+          WHERE c.relnamespace = 'alkstore'::regnamespace AND c.relkind IN ('r', 'p')
+            AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped
+            AND (c.relname, a.attname) <> ('jobs', 'slot')
           GROUP BY c.relname ORDER BY c.relname",
         &[],
     )

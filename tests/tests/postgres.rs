@@ -611,9 +611,14 @@ fn statements_by_id_probe_the_primary_key_with_stale_statistics() {
         }
         let scans: Vec<(String, i64)> = tx
             .query(
-                "SELECT c.relname::text, pg_stat_get_xact_numscans(c.oid)
-                   FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-                  WHERE i.indrelid = 'alkstore.jobs'::regclass AND pg_stat_get_xact_numscans(c.oid) > 0",
+                // Each partition's index under the name of the table's index.
+                &format!(
+                    "SELECT p.relname::text, sum(pg_stat_get_xact_numscans(c.oid))::bigint
+                       FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                       JOIN pg_inherits h ON h.inhrelid = c.oid JOIN pg_class p ON p.oid = h.inhparent
+                      WHERE i.indrelid IN ({JOB_PARTITIONS}) AND pg_stat_get_xact_numscans(c.oid) > 0
+                      GROUP BY p.relname"
+                ),
                 &[],
             )
             .unwrap()
@@ -638,7 +643,13 @@ fn statements_by_id_probe_the_primary_key_with_stale_statistics() {
 // made from them sorted all of a large queue's jobs on every claim.
 #[test]
 fn claims_read_a_large_queue_in_claim_order_not_all_of_it() {
-    for target in pg_targets() {
+    // Databases of their own: the rows other tests leave in the cold slot
+    // (schema.sql) would count too, where the planner reads that small
+    // partition whole.
+    for target in isolated_targets("claim_order")
+        .into_iter()
+        .filter(|t| t.is_postgres())
+    {
         let mut c = client(&target);
         let big = fresh("big");
         fill(&mut c, "alk_enqueue_batch", &big, 5000);
@@ -646,6 +657,15 @@ fn claims_read_a_large_queue_in_claim_order_not_all_of_it() {
             fill(&mut c, "alk_enqueue_batch", &fresh("small"), 100);
         }
         c.batch_execute("ANALYZE alkstore.jobs").unwrap();
+        let holding: Vec<u32> = c
+            .query(
+                "SELECT DISTINCT j.tableoid FROM alkstore.jobs j WHERE j.queue = $1",
+                &[&big],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
         // A new session: its plans are made from those statistics.
         let mut w = client(&target);
         let mut tx = w.transaction().unwrap();
@@ -656,14 +676,21 @@ fn claims_read_a_large_queue_in_claim_order_not_all_of_it() {
             assert_eq!(got.len(), n as usize, "[{}]", target.name());
         }
         // Rows read by any plan: sequential and bitmap scans count on the
-        // table, index scans on each index.
+        // partitions holding the queue, index scans on each index. (A
+        // partition of a few hundred rows may be read whole to find the
+        // claimed ids: the planner's choice for so few rows, which does not
+        // grow with the queue.)
         let fetched: i64 = tx
             .query_one(
-                "SELECT pg_stat_get_xact_tuples_returned('alkstore.jobs'::regclass)
-                        + pg_stat_get_xact_tuples_fetched('alkstore.jobs'::regclass)
-                        + (SELECT sum(pg_stat_get_xact_tuples_fetched(i.indexrelid))::bigint
-                             FROM pg_index i WHERE i.indrelid = 'alkstore.jobs'::regclass)",
-                &[],
+                &format!(
+                    "SELECT (SELECT sum(pg_stat_get_xact_tuples_returned(t.p)
+                                        + pg_stat_get_xact_tuples_fetched(t.p))::bigint
+                               FROM ({JOB_PARTITIONS}) t(p)
+                              WHERE t.p::oid = ANY ($1))
+                          + (SELECT sum(pg_stat_get_xact_tuples_fetched(i.indexrelid))::bigint
+                               FROM pg_index i WHERE i.indrelid IN ({JOB_PARTITIONS}))"
+                ),
+                &[&holding],
             )
             .unwrap()
             .get(0);

@@ -42,9 +42,14 @@
     requires = ["ahead"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/rotate.sql",
+    name = "rotate",
+    requires = ["deps"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/queue.sql",
     name = "queue",
-    requires = ["deps"]
+    requires = ["rotate"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/ack.sql",

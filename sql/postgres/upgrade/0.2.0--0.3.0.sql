@@ -71,20 +71,13 @@ CREATE INDEX claim_times_age ON alkstore.claim_times (claimed_at);
 REVOKE ALL ON alkstore.queue_limits, alkstore.claim_times FROM PUBLIC;
 
 -- Jobs scheduled ahead (contract v1.2 §H: ahead.sql): pending jobs whose
--- run_at lies ahead become 'scheduled', out of jobs_pending; jobs_deadline
--- holds the expiries of scheduled jobs too.
+-- run_at lies ahead become 'scheduled', out of jobs_pending. (The job
+-- table's new indexes are made with the table, rebuilt at the end of this
+-- step.)
 UPDATE alkstore.jobs SET state = 'scheduled' WHERE state = 'pending' AND run_at > clock_timestamp();
-DROP INDEX alkstore.jobs_deadline;
-CREATE INDEX jobs_deadline ON alkstore.jobs
-  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
-  WHERE state = 'running' OR (state IN ('pending', 'scheduled') AND expires_at IS NOT NULL);
-CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
-CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
-  INCLUDE (queue) WHERE state = 'scheduled';
 
 -- Job dependencies (contract v1.2 §J: deps.sql). No defaults on the new
--- columns: adding them rewrites nothing. jobs_waiting holds the jobs
--- waiting for dependencies too.
+-- columns: adding them rewrites nothing.
 ALTER TABLE alkstore.jobs ADD COLUMN depends_on bigint[], ADD COLUMN deps_left integer,
                           ADD COLUMN dependents boolean;
 ALTER TYPE alkstore.enqueue_opts ADD ATTRIBUTE depends_on bigint[];
@@ -100,9 +93,6 @@ CREATE TABLE alkstore.job_ends (
 );
 CREATE INDEX job_ends_age ON alkstore.job_ends (ended_at);
 REVOKE ALL ON alkstore.job_deps, alkstore.job_ends FROM PUBLIC;
-DROP INDEX alkstore.jobs_waiting;
-CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
-  WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
 
 -- Every error a job meets (alk_job_errors), from now on: a job's earlier
 -- errors were not kept, so an upgraded job starts with its last_error.
@@ -128,3 +118,103 @@ CREATE TABLE alkstore.parked_keys (
   PRIMARY KEY (queue, limit_key)
 );
 REVOKE ALL ON alkstore.parked, alkstore.parked_keys FROM PUBLIC;
+
+-- The job table, partitioned by slot (schema.sql, rotate.sql; issue 35):
+-- rebuilt, every job copied into the cold slot (claimed there as before;
+-- jobs written from now on go to the hot slots). ALTER EXTENSION UPDATE
+-- holds the table's exclusive lock for the copy: on a large table, prune
+-- or purge first (README, "Upgrades").
+ALTER TABLE alkstore.jobs RENAME TO jobs_0_2;
+ALTER SEQUENCE alkstore.jobs_id_seq RENAME TO jobs_0_2_id_seq;
+DROP FUNCTION IF EXISTS alkstore.job_json(alkstore.jobs_0_2);
+DROP FUNCTION IF EXISTS alkstore.waiting_for(alkstore.jobs_0_2);
+DO $rename$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT c.relname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+            WHERE i.indrelid = 'alkstore.jobs_0_2'::regclass LOOP
+    EXECUTE format('ALTER INDEX alkstore.%I RENAME TO %I', r.relname, r.relname || '_0_2');
+  END LOOP;
+  FOR r IN SELECT x.stxname FROM pg_catalog.pg_statistic_ext x WHERE x.stxrelid = 'alkstore.jobs_0_2'::regclass LOOP
+    EXECUTE format('DROP STATISTICS alkstore.%I', r.stxname);
+  END LOOP;
+END $rename$;
+CREATE TABLE alkstore.jobs (
+  id                    bigint GENERATED ALWAYS AS IDENTITY,
+  queue                 text        NOT NULL,
+  state                 text        NOT NULL,
+  payload               jsonb       NOT NULL,
+  priority              integer     NOT NULL,
+  attempts              integer     NOT NULL,
+  max_attempts          integer     NOT NULL,
+  visibility_timeout_ms bigint      NOT NULL,
+  backoff_base_ms       bigint      NOT NULL,
+  backoff_max_ms        bigint      NOT NULL,
+  run_at                timestamptz NOT NULL,
+  created_at            timestamptz NOT NULL,
+  claimed_by            text,
+  claim_expires_at      timestamptz,
+  expires_at            timestamptz,
+  last_error            text,
+  idempotency_key       text,
+  group_key             text,
+  completed_at          timestamptz,
+  result                jsonb,
+  prune_at              timestamptz,
+  limit_key             text,
+  depends_on            bigint[],
+  deps_left             integer,
+  dependents            boolean,
+  errors                jsonb,
+  slot                  smallint    NOT NULL DEFAULT 2,
+  PRIMARY KEY (id, slot)
+) PARTITION BY LIST (slot);
+CREATE TABLE alkstore.jobs_slot0 PARTITION OF alkstore.jobs FOR VALUES IN (0)
+  WITH (autovacuum_vacuum_insert_threshold = -1, autovacuum_vacuum_scale_factor = 0,
+        autovacuum_vacuum_threshold = 50000);
+CREATE TABLE alkstore.jobs_slot1 PARTITION OF alkstore.jobs FOR VALUES IN (1)
+  WITH (autovacuum_vacuum_insert_threshold = -1, autovacuum_vacuum_scale_factor = 0,
+        autovacuum_vacuum_threshold = 50000);
+CREATE TABLE alkstore.jobs_cold PARTITION OF alkstore.jobs FOR VALUES IN (2);
+CREATE TABLE alkstore.rotation (
+  slot     smallint    PRIMARY KEY,
+  round    bigint      NOT NULL,
+  empty_at timestamptz NOT NULL
+);
+CREATE INDEX jobs_pending ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'pending';
+CREATE STATISTICS alkstore.jobs_queue_key (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_cold;
+CREATE STATISTICS alkstore.jobs_queue_key0 (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_slot0;
+CREATE STATISTICS alkstore.jobs_queue_key1 (dependencies) ON queue, (hashtextextended(queue, 0))
+  FROM alkstore.jobs_slot1;
+CREATE INDEX jobs_deadline ON alkstore.jobs
+  (queue, (CASE WHEN state = 'running' THEN claim_expires_at ELSE expires_at END))
+  WHERE state = 'running' OR (state IN ('pending', 'scheduled') AND expires_at IS NOT NULL);
+CREATE INDEX jobs_scheduled_due ON alkstore.jobs (queue, run_at) WHERE state = 'scheduled';
+CREATE INDEX jobs_scheduled ON alkstore.jobs (hashtextextended(queue, 0), priority DESC, run_at, id)
+  INCLUDE (queue) WHERE state = 'scheduled';
+CREATE INDEX jobs_finished ON alkstore.jobs (queue, state, id)
+  WITH (deduplicate_items = off) WHERE state IN ('dead', 'completed');
+CREATE INDEX jobs_waiting ON alkstore.jobs (queue, group_key, id)
+  WITH (deduplicate_items = off) WHERE state IN ('waiting', 'blocked');
+CREATE INDEX jobs_prune ON alkstore.jobs (prune_at) WHERE prune_at IS NOT NULL;
+REVOKE ALL ON alkstore.jobs, alkstore.jobs_slot0, alkstore.jobs_slot1, alkstore.jobs_cold,
+              alkstore.rotation FROM PUBLIC;
+INSERT INTO alkstore.jobs (id, queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at, limit_key, depends_on, deps_left, dependents, errors, slot)
+OVERRIDING SYSTEM VALUE
+SELECT id, queue, state, payload, priority, attempts, max_attempts, visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at, claimed_by, claim_expires_at, expires_at, last_error, idempotency_key, group_key, completed_at, result, prune_at, limit_key, depends_on, deps_left, dependents, errors, 2 FROM alkstore.jobs_0_2;
+SELECT pg_catalog.setval('alkstore.jobs_id_seq', s.last_value, s.is_called) FROM alkstore.jobs_0_2_id_seq s;
+-- On the extension, the old table and its sequence leave the extension
+-- first, and with that the list of tables whose rows pg_dump dumps
+-- (backup.sql registers the new ones).
+DO $members$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'alkstore') THEN
+    ALTER EXTENSION alkstore DROP SEQUENCE alkstore.jobs_0_2_id_seq;
+    ALTER EXTENSION alkstore DROP TABLE alkstore.jobs_0_2;
+  END IF;
+END $members$;
+DROP TABLE alkstore.jobs_0_2;

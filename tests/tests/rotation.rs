@@ -1,0 +1,281 @@
+//! The job table's hot slots (schema.sql, rotate.sql; issue 35): jobs
+//! written due go to the hot slot of their 3 s period, finished ones move to the
+//! cold slot, and a slot whose jobs are all gone is truncated, so its index
+//! entries leave the claim path even while a transaction holds back
+//! vacuum. Never while a snapshot that could still see its rows is open,
+//! never with a live job in it. PostgreSQL only (SQLite keeps one table: a
+//! deleted row's index entries go with it). Each test in databases of its
+//! own: another test's open transaction would hold the slots back.
+
+use alkstore_tests::*;
+use postgres::{Client, NoTls};
+use std::time::{Duration, Instant};
+
+fn pg_isolated(prefix: &str) -> Vec<Target> {
+    isolated_targets(prefix)
+        .into_iter()
+        .filter(|t| t.is_postgres())
+        .collect()
+}
+
+fn client(target: &Target) -> Client {
+    Client::connect(target.pg_url(), NoTls).expect("connect")
+}
+
+/// The slots holding these jobs.
+fn slots(c: &mut Client, ids: &[i64]) -> Vec<i16> {
+    c.query(
+        "SELECT DISTINCT slot FROM alkstore.jobs WHERE id = ANY ($1) ORDER BY 1",
+        &[&ids],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// The bytes of the hot slots among `slots` (the cold slot, 2, is never truncated).
+fn hot_bytes(c: &mut Client, slots: &[i16]) -> i64 {
+    slots
+        .iter()
+        .filter(|s| **s < 2)
+        .map(|s| {
+            c.query_one(
+                &format!("SELECT pg_relation_size('alkstore.jobs_slot{s}')"),
+                &[],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+        })
+        .sum()
+}
+
+/// Calls alk_sweep (each call a transaction of its own, as the workers
+/// make it) every 100 ms until `done` or `within` has passed.
+fn sweep_until(
+    c: &mut Client,
+    within: Duration,
+    mut done: impl FnMut(&mut Client) -> bool,
+) -> bool {
+    let end = Instant::now() + within;
+    loop {
+        c.batch_execute("SELECT alk_sweep()").unwrap();
+        if done(c) {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn enqueue(c: &mut Client, q: &str, n: i64) -> Vec<i64> {
+    c.query_one(
+        "SELECT alk_enqueue_batch($1, NULL, (SELECT jsonb_agg(g) FROM generate_series(1, $2::bigint) g))",
+        &[&q, &n],
+    )
+    .unwrap()
+    .get(0)
+}
+
+fn claim_and_ack_all(c: &mut Client, q: &str) -> i64 {
+    let mut acked = 0;
+    loop {
+        let ids: Vec<i64> = c
+            .query("SELECT id FROM alk_claim($1, 'w', 100)", &[&q])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            return acked;
+        }
+        let n: i32 = c
+            .query_one("SELECT alk_ack_batch($1, 'w')", &[&ids])
+            .unwrap()
+            .get(0);
+        acked += n as i64;
+    }
+}
+
+#[test]
+fn spent_jobs_leave_the_claim_path_while_a_transaction_holds_back_vacuum() {
+    for target in pg_isolated("rotation_held") {
+        let name = target.name();
+        let mut c = client(&target);
+        // A transaction holding an XID, idle: vacuum can remove nothing
+        // deleted from now on. Its statement ran through the extended
+        // protocol, as most drivers run them: its finished portal keeps a
+        // snapshot, which stops counting once the session has been idle for
+        // 10 s (rotate.sql).
+        let mut holder = client(&target);
+        let mut held = holder.transaction().unwrap();
+        held.query_one("SELECT txid_current()", &[]).unwrap();
+        let xmin: Option<String> = client(&target)
+            .query_one(
+                "SELECT backend_xmin::text FROM pg_stat_activity WHERE state = 'idle in transaction'
+                    AND datname = current_database()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(xmin.is_some(), "[{name}] the idle session holds a snapshot");
+        c.batch_execute("SELECT alk_queue_configure('rot-done', '{\"retain_completed_s\": 3600}')")
+            .unwrap();
+        let ids = enqueue(&mut c, "rot-q", 300);
+        let done = enqueue(&mut c, "rot-done", 1)[0];
+        let dead: i64 = c
+            .query_one(
+                "SELECT alk_enqueue('rot-dead', '{\"max_attempts\": 1}', '1')",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let mut all = ids.clone();
+        all.extend([done, dead]);
+        let hot = slots(&mut c, &all);
+        assert!(
+            hot.iter().all(|s| *s < 2),
+            "[{name}] due jobs in hot slots: {hot:?}"
+        );
+        assert_eq!(claim_and_ack_all(&mut c, "rot-q"), 300, "[{name}]");
+        c.batch_execute(
+            "SELECT alk_ack(c.id, 'w', '{\"r\": 1}') FROM alk_claim('rot-done', 'w') c;
+             SELECT alk_fail(c.id, 'w', 'boom') FROM alk_claim('rot-dead', 'w') c;",
+        )
+        .unwrap();
+        assert!(hot_bytes(&mut c, &hot) > 0, "[{name}]");
+        // The slots are truncated though the XID is still held.
+        let emptied = sweep_until(&mut c, Duration::from_secs(24), |c| hot_bytes(c, &hot) == 0);
+        assert!(
+            emptied,
+            "[{name}] slots {hot:?} still hold {} bytes",
+            hot_bytes(&mut c, &hot)
+        );
+        // The finished jobs were moved to the cold slot, whole.
+        assert_eq!(slots(&mut c, &[done, dead]), [2], "[{name}]");
+        let r = c
+            .query_one(
+                "SELECT alk_get_job($1)->>'state', alk_get_job($1)->>'result', alk_get_job($2)->>'state'",
+                &[&done, &dead],
+            )
+            .unwrap();
+        let row: (String, String, String) = (r.get(0), r.get(1), r.get(2));
+        assert_eq!(
+            row,
+            ("completed".into(), r#"{"r": 1}"#.into(), "dead".into()),
+            "[{name}]"
+        );
+        // A moved dead job is requeued and claimed from there.
+        let requeued: bool = c
+            .query_one("SELECT alk_requeue_dead($1)", &[&dead])
+            .unwrap()
+            .get(0);
+        assert!(requeued, "[{name}]");
+        let got: Vec<i64> = c
+            .query("SELECT id FROM alk_claim('rot-dead', 'w')", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(got, [dead], "[{name}]");
+        held.rollback().unwrap();
+    }
+}
+
+#[test]
+fn a_snapshot_older_than_the_acks_keeps_the_slot_and_sees_every_job() {
+    for target in pg_isolated("rotation_snapshot") {
+        let name = target.name();
+        let mut c = client(&target);
+        let ids = enqueue(&mut c, "snap-q", 20);
+        let hot = slots(&mut c, &ids);
+        // A snapshot from before the acks, as pg_dump takes one; it has not
+        // read the job table (it would hold its lock).
+        let mut reader = client(&target);
+        reader
+            .batch_execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM alkstore.meta;",
+            )
+            .unwrap();
+        assert_eq!(claim_and_ack_all(&mut c, "snap-q"), 20, "[{name}]");
+        // Long enough for its slot to come up (a slot's period is 3 s, the
+        // other slot's follows), and shorter than the 10 s after which a
+        // session idle in its transaction no longer counts (rotate.sql).
+        let emptied = sweep_until(&mut c, Duration::from_secs(7), |c| hot_bytes(c, &hot) == 0);
+        assert!(
+            !emptied,
+            "[{name}] slots {hot:?} truncated under an older snapshot"
+        );
+        let seen: i64 = reader
+            .query_one(
+                "SELECT count(*) FROM alkstore.jobs WHERE queue = 'snap-q'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(seen, 20, "[{name}] what the older snapshot sees");
+        reader.batch_execute("COMMIT").unwrap();
+        let emptied = sweep_until(&mut c, Duration::from_secs(14), |c| hot_bytes(c, &hot) == 0);
+        assert!(
+            emptied,
+            "[{name}] slots {hot:?} kept after the snapshot ended"
+        );
+    }
+}
+
+#[test]
+fn a_slot_with_a_running_job_is_kept_and_the_job_finishes() {
+    for target in pg_isolated("rotation_running") {
+        let name = target.name();
+        let mut c = client(&target);
+        let ids = enqueue(&mut c, "run-q", 10);
+        let hot = slots(&mut c, &ids);
+        let running: Vec<i64> = c
+            .query("SELECT id FROM alk_claim('run-q', 'w', 1)", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(claim_and_ack_all(&mut c, "run-q"), 9, "[{name}]");
+        let its = slots(&mut c, &running);
+        let emptied = sweep_until(&mut c, Duration::from_secs(8), |c| hot_bytes(c, &its) == 0);
+        assert!(
+            !emptied,
+            "[{name}] slot {its:?} truncated under a running job"
+        );
+        let state: String = c
+            .query_one("SELECT alk_get_job($1)->>'state'", &[&running[0]])
+            .unwrap()
+            .get(0);
+        assert_eq!(state, "running", "[{name}]");
+        let acked: bool = c
+            .query_one("SELECT alk_ack($1, 'w')", &[&running[0]])
+            .unwrap()
+            .get(0);
+        assert!(acked, "[{name}] the running job is acked after the sweeps");
+        let emptied = sweep_until(&mut c, Duration::from_secs(14), |c| hot_bytes(c, &hot) == 0);
+        assert!(emptied, "[{name}] slots {hot:?} kept after the last ack");
+    }
+}
+
+/// The maintenance worker rotates with no caller (its database is set up
+/// by the test command: ALKSTORE_PG_WORKER_URL).
+#[test]
+fn the_maintenance_worker_truncates_spent_slots_with_no_caller() {
+    let Ok(url) = std::env::var("ALKSTORE_PG_WORKER_URL") else {
+        assert!(std::env::var("ALKSTORE_REQUIRE_PG").is_err());
+        return;
+    };
+    let mut c = Client::connect(&url, NoTls).unwrap();
+    let q = fresh("worker-rot");
+    let ids = enqueue(&mut c, &q, 50);
+    let hot = slots(&mut c, &ids);
+    assert_eq!(claim_and_ack_all(&mut c, &q), 50);
+    let end = Instant::now() + Duration::from_secs(14);
+    while hot_bytes(&mut c, &hot) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(hot_bytes(&mut c, &hot), 0, "slots {hot:?}");
+}
