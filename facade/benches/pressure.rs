@@ -24,7 +24,8 @@
 //! `pgmq.read` with a 30 s visibility
 //! timeout, alkstore's queue configured to the same), spend 1 ms per job and
 //! ack the batch (`alk_ack_batch` / `pgmq.delete`); an empty claim sleeps
-//! 50 ms. Each statement is prepared once per connection. Pickup latency is
+//! 50 ms. Beside alkstore's workers, `alk_sweep(NULL)` runs every second, as
+//! the maintenance worker runs it (it rotates the job table's hot slots). Each statement is prepared once per connection. Pickup latency is
 //! the claim's return less the enqueue time written in the payload.
 //!
 //! Printed per phase: jobs enqueued and completed per second, pickup
@@ -331,6 +332,25 @@ fn worker(
     }
 }
 
+/// `alk_sweep(NULL)` every second, each call a transaction of its own: what
+/// the maintenance worker (or a facade worker) does beside alkstore's
+/// workers. It rotates the job table's hot slots (rotate.sql). A failed call
+/// (the server restarting) is tried again a second later.
+fn sweeper(url: String, stop: Arc<AtomicBool>) {
+    let mut c: Option<Client> = None;
+    while !stop.load(Ordering::Relaxed) {
+        if c.is_none() {
+            c = Client::connect(&url, NoTls).ok();
+        }
+        if let Some(client) = c.as_mut() {
+            if client.batch_execute("SELECT alk_sweep(NULL)").is_err() {
+                c = None;
+            }
+        }
+        thread::sleep(Duration::from_secs(1));
+    }
+}
+
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -340,7 +360,7 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 }
 
 /// n_dead_tup and total size (MB) of the hot table — summed over its
-/// partitions when it has some (scripts/bench-rotation.sh's layout); None
+/// partitions (alkstore's job table is partitioned: schema.sql); None
 /// while the server is away.
 fn table_state(url: &str, table: &str) -> Option<(i64, f64)> {
     let mut c = Client::connect(url, NoTls).ok()?;
@@ -461,6 +481,10 @@ fn run(set: &Settings, system: System, scenario: &str) {
     };
     for idx in 0..set.workers {
         threads.push(spawn_worker(idx));
+    }
+    if system == System::Alkstore {
+        let (url, stop) = (set.url.clone(), stop.clone());
+        threads.push(thread::spawn(move || sweeper(url, stop)));
     }
     let mut clean_p99 = f64::NAN;
     let mut recovered: Option<f64> = None;
