@@ -3013,8 +3013,12 @@ END $$;
 -- one they are kept as 'completed' (contract v1.1 §C3). (COLLATE "C" on
 -- the state, here and in every statement by id: the primary key, not a
 -- partial index; schema.sql.)
+--
+-- Planned by index (enable_seqscan = off), as the claim is
+-- (templates/claim.sql).
 CREATE OR REPLACE FUNCTION alk_ack_batch(job_ids bigint[], worker text) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
   w   ALIAS FOR $2;
   now timestamptz := clock_timestamp();
@@ -3085,8 +3089,12 @@ END $$;
 -- one they are kept as 'completed' (contract v1.1 §C3). (COLLATE "C" on
 -- the state, here and in every statement by id: the primary key, not a
 -- partial index; schema.sql.)
+--
+-- Planned by index (enable_seqscan = off), as the claim is
+-- (templates/claim.sql).
 CREATE OR REPLACE FUNCTION alkstore.ack_batch_full(job_ids bigint[], worker text) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
   w   ALIAS FOR $2;
   now timestamptz := clock_timestamp();
@@ -3185,9 +3193,12 @@ CREATE OR REPLACE FUNCTION alk_claim(queue_name text, worker text, max_jobs inte
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
--- for these statements cost more to make than to run.
+-- for these statements cost more to make than to run. Made by index: a
+-- plan is made again whenever a hot slot is truncated, while that slot is
+-- empty, and would read the slot whole once it has filled
+-- (pg_ext/src/statements.rs says more).
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   q      ALIAS FOR $1;
@@ -3399,9 +3410,12 @@ CREATE OR REPLACE FUNCTION alk_outbox_claim(outbox text, worker text, max_jobs i
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
--- for these statements cost more to make than to run.
+-- for these statements cost more to make than to run. Made by index: a
+-- plan is made again whenever a hot slot is truncated, while that slot is
+-- empty, and would read the slot whole once it has filled
+-- (pg_ext/src/statements.rs says more).
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   q      text := alkstore.outbox_prefix() || $1;
@@ -3617,9 +3631,12 @@ CREATE OR REPLACE FUNCTION alkstore.claim_full(queue_name text, worker text, max
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
--- for these statements cost more to make than to run.
+-- for these statements cost more to make than to run. Made by index: a
+-- plan is made again whenever a hot slot is truncated, while that slot is
+-- empty, and would read the slot whole once it has filled
+-- (pg_ext/src/statements.rs says more).
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   q      ALIAS FOR $1;

@@ -10,6 +10,15 @@
 //! call, as a `SET search_path` on the function would (every relation they
 //! name is qualified with its schema). Their plans are generic, as
 //! `SET plan_cache_mode = force_generic_plan` makes the PL/pgSQL ones.
+//!
+//! A statement is planned again with `enable_seqscan = off` (the PL/pgSQL
+//! claim and batch ack carry that setting for the whole call). Every
+//! truncation of a hot slot (rotate.sql) sends its plans to be made again,
+//! while that slot is empty and its statistics are reset: PostgreSQL then
+//! prefers reading the slot whole to its index for `id = ANY (…)`, and the
+//! slot fills with a period's jobs and their dead versions before the next
+//! truncation plans the statement again — a claim then reads thousands of
+//! rows to update one.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -144,7 +153,26 @@ impl Session {
         // in SPI's memory until finish.
         unsafe {
             let nulls = nulls.map_or(std::ptr::null(), <[c_char]>::as_ptr);
-            let rc = pg_sys::SPI_execute_plan(plan, args.as_mut_ptr(), nulls, false, 0);
+            let rc = if replan_due(plan) {
+                // Planned again (a hot slot truncated, schema.sql): by index
+                // whatever the slots hold now (see the module's note).
+                let level = pg_sys::NewGUCNestLevel();
+                pg_sys::set_config_option(
+                    c"enable_seqscan".as_ptr(),
+                    c"off".as_ptr(),
+                    pg_sys::GucContext::PGC_USERSET,
+                    pg_sys::GucSource::PGC_S_SESSION,
+                    pg_sys::GucAction::GUC_ACTION_SAVE,
+                    true,
+                    0,
+                    false,
+                );
+                let rc = pg_sys::SPI_execute_plan(plan, args.as_mut_ptr(), nulls, false, 0);
+                pg_sys::AtEOXact_GUC(true, level);
+                rc
+            } else {
+                pg_sys::SPI_execute_plan(plan, args.as_mut_ptr(), nulls, false, 0)
+            };
             if rc < 0 {
                 error!("{who}: a statement failed to run ({rc})");
             }
@@ -162,6 +190,26 @@ impl Session {
                 },
             }
         }
+    }
+}
+
+/// Whether running `plan` plans it first: never run yet, or its generic
+/// plan invalidated (by a TRUNCATE or an ANALYZE of a partition it reads).
+///
+/// # Safety
+/// `plan` is a kept plan.
+unsafe fn replan_due(plan: pg_sys::SPIPlanPtr) -> bool {
+    // SAFETY: a kept plan's sources live as long as it does.
+    unsafe {
+        let sources = pg_sys::SPI_plan_get_plan_sources(plan);
+        if sources.is_null() {
+            return true;
+        }
+        let list = &*sources;
+        (0..list.length as usize).any(|i| {
+            let source = (*list.elements.add(i)).ptr_value as *const pg_sys::CachedPlanSource;
+            !(*source).is_valid || (*source).gplan.is_null() || !(*(*source).gplan).is_valid
+        })
     }
 }
 

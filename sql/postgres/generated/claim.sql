@@ -19,9 +19,12 @@ CREATE OR REPLACE FUNCTION alk_claim(queue_name text, worker text, max_jobs inte
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
--- for these statements cost more to make than to run.
+-- for these statements cost more to make than to run. Made by index: a
+-- plan is made again whenever a hot slot is truncated, while that slot is
+-- empty, and would read the slot whole once it has filled
+-- (pg_ext/src/statements.rs says more).
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   q      ALIAS FOR $1;
@@ -233,9 +236,12 @@ CREATE OR REPLACE FUNCTION alk_outbox_claim(outbox text, worker text, max_jobs i
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
--- for these statements cost more to make than to run.
+-- for these statements cost more to make than to run. Made by index: a
+-- plan is made again whenever a hot slot is truncated, while that slot is
+-- empty, and would read the slot whole once it has filled
+-- (pg_ext/src/statements.rs says more).
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   q      text := alkstore.outbox_prefix() || $1;

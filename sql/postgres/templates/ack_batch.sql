@@ -9,8 +9,12 @@
 -- one they are kept as 'completed' (contract v1.1 §C3). (COLLATE "C" on
 -- the state, here and in every statement by id: the primary key, not a
 -- partial index; schema.sql.)
+--
+-- Planned by index (enable_seqscan = off), as the claim is
+-- (templates/claim.sql).
 CREATE OR REPLACE FUNCTION {{function}}(job_ids bigint[], worker text) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
   w   ALIAS FOR $2;
   now timestamptz := clock_timestamp();

@@ -16,9 +16,12 @@ CREATE OR REPLACE FUNCTION {{function}}({{first_arg}} text, worker text, max_job
 RETURNS TABLE (id bigint, queue text, payload jsonb, attempts integer, max_attempts integer,
                claim_expires_at timestamptz)
 -- A generic plan: the custom plans PL/pgSQL would otherwise keep choosing
--- for these statements cost more to make than to run.
+-- for these statements cost more to make than to run. Made by index: a
+-- plan is made again whenever a hot slot is truncated, while that slot is
+-- empty, and would read the slot whole once it has filled
+-- (pg_ext/src/statements.rs says more).
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   {{queue}}
