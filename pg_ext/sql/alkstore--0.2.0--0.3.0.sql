@@ -1981,7 +1981,9 @@ $$;
 -- to see it empty and one to truncate it). Returns the slots it truncated:
 -- at most one a call, whose exclusive lock it then holds to its commit.
 -- The setting alkstore.rotation = off (for a session, a role or the
--- database: ALTER DATABASE ... SET) turns it off.
+-- database: ALTER DATABASE ... SET) turns it off; it takes what a boolean
+-- setting takes (off, false, no, 0, …), and any other value is an error
+-- (ALK05) that rolls back the sweep calling it.
 CREATE OR REPLACE FUNCTION alkstore.rotate() RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1993,12 +1995,23 @@ DECLARE
   ended   timestamptz := to_timestamp(e * 3); -- the end of its period
   got     boolean;
   timeout text := current_setting('lock_timeout');
+  setting text := current_setting('alkstore.rotation', true);
 BEGIN
+  IF coalesce(btrim(setting), '') <> '' THEN
+    BEGIN
+      got := setting::boolean;
+    EXCEPTION WHEN invalid_text_representation THEN
+      PERFORM alkstore.raise('ALK05', format('alkstore.rotation must be on or off, got %s',
+                                             alkstore.quote(setting)));
+    END;
+    IF NOT got THEN
+      RETURN 0;
+    END IF;
+  END IF;
   -- Only in a transaction of its own, at READ COMMITTED: the lock it takes
   -- is held to its commit (claims wait behind it), and its checks must
   -- read what is committed now.
-  IF coalesce(current_setting('alkstore.rotation', true), '') = 'off'
-     OR statement_timestamp() <> transaction_timestamp()
+  IF statement_timestamp() <> transaction_timestamp()
      OR current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 1) THEN
     RETURN 0;
@@ -2246,6 +2259,9 @@ END $$;
 -- (its columns are NOT NULL). A SQL function of one SELECT returning a set:
 -- PostgreSQL inlines it into the statement that reads it, under that
 -- statement's search_path (alk_enqueue's: every name here is qualified).
+-- STABLE though it draws from the sequence: a VOLATILE one is never
+-- inlined (EXPLAIN VERBOSE shows the nextval in the INSERT's plan), and
+-- inlined, its row is made once per statement, as a VOLATILE one would be.
 CREATE OR REPLACE FUNCTION alkstore.due_job(q text, p jsonb, now timestamptz, s smallint)
 RETURNS SETOF alkstore.jobs LANGUAGE sql STABLE AS $$
   SELECT nextval('alkstore.jobs_id_seq'), q, 'pending', p, 0, 0,

@@ -132,6 +132,9 @@ END $$;
 -- (its columns are NOT NULL). A SQL function of one SELECT returning a set:
 -- PostgreSQL inlines it into the statement that reads it, under that
 -- statement's search_path (alk_enqueue's: every name here is qualified).
+-- STABLE though it draws from the sequence: a VOLATILE one is never
+-- inlined (EXPLAIN VERBOSE shows the nextval in the INSERT's plan), and
+-- inlined, its row is made once per statement, as a VOLATILE one would be.
 CREATE OR REPLACE FUNCTION alkstore.due_job(q text, p jsonb, now timestamptz, s smallint)
 RETURNS SETOF alkstore.jobs LANGUAGE sql STABLE AS $$
   SELECT nextval('alkstore.jobs_id_seq'), q, 'pending', p, 0, 0,

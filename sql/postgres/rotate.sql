@@ -33,7 +33,9 @@ $$;
 -- to see it empty and one to truncate it). Returns the slots it truncated:
 -- at most one a call, whose exclusive lock it then holds to its commit.
 -- The setting alkstore.rotation = off (for a session, a role or the
--- database: ALTER DATABASE ... SET) turns it off.
+-- database: ALTER DATABASE ... SET) turns it off; it takes what a boolean
+-- setting takes (off, false, no, 0, …), and any other value is an error
+-- (ALK05) that rolls back the sweep calling it.
 CREATE OR REPLACE FUNCTION alkstore.rotate() RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -45,12 +47,23 @@ DECLARE
   ended   timestamptz := to_timestamp(e * 3); -- the end of its period
   got     boolean;
   timeout text := current_setting('lock_timeout');
+  setting text := current_setting('alkstore.rotation', true);
 BEGIN
+  IF coalesce(btrim(setting), '') <> '' THEN
+    BEGIN
+      got := setting::boolean;
+    EXCEPTION WHEN invalid_text_representation THEN
+      PERFORM alkstore.raise('ALK05', format('alkstore.rotation must be on or off, got %s',
+                                             alkstore.quote(setting)));
+    END;
+    IF NOT got THEN
+      RETURN 0;
+    END IF;
+  END IF;
   -- Only in a transaction of its own, at READ COMMITTED: the lock it takes
   -- is held to its commit (claims wait behind it), and its checks must
   -- read what is committed now.
-  IF coalesce(current_setting('alkstore.rotation', true), '') = 'off'
-     OR statement_timestamp() <> transaction_timestamp()
+  IF statement_timestamp() <> transaction_timestamp()
      OR current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 1) THEN
     RETURN 0;

@@ -337,3 +337,34 @@ fn claims_and_batch_acks_planned_on_empty_slots_read_refilled_ones_by_index() {
         tx.commit().unwrap();
     }
 }
+
+/// `alkstore.rotation` takes what a boolean setting takes: `false` turns
+/// the truncation off as `off` does (it did not: only the exact word
+/// `off` did), and a value that is no boolean is ALK05, not silently on.
+#[test]
+fn the_rotation_setting_takes_booleans_and_refuses_anything_else() {
+    for target in pg_isolated("rot_setting") {
+        let name = target.name();
+        let mut c = client(&target);
+        c.batch_execute("SET alkstore.rotation = 'sometimes'")
+            .unwrap();
+        let err = c.batch_execute("SELECT alk_sweep()").unwrap_err();
+        let db = err.as_db_error().expect("a database error");
+        assert_eq!(db.code().code(), "ALK05", "[{name}] {db}");
+        assert!(
+            db.message().contains("alkstore.rotation must be on or off"),
+            "[{name}] {db}"
+        );
+        let q = fresh("setting");
+        let ids = enqueue(&mut c, &q, 20);
+        let hot = slots(&mut c, &ids);
+        assert_eq!(claim_and_ack_all(&mut c, &q), 20, "[{name}]");
+        // Two periods of sweeps, each of which truncates a spent slot when on.
+        c.batch_execute("SET alkstore.rotation = 'FALSE'").unwrap();
+        let kept = !sweep_until(&mut c, Duration::from_secs(7), |c| hot_bytes(c, &hot) == 0);
+        assert!(kept, "[{name}] truncated though off");
+        c.batch_execute("SET alkstore.rotation = yes").unwrap();
+        let emptied = sweep_until(&mut c, Duration::from_secs(14), |c| hot_bytes(c, &hot) == 0);
+        assert!(emptied, "[{name}] not truncated once on");
+    }
+}
