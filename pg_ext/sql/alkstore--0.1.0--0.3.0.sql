@@ -1895,17 +1895,32 @@ DECLARE
   ended     text;
   last_id   bigint;
   forgotten bigint;
+  got       boolean;
 BEGIN
   waiting := '{}';
-  PERFORM alkstore.finished_writes(); -- a dependency may be finished (rotate.sql)
   -- Locked and marked one by one in id order, so two enqueues naming the
   -- same jobs take their rows in the same order. (One statement per id:
   -- with "id = ANY (deps)" the generic plan's estimate is ten rows, so
   -- PostgreSQL kept planning the statement anew at every call, which cost
-  -- more than the update.)
+  -- more than the update.) Only a job that has not ended is locked: an
+  -- acked one never changes again, and a dead one is read as it is unless
+  -- requeuing. The rotation moves finished jobs to the cold slot by a
+  -- delete and an insert (rotate.sql): an update that meets the deleted
+  -- row finds nothing, where a read sees the job in one slot or the other.
+  -- So the update is tried again when the read finds a job it should have
+  -- marked (a dead one being requeued, moved under it).
   FOREACH d IN ARRAY ARRAY(SELECT x FROM unnest(deps) x ORDER BY x) LOOP
-    UPDATE alkstore.jobs j SET dependents = true WHERE j.id = d RETURNING j.state INTO ended;
-    IF FOUND THEN
+    FOR tries IN 1..2 LOOP
+      UPDATE alkstore.jobs j SET dependents = true
+       WHERE j.id = d AND j.state COLLATE "C" <> 'completed' AND (requeue OR j.state COLLATE "C" <> 'dead')
+      RETURNING j.state INTO ended;
+      got := FOUND;
+      EXIT WHEN got;
+      SELECT j.state INTO ended FROM alkstore.jobs j WHERE j.id = d;
+      got := FOUND;
+      EXIT WHEN NOT got OR ended = 'completed' OR (ended = 'dead' AND NOT requeue);
+    END LOOP;
+    IF got THEN
       ids := ids || d;
       states := states || ended;
     END IF;
@@ -2150,7 +2165,6 @@ DECLARE
   e       bigint := floor(date_part('epoch', clock_timestamp()) / 3)::bigint; -- the period now
   k       integer := (e + 1) % 2; -- the slot not written to now
   part    text := format('alkstore.jobs_slot%s', k);
-  moves   boolean;
   mark    alkstore.rotation;
   ended   timestamptz := to_timestamp(e * 3); -- the end of its period
   got     boolean;
@@ -2176,23 +2190,21 @@ BEGIN
      OR NOT pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 1) THEN
     RETURN 0;
   END IF;
-  -- Calls that write finished jobs by id or state (alkstore.finished_writes)
-  -- hold this shared: no move turns their row into a deleted one under them.
-  moves := pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 0);
-  IF moves THEN
-    -- A delete and an insert, not an UPDATE of slot: a statement that
-    -- meets the old row then finds it deleted, never "moved to another
-    -- partition" (40001). Rows another transaction holds wait for a later
-    -- call.
-    EXECUTE format($m$
-      WITH m AS (
-        DELETE FROM %1$s j
-         WHERE j.id IN (SELECT f.id FROM %1$s f WHERE f.state IN ('dead', 'completed')
-                         LIMIT 1000 FOR UPDATE SKIP LOCKED)
-        RETURNING j.*)
-      INSERT INTO alkstore.jobs OVERRIDING SYSTEM VALUE
-      SELECT (jsonb_populate_record(NULL::alkstore.jobs, to_jsonb(m) || '{"slot": 2}')).* FROM m$m$, part);
-  END IF;
+  -- A delete and an insert, not an UPDATE of slot: a statement that meets
+  -- the old row then finds it deleted, never "moved to another partition"
+  -- (40001). The calls that write finished jobs by id or by state look
+  -- again when they find nothing (alk_requeue_dead, alk_delete_job) or
+  -- make a second pass (alk_purge, alk_requeue_dead_all): by then the move
+  -- has committed, and the job is in the cold slot. Rows another
+  -- transaction holds wait for a later call.
+  EXECUTE format($m$
+    WITH m AS (
+      DELETE FROM %1$s j
+       WHERE j.id IN (SELECT f.id FROM %1$s f WHERE f.state IN ('dead', 'completed')
+                       LIMIT 1000 FOR UPDATE SKIP LOCKED)
+      RETURNING j.*)
+    INSERT INTO alkstore.jobs OVERRIDING SYSTEM VALUE
+    SELECT (jsonb_populate_record(NULL::alkstore.jobs, to_jsonb(m) || '{"slot": 2}')).* FROM m$m$, part);
   -- An empty file: nothing written since it was last truncated (each
   -- TRUNCATE makes every session plan its job statements again).
   IF pg_relation_size(part::regclass) = 0 THEN
@@ -2273,15 +2285,6 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                     AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
                     AND NOT (a.state IS NOT DISTINCT FROM 'idle in transaction'
                              AND a.state_change < clock_timestamp() - interval '10 s'))
-$$;
-
--- Taken by the calls that write finished (dead, completed) jobs by id or
--- by state, before their first statement on them: the rotation moves no
--- job while one runs, so the job they look for is where their statement
--- looks.
-CREATE OR REPLACE FUNCTION alkstore.finished_writes() RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-  SELECT pg_advisory_xact_lock_shared(hashtext('alkstore.rotate'), 0)
 $$;
 
 -- ---- sql/postgres/queue.sql ----
@@ -2701,12 +2704,16 @@ DECLARE
   deps bigint[];
   held text; -- with dependencies: 'blocked', 'dead' or NULL (deps.sql)
 BEGIN
-  PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
-    FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
-  IF NOT FOUND THEN
-    RETURN false;
-  END IF;
+  -- Looked for again once when not found: the rotation may have moved the
+  -- job between this statement's snapshot and its lock (rotate.sql).
+  FOR tries IN 1..2 LOOP
+    SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
+      FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
+    EXIT WHEN FOUND;
+    IF tries = 2 THEN
+      RETURN false;
+    END IF;
+  END LOOP;
   -- A dependent waits again for the dependencies not acked (v1.2 §J).
   IF deps IS NOT NULL THEN
     held := alkstore.deps_requeue(jid, deps);
@@ -5003,14 +5010,21 @@ CREATE OR REPLACE FUNCTION alk_requeue_dead_all(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q   text := alkstore.name('queue', queue);
-  n   integer;
-  jid bigint;
+  n     integer;
+  moved integer;
+  jid   bigint;
 BEGIN
-  PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  UPDATE alkstore.jobs j
-     SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
-   WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
-  GET DIAGNOSTICS n = ROW_COUNT;
+  -- Twice: the jobs the rotation moved while the first pass ran were
+  -- deleted under it, and the second finds them in the cold slot
+  -- (rotate.sql). alkstore.requeue_dead looks twice for the same reason.
+  n := 0;
+  FOR tries IN 1..2 LOOP
+    UPDATE alkstore.jobs j
+       SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
+     WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    n := n + moved;
+  END LOOP;
   FOR jid IN SELECT j.id FROM alkstore.jobs j
               WHERE j.queue = q AND j.state = 'dead' AND (j.group_key IS NOT NULL OR j.depends_on IS NOT NULL)
               ORDER BY j.id LOOP
@@ -5032,22 +5046,28 @@ DECLARE
   q    text := alkstore.name('queue', queue);
   st   text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);
   n    integer;
+  moved integer;
   gs   text[];
   held text[]; -- the queue's groups whose rows this purge holds
   ids  bigint[]; -- the jobs purged, which were not acked (deps.sql)
   dj   bigint[]; -- those that jobs depend on
 BEGIN
   IF st IN ('dead', 'completed') THEN
-    PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  END IF;
-  IF st = 'dead' THEN
-    -- Remembered as ended without an ack (deps.sql).
-    WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
-    SELECT count(*), array_agg(d.id) INTO n, ids FROM d;
-    PERFORM alkstore.jobs_ended(ids, 'dead');
-  ELSIF st = 'completed' THEN
-    DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
-    GET DIAGNOSTICS n = ROW_COUNT;
+    -- Twice, as alk_requeue_dead_all: the second pass deletes what the
+    -- rotation moved to the cold slot under the first (rotate.sql). A
+    -- dead job is remembered as ended without an ack (deps.sql).
+    n := 0;
+    FOR tries IN 1..2 LOOP
+      IF st = 'dead' THEN
+        WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
+        SELECT count(*), array_agg(d.id) INTO moved, ids FROM d;
+        PERFORM alkstore.jobs_ended(ids, 'dead');
+      ELSE
+        DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
+        GET DIAGNOSTICS moved = ROW_COUNT;
+      END IF;
+      n := n + moved;
+    END LOOP;
   ELSE
     -- The queue's group rows first, in key order. An enqueue into a group
     -- and a head finishing take their group's row before they touch the
@@ -5156,9 +5176,13 @@ DECLARE
   jid bigint := alkstore.job_id(job_id);
   was text;
 BEGIN
-  PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
-  RETURNING j.state INTO was;
+  -- Looked for again once when not found: the rotation may have moved the
+  -- job under the first statement (rotate.sql).
+  FOR tries IN 1..2 LOOP
+    DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
+    RETURNING j.state INTO was;
+    EXIT WHEN FOUND;
+  END LOOP;
   IF was = 'dead' THEN
     PERFORM alkstore.jobs_ended(ARRAY[jid], 'dead');
   END IF;

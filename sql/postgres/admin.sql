@@ -117,14 +117,21 @@ CREATE OR REPLACE FUNCTION alk_requeue_dead_all(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q   text := alkstore.name('queue', queue);
-  n   integer;
-  jid bigint;
+  n     integer;
+  moved integer;
+  jid   bigint;
 BEGIN
-  PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  UPDATE alkstore.jobs j
-     SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
-   WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
-  GET DIAGNOSTICS n = ROW_COUNT;
+  -- Twice: the jobs the rotation moved while the first pass ran were
+  -- deleted under it, and the second finds them in the cold slot
+  -- (rotate.sql). alkstore.requeue_dead looks twice for the same reason.
+  n := 0;
+  FOR tries IN 1..2 LOOP
+    UPDATE alkstore.jobs j
+       SET state = 'pending', attempts = 0, run_at = clock_timestamp(), expires_at = NULL, prune_at = NULL
+     WHERE j.queue = q AND j.state = 'dead' AND j.group_key IS NULL AND j.depends_on IS NULL;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    n := n + moved;
+  END LOOP;
   FOR jid IN SELECT j.id FROM alkstore.jobs j
               WHERE j.queue = q AND j.state = 'dead' AND (j.group_key IS NOT NULL OR j.depends_on IS NOT NULL)
               ORDER BY j.id LOOP
@@ -146,22 +153,28 @@ DECLARE
   q    text := alkstore.name('queue', queue);
   st   text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);
   n    integer;
+  moved integer;
   gs   text[];
   held text[]; -- the queue's groups whose rows this purge holds
   ids  bigint[]; -- the jobs purged, which were not acked (deps.sql)
   dj   bigint[]; -- those that jobs depend on
 BEGIN
   IF st IN ('dead', 'completed') THEN
-    PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  END IF;
-  IF st = 'dead' THEN
-    -- Remembered as ended without an ack (deps.sql).
-    WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
-    SELECT count(*), array_agg(d.id) INTO n, ids FROM d;
-    PERFORM alkstore.jobs_ended(ids, 'dead');
-  ELSIF st = 'completed' THEN
-    DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
-    GET DIAGNOSTICS n = ROW_COUNT;
+    -- Twice, as alk_requeue_dead_all: the second pass deletes what the
+    -- rotation moved to the cold slot under the first (rotate.sql). A
+    -- dead job is remembered as ended without an ack (deps.sql).
+    n := 0;
+    FOR tries IN 1..2 LOOP
+      IF st = 'dead' THEN
+        WITH d AS (DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'dead' RETURNING j.id)
+        SELECT count(*), array_agg(d.id) INTO moved, ids FROM d;
+        PERFORM alkstore.jobs_ended(ids, 'dead');
+      ELSE
+        DELETE FROM alkstore.jobs j WHERE j.queue = q AND j.state = 'completed';
+        GET DIAGNOSTICS moved = ROW_COUNT;
+      END IF;
+      n := n + moved;
+    END LOOP;
   ELSE
     -- The queue's group rows first, in key order. An enqueue into a group
     -- and a head finishing take their group's row before they touch the
@@ -270,9 +283,13 @@ DECLARE
   jid bigint := alkstore.job_id(job_id);
   was text;
 BEGIN
-  PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
-  RETURNING j.state INTO was;
+  -- Looked for again once when not found: the rotation may have moved the
+  -- job under the first statement (rotate.sql).
+  FOR tries IN 1..2 LOOP
+    DELETE FROM alkstore.jobs j WHERE j.id = jid AND j.state IN ('dead', 'completed')
+    RETURNING j.state INTO was;
+    EXIT WHEN FOUND;
+  END LOOP;
   IF was = 'dead' THEN
     PERFORM alkstore.jobs_ended(ARRAY[jid], 'dead');
   END IF;

@@ -37,17 +37,32 @@ DECLARE
   ended     text;
   last_id   bigint;
   forgotten bigint;
+  got       boolean;
 BEGIN
   waiting := '{}';
-  PERFORM alkstore.finished_writes(); -- a dependency may be finished (rotate.sql)
   -- Locked and marked one by one in id order, so two enqueues naming the
   -- same jobs take their rows in the same order. (One statement per id:
   -- with "id = ANY (deps)" the generic plan's estimate is ten rows, so
   -- PostgreSQL kept planning the statement anew at every call, which cost
-  -- more than the update.)
+  -- more than the update.) Only a job that has not ended is locked: an
+  -- acked one never changes again, and a dead one is read as it is unless
+  -- requeuing. The rotation moves finished jobs to the cold slot by a
+  -- delete and an insert (rotate.sql): an update that meets the deleted
+  -- row finds nothing, where a read sees the job in one slot or the other.
+  -- So the update is tried again when the read finds a job it should have
+  -- marked (a dead one being requeued, moved under it).
   FOREACH d IN ARRAY ARRAY(SELECT x FROM unnest(deps) x ORDER BY x) LOOP
-    UPDATE alkstore.jobs j SET dependents = true WHERE j.id = d RETURNING j.state INTO ended;
-    IF FOUND THEN
+    FOR tries IN 1..2 LOOP
+      UPDATE alkstore.jobs j SET dependents = true
+       WHERE j.id = d AND j.state COLLATE "C" <> 'completed' AND (requeue OR j.state COLLATE "C" <> 'dead')
+      RETURNING j.state INTO ended;
+      got := FOUND;
+      EXIT WHEN got;
+      SELECT j.state INTO ended FROM alkstore.jobs j WHERE j.id = d;
+      got := FOUND;
+      EXIT WHEN NOT got OR ended = 'completed' OR (ended = 'dead' AND NOT requeue);
+    END LOOP;
+    IF got THEN
       ids := ids || d;
       states := states || ended;
     END IF;

@@ -414,12 +414,16 @@ DECLARE
   deps bigint[];
   held text; -- with dependencies: 'blocked', 'dead' or NULL (deps.sql)
 BEGIN
-  PERFORM alkstore.finished_writes(); -- (rotate.sql)
-  SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
-    FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
-  IF NOT FOUND THEN
-    RETURN false;
-  END IF;
+  -- Looked for again once when not found: the rotation may have moved the
+  -- job between this statement's snapshot and its lock (rotate.sql).
+  FOR tries IN 1..2 LOOP
+    SELECT j.queue, j.group_key, j.depends_on INTO q, g, deps
+      FROM alkstore.jobs j WHERE j.id = jid AND j.state = 'dead' COLLATE "C" FOR UPDATE;
+    EXIT WHEN FOUND;
+    IF tries = 2 THEN
+      RETURN false;
+    END IF;
+  END LOOP;
   -- A dependent waits again for the dependencies not acked (v1.2 §J).
   IF deps IS NOT NULL THEN
     held := alkstore.deps_requeue(jid, deps);

@@ -42,7 +42,6 @@ DECLARE
   e       bigint := floor(date_part('epoch', clock_timestamp()) / 3)::bigint; -- the period now
   k       integer := (e + 1) % 2; -- the slot not written to now
   part    text := format('alkstore.jobs_slot%s', k);
-  moves   boolean;
   mark    alkstore.rotation;
   ended   timestamptz := to_timestamp(e * 3); -- the end of its period
   got     boolean;
@@ -68,23 +67,21 @@ BEGIN
      OR NOT pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 1) THEN
     RETURN 0;
   END IF;
-  -- Calls that write finished jobs by id or state (alkstore.finished_writes)
-  -- hold this shared: no move turns their row into a deleted one under them.
-  moves := pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 0);
-  IF moves THEN
-    -- A delete and an insert, not an UPDATE of slot: a statement that
-    -- meets the old row then finds it deleted, never "moved to another
-    -- partition" (40001). Rows another transaction holds wait for a later
-    -- call.
-    EXECUTE format($m$
-      WITH m AS (
-        DELETE FROM %1$s j
-         WHERE j.id IN (SELECT f.id FROM %1$s f WHERE f.state IN ('dead', 'completed')
-                         LIMIT 1000 FOR UPDATE SKIP LOCKED)
-        RETURNING j.*)
-      INSERT INTO alkstore.jobs OVERRIDING SYSTEM VALUE
-      SELECT (jsonb_populate_record(NULL::alkstore.jobs, to_jsonb(m) || '{"slot": 2}')).* FROM m$m$, part);
-  END IF;
+  -- A delete and an insert, not an UPDATE of slot: a statement that meets
+  -- the old row then finds it deleted, never "moved to another partition"
+  -- (40001). The calls that write finished jobs by id or by state look
+  -- again when they find nothing (alk_requeue_dead, alk_delete_job) or
+  -- make a second pass (alk_purge, alk_requeue_dead_all): by then the move
+  -- has committed, and the job is in the cold slot. Rows another
+  -- transaction holds wait for a later call.
+  EXECUTE format($m$
+    WITH m AS (
+      DELETE FROM %1$s j
+       WHERE j.id IN (SELECT f.id FROM %1$s f WHERE f.state IN ('dead', 'completed')
+                       LIMIT 1000 FOR UPDATE SKIP LOCKED)
+      RETURNING j.*)
+    INSERT INTO alkstore.jobs OVERRIDING SYSTEM VALUE
+    SELECT (jsonb_populate_record(NULL::alkstore.jobs, to_jsonb(m) || '{"slot": 2}')).* FROM m$m$, part);
   -- An empty file: nothing written since it was last truncated (each
   -- TRUNCATE makes every session plan its job statements again).
   IF pg_relation_size(part::regclass) = 0 THEN
@@ -165,13 +162,4 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                     AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
                     AND NOT (a.state IS NOT DISTINCT FROM 'idle in transaction'
                              AND a.state_change < clock_timestamp() - interval '10 s'))
-$$;
-
--- Taken by the calls that write finished (dead, completed) jobs by id or
--- by state, before their first statement on them: the rotation moves no
--- job while one runs, so the job they look for is where their statement
--- looks.
-CREATE OR REPLACE FUNCTION alkstore.finished_writes() RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-  SELECT pg_advisory_xact_lock_shared(hashtext('alkstore.rotate'), 0)
 $$;

@@ -368,3 +368,49 @@ fn the_rotation_setting_takes_booleans_and_refuses_anything_else() {
         assert!(emptied, "[{name}] not truncated once on");
     }
 }
+
+/// A transaction left open after writing finished jobs (a purge, a job
+/// deleted by id) or naming one as a dependency holds up no move but of the
+/// rows it holds: the rotation still moves other finished jobs out of their
+/// hot slot. (These calls held a lock to their commit that stopped every
+/// move: a dead job then kept its hot slot for as long as the transaction
+/// stayed open.)
+#[test]
+fn an_open_transaction_that_wrote_finished_jobs_holds_up_no_move() {
+    for target in pg_isolated("rot_open") {
+        let name = target.name();
+        let mut c = client(&target);
+        let q = fresh("open");
+        let done = enqueue(&mut c, &q, 1)[0];
+        assert_eq!(claim_and_ack_all(&mut c, &q), 1, "[{name}]");
+        // Each holder's transaction stays open through the sweeps below.
+        let mut holders: Vec<Client> = (0..3).map(|_| client(&target)).collect();
+        let calls = [
+            format!("SELECT alk_purge('{q}-other', 'dead')"),
+            "SELECT alk_delete_job(-1)".to_string(),
+            format!("SELECT alk_enqueue('{q}-next', '{{\"depends_on\": [{done}]}}', '1')"),
+        ];
+        for (h, call) in holders.iter_mut().zip(&calls) {
+            h.batch_execute(&format!("BEGIN; {call}")).unwrap();
+        }
+        let dead: i64 = c
+            .query_one(
+                "SELECT alk_enqueue($1, '{\"max_attempts\": 1}', '1')",
+                &[&q],
+            )
+            .unwrap()
+            .get(0);
+        c.query_one(
+            "SELECT alk_fail(c.id, 'w', 'boom') FROM alk_claim($1, 'w') c",
+            &[&q],
+        )
+        .unwrap();
+        assert!(slots(&mut c, &[dead])[0] < 2, "[{name}]");
+        // Its slot is rotated within two periods.
+        let moved = sweep_until(&mut c, Duration::from_secs(8), |c| slots(c, &[dead]) == [2]);
+        assert!(moved, "[{name}] the dead job kept its hot slot");
+        for h in &mut holders {
+            h.batch_execute("COMMIT").unwrap();
+        }
+    }
+}
