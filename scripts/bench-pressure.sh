@@ -14,7 +14,9 @@
 # restarts the cluster (ALK_PRESSURE_RESTART, default
 # `pg_ctlcluster 15 main restart`): stop scripts/postgres.sh's standby first
 # (`scripts/postgres.sh standby-stop`). Settings: ALK_PRESSURE_* in the
-# bench's header (rate 1200 jobs/s, 2 workers, phases 60/120/60 s).
+# bench's header (rate 1200 jobs/s, 2 workers, phases 60/120/60 s);
+# ALK_PRESSURE_SCENARIOS=idle_in_tx_enqueued runs a fifth stress, not in the
+# default set: the XID held by a transaction that enqueued a job first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 db=alkstore_bench_pressure

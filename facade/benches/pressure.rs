@@ -8,6 +8,10 @@
 //! Stresses:
 //! - `idle_in_tx`: one session `BEGIN; SELECT txid_current();` held for the
 //!   whole phase (vacuum can remove nothing deleted after it began);
+//! - `idle_in_tx_enqueued` (not in the default set): the same, after the
+//!   transaction enqueued one job of its own (on pgmq, into the same queue:
+//!   that is where a pgmq message goes), as a business transaction left open
+//!   does;
 //! - `active_readers`: four `REPEATABLE READ` sessions, each one transaction
 //!   for the whole phase, counting the queue's hot table every 100 ms;
 //! - `worker_crash`: a worker dies with the jobs it claimed in hand (it stops
@@ -385,13 +389,26 @@ enum Stress {
 
 fn start_stress(kind: &str, url: &str, table: &str) -> Stress {
     match kind {
-        "idle_in_tx" => {
+        "idle_in_tx" | "idle_in_tx_enqueued" => {
             let stop = Arc::new(AtomicBool::new(false));
             let (s, url) = (stop.clone(), url.to_string());
+            // The second: the transaction enqueued a job on a queue of its
+            // own first, as a business transaction does, and holds its row
+            // (and, on alkstore, a writer's lock on the job's hot slot).
+            let enqueue = (kind == "idle_in_tx_enqueued").then(|| {
+                if table.starts_with("alkstore.") {
+                    "SELECT alk_enqueue('pressure-held', NULL, '{}')"
+                } else {
+                    "SELECT pgmq.send('pressure', '{}')"
+                }
+            });
             let h = thread::spawn(move || {
                 let mut c = Client::connect(&url, NoTls).unwrap();
                 let mut tx = c.transaction().unwrap();
                 tx.query_one("SELECT txid_current()", &[]).unwrap();
+                if let Some(sql) = enqueue {
+                    tx.query_one(sql, &[]).unwrap();
+                }
                 while !s.load(Ordering::Relaxed) {
                     thread::sleep(Duration::from_millis(50));
                 }
@@ -433,7 +450,7 @@ fn start_stress(kind: &str, url: &str, table: &str) -> Stress {
             Stress::None
         }
         other => {
-            panic!("unknown scenario {other}: idle_in_tx, active_readers, restart or worker_crash")
+            panic!("unknown scenario {other}: idle_in_tx, idle_in_tx_enqueued, active_readers, restart or worker_crash")
         }
     }
 }
@@ -624,7 +641,13 @@ fn main() {
         "dead tup",
         "MB"
     );
-    const SCENARIOS: [&str; 4] = ["idle_in_tx", "active_readers", "worker_crash", "restart"];
+    const SCENARIOS: [&str; 5] = [
+        "idle_in_tx",
+        "idle_in_tx_enqueued",
+        "active_readers",
+        "worker_crash",
+        "restart",
+    ];
     if let Some(bad) = scenarios.split(',').find(|s| !SCENARIOS.contains(s)) {
         panic!("unknown scenario {bad}: one of {SCENARIOS:?}");
     }
