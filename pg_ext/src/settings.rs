@@ -9,7 +9,8 @@
 //! | `alkstore.prune_interval_ms` | reload | 10000 | how often it prunes (`alk_prune`) |
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
-use std::ffi::CString;
+use pgrx::pg_sys;
+use std::ffi::{CStr, CString};
 
 /// `alkstore.maintenance_databases`: read once, when the server starts
 /// (one worker per database is registered then).
@@ -111,4 +112,27 @@ pub fn parse_list(raw: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Sets any setting (PostgreSQL's or a placeholder such as
+/// `alkstore.published_to`) as a user's `SET` would: `GUC_ACTION_LOCAL`
+/// to the transaction's end (`SET LOCAL`), `GUC_ACTION_SAVE` to the end of
+/// the GUC nest level the caller opened (a function's `SET` clause).
+///
+/// # Safety
+/// In a transaction.
+pub unsafe fn set(name: &CStr, value: &CStr, action: pg_sys::GucAction::Type) {
+    // SAFETY: in a transaction (the caller's promise); both strings outlive the call.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            action,
+            true,
+            0,
+            false,
+        );
+    }
 }

@@ -20,6 +20,7 @@
 //! truncation plans the statement again — a claim then reads thousands of
 //! rows to update one.
 
+use crate::settings;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -157,15 +158,10 @@ impl Session {
                 // Planned again (a hot slot truncated, schema.sql): by index
                 // whatever the slots hold now (see the module's note).
                 let level = pg_sys::NewGUCNestLevel();
-                pg_sys::set_config_option(
-                    c"enable_seqscan".as_ptr(),
-                    c"off".as_ptr(),
-                    pg_sys::GucContext::PGC_USERSET,
-                    pg_sys::GucSource::PGC_S_SESSION,
+                settings::set(
+                    c"enable_seqscan",
+                    c"off",
                     pg_sys::GucAction::GUC_ACTION_SAVE,
-                    true,
-                    0,
-                    false,
                 );
                 let rc = pg_sys::SPI_execute_plan(plan, args.as_mut_ptr(), nulls, false, 0);
                 pg_sys::AtEOXact_GUC(true, level);

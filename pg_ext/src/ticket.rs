@@ -11,6 +11,7 @@
 //! with the caller's `search_path`: its one statement names every table,
 //! function and operator with its schema, so no path can redirect it.
 
+use crate::settings;
 use pgrx::prelude::*;
 use pgrx::spi::OwnedPreparedStatement;
 use std::cell::RefCell;
@@ -52,15 +53,10 @@ fn alkstore_ticket<'a>(
     // alk_publish): local to the transaction, as set_config(…, true).
     // SAFETY: a GUC assignment in a transaction, as SET LOCAL makes it.
     unsafe {
-        pg_sys::set_config_option(
-            c"alkstore.published_to".as_ptr(),
-            c"".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
+        settings::set(
+            c"alkstore.published_to",
+            c"",
             pg_sys::GucAction::GUC_ACTION_LOCAL,
-            true,
-            0,
-            false,
         );
     }
     Ok(None)
