@@ -1167,7 +1167,9 @@ END $$;
 -- the first one waited for their group rows (READ COMMITTED takes a new
 -- snapshot per statement).
 CREATE OR REPLACE FUNCTION alkstore.groups_done(qs text[], gs text[]) RETURNS void
-LANGUAGE plpgsql AS $$
+-- By index (enable_seqscan = off): it updates jobs by a set of ids
+-- (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   lq text[];    -- the groups that still have jobs, and their queues
   lg text[];
@@ -1632,7 +1634,9 @@ END $$;
 -- this; candidates are read a little past n, so that a concurrent put-back
 -- holding the first ones does not leave this one with none.
 CREATE OR REPLACE FUNCTION alkstore.unpark_first(q text, k text, n bigint) RETURNS integer
-LANGUAGE plpgsql AS $$
+-- By index (enable_seqscan = off): it updates jobs by a set of ids
+-- (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   done integer;
 BEGIN
@@ -1817,7 +1821,9 @@ END $$;
 -- (one probe per queue with scheduled jobs), the jobs from the start of
 -- each queue's range.
 CREATE OR REPLACE FUNCTION alkstore.make_due(q text, max_jobs integer) RETURNS integer
-LANGUAGE plpgsql AS $$
+-- By index (enable_seqscan = off): it updates jobs by a set of ids
+-- (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   now   timestamptz := clock_timestamp();
   left_ integer := max_jobs;
@@ -3946,7 +3952,9 @@ END $$;
 -- skipped, never waited for; callers loop until it returns 0.
 
 CREATE OR REPLACE FUNCTION alk_prune(max_rows integer) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- By index (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
   now  timestamptz := clock_timestamp();
   done integer := 0;
@@ -5041,7 +5049,9 @@ END $$;
 -- Deletes every job of the queue in one state. Purging pending jobs takes
 -- their groups' counts down with them.
 CREATE OR REPLACE FUNCTION alk_purge(queue text, state text) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- By index (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
   q    text := alkstore.name('queue', queue);
   st   text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);

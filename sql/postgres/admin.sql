@@ -148,7 +148,9 @@ END $$;
 -- Deletes every job of the queue in one state. Purging pending jobs takes
 -- their groups' counts down with them.
 CREATE OR REPLACE FUNCTION alk_purge(queue text, state text) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- By index (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
   q    text := alkstore.name('queue', queue);
   st   text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);

@@ -63,7 +63,9 @@ END $$;
 -- (one probe per queue with scheduled jobs), the jobs from the start of
 -- each queue's range.
 CREATE OR REPLACE FUNCTION alkstore.make_due(q text, max_jobs integer) RETURNS integer
-LANGUAGE plpgsql AS $$
+-- By index (enable_seqscan = off): it updates jobs by a set of ids
+-- (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   now   timestamptz := clock_timestamp();
   left_ integer := max_jobs;

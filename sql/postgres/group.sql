@@ -53,7 +53,9 @@ END $$;
 -- the first one waited for their group rows (READ COMMITTED takes a new
 -- snapshot per statement).
 CREATE OR REPLACE FUNCTION alkstore.groups_done(qs text[], gs text[]) RETURNS void
-LANGUAGE plpgsql AS $$
+-- By index (enable_seqscan = off): it updates jobs by a set of ids
+-- (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   lq text[];    -- the groups that still have jobs, and their queues
   lg text[];

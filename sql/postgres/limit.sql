@@ -417,7 +417,9 @@ END $$;
 -- this; candidates are read a little past n, so that a concurrent put-back
 -- holding the first ones does not leave this one with none.
 CREATE OR REPLACE FUNCTION alkstore.unpark_first(q text, k text, n bigint) RETURNS integer
-LANGUAGE plpgsql AS $$
+-- By index (enable_seqscan = off): it updates jobs by a set of ids
+-- (schema.sql, "Statements by a set of ids").
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   done integer;
 BEGIN

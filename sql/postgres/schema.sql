@@ -44,6 +44,16 @@ CREATE TABLE alkstore.paused (
 -- while any transaction holds back vacuum, and claims walk them. Two hot
 -- slots, not more: a statement that finds jobs by id or in claim order
 -- opens every partition, each with its indexes.
+--
+-- Statements by a set of ids. A truncation resets the slot's statistics
+-- and makes every session plan its job statements again while the slot is
+-- empty: for "id = ANY (…)" PostgreSQL then reads that slot whole rather
+-- than by its primary key, and keeps doing so as the slot refills. Every
+-- function that runs such a statement on jobs carries enable_seqscan = off
+-- (alk_claim, alk_ack_batch, alk_purge, alk_prune, groups_done, make_due,
+-- unpark_first; claim_limited and park run inside alk_claim), and the
+-- extension's library sets it while its statements are planned again
+-- (pg_ext/src/statements.rs). A statement by one id plans the key anyway.
 CREATE TABLE alkstore.jobs (
   id                    bigint GENERATED ALWAYS AS IDENTITY,
   queue                 text        NOT NULL,

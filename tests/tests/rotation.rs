@@ -280,20 +280,43 @@ fn the_maintenance_worker_truncates_spent_slots_with_no_caller() {
     assert_eq!(hot_bytes(&mut c, &hot), 0, "slots {hot:?}");
 }
 
+/// The acked head of a group, by a batch ack: its group's next job
+/// becomes the head (alkstore.groups_done, a statement by a set of ids).
+fn ack_group_head(c: &mut impl postgres::GenericClient, q: &str) {
+    let ids: Vec<i64> = c
+        .query("SELECT id FROM alk_claim($1, 'w', 1)", &[&q])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids.len(), 1, "a head to claim");
+    c.query_one("SELECT alk_ack_batch($1, 'w')", &[&ids])
+        .unwrap();
+}
+
 /// Every truncation makes the job statements be planned again, while the
 /// truncated slot is empty and its statistics reset; that slot then fills
-/// with a period's jobs. A claim or a batch ack planned at that moment
-/// still reads the slots by index: it never reads a slot whole to find
-/// the few jobs it takes (before, one claim read every row of a refilled
-/// slot, dead versions included).
+/// with a period's jobs. A claim, a batch ack or a group's hand-over
+/// planned at that moment still reads the slots by index: it never reads
+/// a slot whole to find the few jobs it takes (before, one claim read
+/// every row of a refilled slot, dead versions included).
 #[test]
 fn claims_and_batch_acks_planned_on_empty_slots_read_refilled_ones_by_index() {
     for target in pg_isolated("rot_plan") {
         let mut c = client(&target);
         let q = fresh("plan");
+        let g = fresh("plan-group");
         // Plans made now: every slot empty, never analyzed.
         c.batch_execute("TRUNCATE alkstore.jobs").unwrap();
         enqueue(&mut c, &q, 3);
+        for _ in 0..3 {
+            c.execute(
+                "SELECT alk_enqueue($1, '{\"group_key\": \"k\"}', '1')",
+                &[&g],
+            )
+            .unwrap();
+        }
+        ack_group_head(&mut c, &g);
         for n in [1, 2] {
             let ids: Vec<i64> = c
                 .query("SELECT id FROM alk_claim($1, 'w', $2)", &[&q, &n])
@@ -318,6 +341,7 @@ fn claims_and_batch_acks_planned_on_empty_slots_read_refilled_ones_by_index() {
             .map(|r| r.get(0))
             .collect();
         ids.push(one);
+        ack_group_head(&mut tx, &g);
         let acked: i32 = tx
             .query_one("SELECT alk_ack_batch($1, 'w')", &[&ids])
             .unwrap()
