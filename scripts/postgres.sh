@@ -76,10 +76,17 @@ CONF
   standby)
     dir=/var/lib/postgresql/alkstore-standby
     pg_ctl=/usr/lib/postgresql/15/bin/pg_ctl
+    # Streaming, and received what the primary has written: a receiver that
+    # starts and fails at once (the primary recycled the WAL it needs) shows
+    # as streaming for a moment.
     streaming() {
+      local lsn
+      lsn=$(psql -X -q -At -d postgres -c "SELECT pg_current_wal_lsn()")
       for _ in $(seq 1 40); do
         psql -X -q -At -p 5433 -d postgres -c \
-          "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'" 2>/dev/null | grep -qx 1 && return 0
+          "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'
+                                                      AND pg_last_wal_receive_lsn() >= '$lsn'" 2>/dev/null |
+          grep -qx 1 && return 0
         sleep 0.25
       done
       return 1
