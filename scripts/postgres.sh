@@ -13,11 +13,14 @@
 #             one with the plain SQL install, one served by the maintenance
 #             worker; prints their URLs
 #   standby   a hot standby of the cluster (pg_basebackup, streaming
-#             replication) on port 5433, made once and started if it is
-#             not running; prints its URL for the extension's test database
-#   standby-stop  stop that standby (benchmarks: it wakes a WAL sender on
-#             every commit, which costs a 2-core machine about a third of
-#             its commits per second)
+#             replication through a replication slot, so that the primary
+#             keeps the WAL it has not sent, across its restarts) on port
+#             5433, made once and started if it is not running; prints its
+#             URL for the extension's test database
+#   standby-stop  stop that standby and drop its slot (benchmarks: it wakes
+#             a WAL sender on every commit, which costs a 2-core machine
+#             about a third of its commits per second; a slot nobody reads
+#             would keep their WAL forever)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
@@ -76,9 +79,10 @@ CONF
   standby)
     dir=/var/lib/postgresql/alkstore-standby
     pg_ctl=/usr/lib/postgresql/15/bin/pg_ctl
-    # Streaming, and received what the primary has written: a receiver that
-    # starts and fails at once (the primary recycled the WAL it needs) shows
-    # as streaming for a moment.
+    slot=alkstore_test_standby
+    # Streaming through its slot, and received what the primary has written:
+    # a receiver that starts and fails at once (the primary recycled the WAL
+    # it needs, or the slot is gone) shows as streaming for a moment.
     streaming() {
       local lsn
       lsn=$(psql -X -q -At -d postgres -c "SELECT pg_current_wal_lsn()")
@@ -86,6 +90,9 @@ CONF
         psql -X -q -At -p 5433 -d postgres -c \
           "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'
                                                       AND pg_last_wal_receive_lsn() >= '$lsn'" 2>/dev/null |
+          grep -qx 1 &&
+          psql -X -q -At -d postgres -c \
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot' AND active" |
           grep -qx 1 && return 0
         sleep 0.25
       done
@@ -98,7 +105,12 @@ CONF
     fi
     if [ ! -f "$dir/standby.signal" ]; then
       as_postgres rm -rf "$dir"
-      as_postgres pg_basebackup -D "$dir" -R -X stream -c fast
+      # -C -S: the primary keeps every segment the standby has not received,
+      # so a restart of the primary (the suites make some) or a burst of WAL
+      # while the standby reconnects never leaves it behind for good.
+      psql -X -q -At -d postgres -c \
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null
+      as_postgres pg_basebackup -D "$dir" -R -X stream -c fast -C -S "$slot"
       # Debian keeps the primary's settings in /etc: the standby's own.
       as_postgres sh -c "cat > '$dir/postgresql.conf'" <<CONF
 port = 5433
@@ -116,6 +128,11 @@ CONF
     if pg_isready -q -p 5433; then
       as_postgres /usr/lib/postgresql/15/bin/pg_ctl -D "$dir" -m fast -w stop >/dev/null
     fi
+    # Its slot goes too: the next "standby" finds it missing and makes a new
+    # copy.
+    psql -X -q -At -d postgres -c \
+      "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+        WHERE slot_name = 'alkstore_test_standby' AND NOT active" >/dev/null
     ;;
   *)
     echo "usage: scripts/postgres.sh start|install|testdbs|standby|standby-stop" >&2

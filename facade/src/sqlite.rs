@@ -133,6 +133,9 @@ impl SqliteStore {
 /// The watcher: one connection, one thread per store; stops with the store.
 fn watch_data_version(path: &Path, waker: Weak<Waker>) -> Result<()> {
     let conn = rusqlite::Connection::open(path)?;
+    // Its first read opens the file, which meets another connection's
+    // checkpoint or recovery as "database is locked" without a timeout.
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     let version =
         |c: &rusqlite::Connection| c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0));
     let mut last = version(&conn)?;

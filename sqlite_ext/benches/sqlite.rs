@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 fn open(path: &std::path::Path) -> Connection {
     let c = Connection::open(path).unwrap();
+    // The busy timeout first: the pragmas read the file too.
+    c.busy_timeout(Duration::from_secs(10)).unwrap();
     c.pragma_update(None, "journal_mode", "WAL").unwrap();
     c.pragma_update(None, "synchronous", "NORMAL").unwrap();
-    c.busy_timeout(Duration::from_secs(10)).unwrap();
     alkstore_sqlite::register(&c).unwrap();
     c.execute_batch("SELECT alk_init()").unwrap();
     // The raw floor: copies of alkstore's job and event tables, same indexes.

@@ -526,9 +526,12 @@ struct Sqlite {
 impl Sqlite {
     fn open(path: &std::path::Path) -> Sqlite {
         let conn = rusqlite::Connection::open(path).expect("open SQLite");
+        // The busy timeout first: the journal_mode pragma reads the file, and
+        // fails at once with "database is locked" while another connection
+        // opens or checkpoints it.
+        conn.busy_timeout(Duration::from_secs(30)).unwrap();
         conn.pragma_update(None, "journal_mode", "WAL").unwrap();
         conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-        conn.busy_timeout(Duration::from_secs(30)).unwrap();
         alkstore_sqlite::register(&conn).expect("register alkstore");
         Sqlite { conn }
     }

@@ -798,13 +798,18 @@ fn postgres_a_hot_standby_reads_the_offsets_the_primary_gave() {
         return;
     };
     let mut p = Target::postgres(primary, "primary").connect();
-    let mut r = Target::postgres(standby, "standby").connect();
+    let mut r = Target::postgres(standby.clone(), "standby").connect();
     assert_eq!(r.query_i64("SELECT pg_is_in_recovery()::int::bigint"), 1);
     let replayed = |p: &mut dyn Db, r: &mut dyn Db| {
         let lsn = p.query_i64("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint");
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while r.query_i64("SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint") < lsn {
-            assert!(Instant::now() < deadline, "the standby did not catch up");
+            if Instant::now() > deadline {
+                panic!(
+                    "the standby did not catch up to {lsn} in 60 s: {}",
+                    standby_state(&standby)
+                );
+            }
             sleep_ms(10);
         }
     };
@@ -903,4 +908,29 @@ per_engine! {
         assert_eq!(db.int("alk_get_offset", &[t(&s), t("c")]), 5);
         assert!(!db.yes("alk_save_offset", &[t(&s), t("fresh"), Arg::Int(0)]));
     }
+}
+
+/// What a standby that does not catch up is doing, for the failure message:
+/// its receiver, what it received and replayed, and what its recovery waits
+/// on.
+fn standby_state(url: &str) -> String {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let row = c
+        .query_one(
+            "SELECT concat_ws(', ',
+                        'receiver ' || coalesce((SELECT status || ' from ' || coalesce(sender_host, '?')
+                                                   FROM pg_stat_wal_receiver), 'none'),
+                        'received ' || pg_last_wal_receive_lsn(),
+                        'replayed ' || pg_last_wal_replay_lsn(),
+                        'replay paused ' || pg_get_wal_replay_pause_state(),
+                        'recovery waits on ' || coalesce((SELECT wait_event_type || '/' || wait_event
+                                                            FROM pg_stat_activity
+                                                           WHERE backend_type = 'startup'), 'nothing'),
+                        'conflicts ' || (SELECT sum(confl_tablespace + confl_lock + confl_snapshot
+                                                    + confl_bufferpin + confl_deadlock)
+                                           FROM pg_stat_database_conflicts))",
+            &[],
+        )
+        .unwrap();
+    row.get(0)
 }

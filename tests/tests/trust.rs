@@ -1059,6 +1059,7 @@ fn errors_about_huge_values_stay_short() {
                     .to_string()
             } else {
                 let c = rusqlite::Connection::open(target.sqlite_path()).unwrap();
+                c.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
                 alkstore_sqlite::register(&c).unwrap();
                 let sql = sql.replace("$1", "?1");
                 c.query_row(&sql, [arg], |r| r.get::<_, rusqlite::types::Value>(0))

@@ -28,9 +28,10 @@ impl Db {
 
 pub fn open(path: &Path) -> Connection {
     let conn = Connection::open(path).unwrap();
+    // The busy timeout first: the pragmas read the file too.
+    conn.busy_timeout(Duration::from_secs(30)).unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-    conn.busy_timeout(Duration::from_secs(30)).unwrap();
     alkstore_sqlite::register(&conn).unwrap();
     conn
 }
