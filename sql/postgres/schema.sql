@@ -54,6 +54,7 @@ CREATE TABLE alkstore.paused (
 -- unpark_first; claim_limited and park run inside alk_claim), and the
 -- extension's library sets it while its statements are planned again
 -- (pg_ext/src/statements.rs). A statement by one id plans the key anyway.
+-- rotation.rs checks every function's body for such a statement.
 CREATE TABLE alkstore.jobs (
   id                    bigint GENERATED ALWAYS AS IDENTITY,
   queue                 text        NOT NULL,

@@ -362,6 +362,65 @@ fn claims_and_batch_acks_planned_on_empty_slots_read_refilled_ones_by_index() {
     }
 }
 
+/// Every function that runs a statement on jobs by a set of ids
+/// (`id = ANY (…)`) carries `enable_seqscan = off` (schema.sql, "Statements
+/// by a set of ids"), or runs only inside one that does: the setting of the
+/// outer call holds for the inner one. A new such function without it
+/// would read a refilled hot slot whole after each truncation, as the
+/// claim did, and no timing test would notice.
+#[test]
+fn every_function_updating_jobs_by_a_set_of_ids_is_planned_by_index() {
+    for target in pg_targets() {
+        let name = target.name();
+        let mut c = client(&target);
+        // Bodies without their comments; the functions of the two schemas.
+        let functions = "SELECT p.proname::text AS name,
+                                regexp_replace(p.prosrc, '--[^\n]*', '', 'g') AS body,
+                                coalesce('enable_seqscan=off' = ANY (p.proconfig), false) AS by_index
+                           FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                          WHERE n.nspname IN ('alkstore', 'public')";
+        let names: Vec<String> = c
+            .query(
+                &format!(
+                    "WITH f AS ({functions})
+                     SELECT name FROM f
+                      WHERE NOT by_index AND body ~* '\\mid\\s*=\\s*ANY\\s*\\('
+                        AND body ~ 'alkstore\\.jobs\\M'
+                      ORDER BY 1"
+                ),
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        // Run only inside alk_claim (plain) or alkstore.claim_full (extension).
+        assert_eq!(names, ["claim_limited", "park", "park_rated"], "[{name}]");
+        // Whatever calls them carries the setting, or is one of them.
+        let callers: Vec<(String, bool)> = c
+            .query(
+                &format!(
+                    "WITH f AS ({functions})
+                     SELECT name, by_index FROM f
+                      WHERE body ~ '\\m(claim_limited|park|park_rated)\\s*\\('
+                      ORDER BY 1"
+                ),
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert!(!callers.is_empty(), "[{name}]");
+        for (caller, by_index) in callers {
+            assert!(
+                by_index || ["claim_limited", "park", "park_rated"].contains(&caller.as_str()),
+                "[{name}] {caller} calls a function by a set of ids without enable_seqscan = off"
+            );
+        }
+    }
+}
+
 /// `alkstore.rotation` takes what a boolean setting takes: `false` turns
 /// the truncation off as `off` does (it did not: only the exact word
 /// `off` did), and a value that is no boolean is ALK05, not silently on.
