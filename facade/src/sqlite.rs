@@ -57,11 +57,33 @@ impl r2d2::ManageConnection for Manager {
 /// functions registered.
 pub fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open(path)?;
+    // First: the pragmas read the file, and without a timeout fail at once
+    // with "database is locked" while another connection holds it a moment.
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    to_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     alkstore_sqlite::register(&conn)?;
     Ok(conn)
+}
+
+/// Puts the file in WAL mode (it stays so: later opens only read it). The
+/// switch of a new file takes an exclusive lock, and where other
+/// connections are switching or writing it at that moment SQLite answers
+/// "database is locked" at once instead of waiting (a wait could
+/// deadlock): tried again until the busy timeout, as a wait would have.
+fn to_wal(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            done => return done,
+        }
+    }
 }
 
 struct SqliteEngine {

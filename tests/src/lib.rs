@@ -525,14 +525,9 @@ struct Sqlite {
 
 impl Sqlite {
     fn open(path: &std::path::Path) -> Sqlite {
-        let conn = rusqlite::Connection::open(path).expect("open SQLite");
-        // The busy timeout first: the journal_mode pragma reads the file, and
-        // fails at once with "database is locked" while another connection
-        // opens or checkpoints it.
-        conn.busy_timeout(Duration::from_secs(30)).unwrap();
-        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-        conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-        alkstore_sqlite::register(&conn).expect("register alkstore");
+        // As the facade opens its own: busy timeout (set before the pragmas,
+        // which read the file), WAL, functions registered.
+        let conn = alkstore::sqlite::open_connection(path).expect("open SQLite");
         Sqlite { conn }
     }
 }
