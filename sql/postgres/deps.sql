@@ -50,9 +50,12 @@ BEGIN
   -- delete and an insert (rotate.sql): an update that meets the deleted
   -- row finds nothing, where a read sees the job in one slot or the other.
   -- So the update is tried again when the read finds a job it should have
-  -- marked (a dead one being requeued, moved under it).
+  -- marked (a dead one being requeued, moved under it), for as long as the
+  -- read does: a job counted as waited for must carry the mark, or its
+  -- end would never release the dependent. (Each new try needs the job to
+  -- have changed state again in a committed transaction.)
   FOREACH d IN ARRAY ARRAY(SELECT x FROM unnest(deps) x ORDER BY x) LOOP
-    FOR tries IN 1..2 LOOP
+    LOOP
       UPDATE alkstore.jobs j SET dependents = true
        WHERE j.id = d AND j.state COLLATE "C" <> 'completed' AND (requeue OR j.state COLLATE "C" <> 'dead')
       RETURNING j.state INTO ended;
