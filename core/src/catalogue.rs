@@ -54,6 +54,27 @@ pub enum Returns {
     Void,
 }
 
+/// Where SQLite lets a database file's own schema (a view, a trigger, a
+/// generated column, a CHECK or a DEFAULT) call a function. An application
+/// may open a file it did not write, or attach one: whatever that file's
+/// schema calls runs with the application's connection (docs/security.md,
+/// "SQLite: what a database file's schema can call"). PostgreSQL answers
+/// the same question with its roles ([`Role`]), so only SQLite reads this.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum InSchema {
+    /// Never (`SQLITE_DIRECTONLY`): only a statement the application itself
+    /// prepares may call it. Every function that takes, settles or removes
+    /// work, or changes policy: a schema must not purge a queue when read.
+    Never,
+    /// From a schema SQLite trusts (`PRAGMA trusted_schema = 1`, its
+    /// default), not from one it does not: functions that only add work or
+    /// read, so that a trigger can fill an outbox with its business row.
+    Trusted,
+    /// From any schema (`SQLITE_INNOCUOUS`): no effect, nothing revealed but
+    /// the library's version.
+    Anywhere,
+}
+
 /// One function.
 #[derive(Copy, Clone, Debug)]
 pub struct Function {
@@ -71,6 +92,8 @@ pub struct Function {
     pub role: Role,
     /// A procedure on PostgreSQL (`CALL`, a row of its INOUT arguments).
     pub procedure: bool,
+    /// Where a database file's schema may call it on SQLite.
+    pub in_schema: InSchema,
 }
 
 impl Function {
@@ -111,35 +134,52 @@ const fn f(
         returns,
         role,
         procedure: false,
+        // Direct-only unless decided otherwise below: a new function is safe
+        // until someone has thought about it in a trigger.
+        in_schema: InSchema::Never,
+    }
+}
+
+/// `function`, callable from a trusted schema ([`InSchema::Trusted`]).
+const fn trusted(function: Function) -> Function {
+    Function {
+        in_schema: InSchema::Trusted,
+        ..function
     }
 }
 
 use crate::NameKind;
 use Engines::{Both, Postgres, Sqlite};
+use InSchema::Anywhere;
 use Returns::{Bool, Int, Json, Rows, Text, Void};
 use Role::{Admin, User};
 
-/// Every function, in the order of the contract's sections.
+/// Every function, in the order of the contract's sections. On SQLite
+/// every one is direct-only but those wrapped in `trusted(…)` (they add
+/// work or read) and `alk_version` (callable anywhere).
 pub const FUNCTIONS: &[Function] = &[
-    f("alk_version", Both, &[], 0, Json, User),
+    Function {
+        in_schema: Anywhere,
+        ..f("alk_version", Both, &[], 0, Json, User)
+    },
     f("alk_init", Both, &[], 0, Int, User),
     // Queues (v1 §5).
-    f(
+    trusted(f(
         "alk_enqueue",
         Both,
         &["text", "jsonb", "jsonb"],
         3,
         Int,
         User,
-    ),
-    f(
+    )),
+    trusted(f(
         "alk_enqueue_batch",
         Both,
         &["text", "jsonb", "jsonb"],
         3,
         Json,
         User,
-    ),
+    )),
     f(
         "alk_claim",
         Both,
@@ -168,8 +208,8 @@ pub const FUNCTIONS: &[Function] = &[
         User,
     ),
     f("alk_cancel", Both, &["bigint"], 1, Bool, User),
-    f("alk_get_job", Both, &["bigint"], 1, Json, User),
-    f("alk_job_errors", Both, &["bigint"], 1, Json, User),
+    trusted(f("alk_get_job", Both, &["bigint"], 1, Json, User)),
+    trusted(f("alk_job_errors", Both, &["bigint"], 1, Json, User)),
     f("alk_requeue_dead", Both, &["bigint"], 1, Bool, Admin),
     f("alk_delete_job", Both, &["bigint"], 1, Bool, Admin),
     f(
@@ -180,8 +220,8 @@ pub const FUNCTIONS: &[Function] = &[
         Json,
         Admin,
     ),
-    f("alk_queue_opts", Both, &["text"], 1, Json, User),
-    f("alk_queue_stats", Both, &["text"], 1, Json, User),
+    trusted(f("alk_queue_opts", Both, &["text"], 1, Json, User)),
+    trusted(f("alk_queue_stats", Both, &["text"], 1, Json, User)),
     f("alk_sweep", Both, &["text"], 0, Int, User),
     // Job features (v1.1 §C).
     f("alk_queue_pause", Both, &["text"], 1, Bool, Admin),
@@ -202,14 +242,14 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_requeue_dead_all", Both, &["text"], 1, Int, Admin),
     f("alk_purge", Both, &["text", "text"], 2, Int, Admin),
     // Outboxes (v1 §6).
-    f(
+    trusted(f(
         "alk_outbox_enqueue",
         Both,
         &["text", "jsonb", "jsonb"],
         3,
         Int,
         User,
-    ),
+    )),
     f(
         "alk_outbox_claim",
         Both,
@@ -218,24 +258,24 @@ pub const FUNCTIONS: &[Function] = &[
         Rows,
         User,
     ),
-    f("alk_outbox_stats", Both, &["text"], 1, Json, User),
+    trusted(f("alk_outbox_stats", Both, &["text"], 1, Json, User)),
     // Streams (v1 §7).
-    f(
+    trusted(f(
         "alk_publish",
         Both,
         &["text", "jsonb", "text"],
         2,
         Int,
         User,
-    ),
-    f(
+    )),
+    trusted(f(
         "alk_read",
         Both,
         &["text", "bigint", "integer"],
         3,
         Rows,
         User,
-    ),
+    )),
     f(
         "alk_save_offset",
         Both,
@@ -244,7 +284,7 @@ pub const FUNCTIONS: &[Function] = &[
         Bool,
         User,
     ),
-    f("alk_get_offset", Both, &["text", "text"], 2, Int, User),
+    trusted(f("alk_get_offset", Both, &["text", "text"], 2, Int, User)),
     f(
         "alk_reset_offset",
         Both,
@@ -263,11 +303,12 @@ pub const FUNCTIONS: &[Function] = &[
         Json,
         Admin,
     ),
-    f("alk_stream_info", Both, &["text"], 1, Json, User),
+    trusted(f("alk_stream_info", Both, &["text"], 1, Json, User)),
     // Sequencing (v1.2 §K): a procedure on PostgreSQL (its second argument
     // is the INOUT result, passed NULL), a function returning 0 on SQLite.
     Function {
         procedure: true,
+        in_schema: InSchema::Trusted,
         ..f("alk_sequence", Both, &["text", "bigint"], 1, Int, User)
     },
     // Schedules (v1.1 §F).
@@ -283,15 +324,15 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_schedules", Both, &[], 0, Rows, User),
     f("alk_schedule_tick", Both, &[], 0, Int, User),
     // Notifications (v1 §8).
-    f("alk_notify", Both, &["text", "jsonb"], 2, Void, User),
-    f(
+    trusted(f("alk_notify", Both, &["text", "jsonb"], 2, Void, User)),
+    trusted(f(
         "alk_notifications",
         Sqlite,
         &["text", "bigint", "integer"],
         2,
         Json,
         User,
-    ),
+    )),
     f("alk_channel", Postgres, &["text"], 1, Text, User),
     // Wake-ups (v1 §10).
     f(

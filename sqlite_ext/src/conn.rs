@@ -163,7 +163,7 @@ impl<'a> Conn<'a> {
             TxnState::AutocommitIdle | TxnState::AutocommitReading
         );
         if own {
-            self.control("savepoint")?;
+            self.schema_savepoint()?;
         }
         let changed = self.bring_schema_current();
         let changed = match (own, changed) {
@@ -239,7 +239,7 @@ impl<'a> Conn<'a> {
         }
         // Older: migrate, in a savepoint of its own, so that tables that are
         // not an older alkstore schema leave nothing changed.
-        self.control("savepoint")?;
+        self.schema_savepoint()?;
         let migrated = sql::MIGRATIONS
             .iter()
             .filter(|(to, _)| *to > v)
@@ -273,7 +273,7 @@ impl<'a> Conn<'a> {
     /// first statement (alk_meta, missing) takes the write lock; the check
     /// then reads a current snapshot, and a failed check leaves nothing.
     fn create_schema(&self) -> Result<bool> {
-        self.control("savepoint")?;
+        self.schema_savepoint()?;
         let result = (|| {
             let (first, rest) = match Stmt::prepare_first(self.db, sql::SCHEMA)? {
                 (Some(first), rest) => (first, rest),
@@ -403,6 +403,28 @@ impl<'a> Conn<'a> {
             }
         }
         result
+    }
+
+    /// Opens the savepoint that creating or migrating the schema runs in.
+    /// SQLite opens none while a writing statement runs (a trigger's call,
+    /// or one inside an INSERT … SELECT): say what to do instead of its
+    /// "SQL statements in progress". Nothing was written.
+    fn schema_savepoint(&self) -> Result<()> {
+        self.control("savepoint").map_err(|e| match e {
+            Error::Db(e) if e.message.contains("SQL statements in progress") => {
+                Error::Db(DbError {
+                    code: crate::sys::SQLITE_ERROR as c_int,
+                    message: format!(
+                        "alkstore: the database's alkstore schema (version {}) must be created \
+                         or upgraded by a call of its own, not from inside another writing \
+                         statement such as a trigger's: run SELECT alk_init() once first \
+                         (docs/sql-api.md, \"An outbox filled by a trigger\")",
+                        sql::SCHEMA_VERSION
+                    ),
+                })
+            }
+            e => e,
+        })
     }
 
     /// Runs a transaction-control statement (no schema check needed).

@@ -144,8 +144,9 @@ impl Db {
         DbError { code, message }
     }
 
-    /// Registers a scalar function (UTF-8, and on purpose never
-    /// deterministic, innocuous or direct-only: these functions write).
+    /// Registers a scalar function: UTF-8, never deterministic (these
+    /// functions write), and `flags` (`SQLITE_DIRECTONLY`,
+    /// `SQLITE_INNOCUOUS` or 0) for where a schema may call it.
     ///
     /// # Safety
     /// `app` must stay valid until `destroy` is called with it, and `func`
@@ -154,6 +155,7 @@ impl Db {
         self,
         name: &CStr,
         n_args: c_int,
+        flags: c_int,
         app: *mut c_void,
         func: unsafe extern "C" fn(*mut sqlite3_context, c_int, *mut *mut sqlite3_value),
         destroy: unsafe extern "C" fn(*mut c_void),
@@ -165,7 +167,7 @@ impl Db {
                 self.as_ptr(),
                 name.as_ptr(),
                 n_args,
-                crate::sys::SQLITE_UTF8 as c_int,
+                crate::sys::SQLITE_UTF8 as c_int | flags,
                 app,
                 Some(func),
                 None,

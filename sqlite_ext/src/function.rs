@@ -115,7 +115,8 @@ pub fn register_all(db: Db) -> c_int {
         return rc;
     }
     for (name, access, handler) in HANDLERS {
-        for n in catalogued(name).arities() {
+        let function = catalogued(name);
+        for n in function.arities() {
             let app = Box::into_raw(Box::new(Registered {
                 handler: *handler,
                 access: *access,
@@ -124,7 +125,14 @@ pub fn register_all(db: Db) -> c_int {
             // SAFETY: `app` is a boxed Registered that only `destroy` frees,
             // and `dispatch` reads it as one.
             let rc = unsafe {
-                db.create_function(name, n as c_int, app as *mut c_void, dispatch, destroy)
+                db.create_function(
+                    name,
+                    n as c_int,
+                    schema_flags(function.in_schema),
+                    app as *mut c_void,
+                    dispatch,
+                    destroy,
+                )
             };
             if rc != 0 {
                 return rc; // SQLite has already called destroy(app)
@@ -132,6 +140,17 @@ pub fn register_all(db: Db) -> c_int {
         }
     }
     0
+}
+
+/// SQLite's registration flags for where a schema may call a function
+/// (`catalogue::InSchema`; docs/security.md says why each is where it is).
+fn schema_flags(in_schema: catalogue::InSchema) -> c_int {
+    use crate::sys::{SQLITE_DIRECTONLY, SQLITE_INNOCUOUS};
+    match in_schema {
+        catalogue::InSchema::Never => SQLITE_DIRECTONLY as c_int,
+        catalogue::InSchema::Trusted => 0,
+        catalogue::InSchema::Anywhere => SQLITE_INNOCUOUS as c_int,
+    }
 }
 
 unsafe extern "C" fn destroy(app: *mut c_void) {

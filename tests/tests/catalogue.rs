@@ -65,6 +65,27 @@ fn the_docs_list_exactly_the_admin_only_functions() {
     }
 }
 
+/// Issue 63: docs/security.md names exactly the functions a trusted SQLite
+/// schema may call (`InSchema::Trusted`), in the catalogue's order.
+#[test]
+fn the_docs_list_exactly_the_functions_a_trusted_schema_may_call() {
+    use alkstore_core::catalogue::InSchema;
+    let want = FUNCTIONS
+        .iter()
+        .filter(|f| f.on_sqlite() && f.in_schema == InSchema::Trusted)
+        .map(|f| format!("`{}`", f.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+        + ".";
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/security.md"))
+        .unwrap();
+    let mut lines = doc.lines();
+    let listed = lines
+        .find(|l| l.starts_with("<!-- callable from a trusted schema, from core/src/catalogue.rs"))
+        .and_then(|_| lines.next());
+    assert_eq!(listed, Some(want.as_str()));
+}
+
 #[test]
 fn the_sql_api_reference_documents_every_function() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/sql-api.md"))
