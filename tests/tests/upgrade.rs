@@ -1,16 +1,18 @@
-//! Upgrades from every frozen release, 0.1.0 and 0.2.0 (contract v1.1 §B),
+//! Upgrades from every frozen release, 0.1.0, 0.2.0 and 0.3.0 (contract v1.1 §B),
 //! on all three installs: SQLite (a database that release's library wrote),
 //! the PostgreSQL extension (`CREATE EXTENSION alkstore VERSION '<v>'`, then
 //! `ALTER EXTENSION alkstore UPDATE`) and the plain SQL install (the frozen
 //! script, then today's script over it). The data is
 //! `sql/frozen/<v>/fixture.sql`, written through that release's functions;
-//! 0.2.0's holds 0.1.0's first, then what 0.2.0 added.
+//! 0.2.0's holds 0.1.0's first, then what 0.2.0 added; 0.3.0's holds
+//! 0.2.0's, then what 0.3.0 added.
 //!
 //! After each upgrade: every old row reads back unchanged, the functions
 //! return the fixture's values, everything keeps working (the claim taken
 //! before the upgrade is acked after it; ids, offsets and tokens continue
-//! upward; no job is lost or handed out twice), and the upgraded schema is
-//! the same as a fresh install's.
+//! upward; no job is lost or handed out twice), the upgraded database dumps
+//! and restores whole (`pg_dump` / `pg_restore`; SQLite's `.dump`), and the
+//! upgraded schema is the same as a fresh install's.
 
 use alkstore_tests::*;
 use serde_json::{json, Value};
@@ -129,7 +131,7 @@ fn readings(db: &mut dyn Db) -> Value {
 }
 
 /// The fixture's values, read through the upgraded functions.
-fn check_fixture(db: &mut dyn Db, engine: &str) {
+fn check_fixture(db: &mut dyn Db, engine: &str, v: &str) {
     let r = readings(db);
     let job = |i: usize| &r["jobs"][i - 1];
     assert_eq!(job(1)["state"], "running", "[{engine}]");
@@ -156,9 +158,13 @@ fn check_fixture(db: &mut dyn Db, engine: &str) {
     assert_eq!(job(3)["max_attempts"], 2, "[{engine}]");
     assert_eq!(job(3)["last_error"], "try later", "[{engine}]");
     // Errors from before 0.3.0 were not kept: each job starts with its last.
+    // From 0.3.0 on each error has its time.
     for (id, error) in [(2, "boom: it broke"), (3, "try later")] {
+        let mut errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
+        let at = errors[0]["at"].take();
+        assert_eq!(at.is_string(), has_030(v), "[{engine}] job {id}: at {at}");
         assert_eq!(
-            db.ok("alk_job_errors", &[Arg::Int(id)]),
+            errors,
             json!([{"attempt": job(id as usize)["attempts"], "error": error, "at": null}]),
             "[{engine}] job {id}"
         );
@@ -300,6 +306,86 @@ fn check_fixture_020(db: &mut dyn Db, engine: &str) {
         ],
         "[{engine}]"
     );
+}
+
+/// Whether frozen release `v` wrote 0.3.0's fixture (dependencies, limits,
+/// a deleted job).
+fn has_030(v: &str) -> bool {
+    !matches!(v, "0.1.0" | "0.2.0")
+}
+
+/// What 0.3.0's fixture added (contract v1.2), read through the upgraded
+/// functions.
+fn check_fixture_030(db: &mut dyn Db, engine: &str) {
+    let job = |db: &mut dyn Db, id: i64| db.ok("alk_get_job", &[Arg::Int(id)]);
+    assert_eq!(job(db, 17)["state"], "pending", "[{engine}]");
+    let waiting = job(db, 18);
+    assert_eq!(
+        (
+            &waiting["state"],
+            &waiting["depends_on"],
+            &waiting["waiting_for"]
+        ),
+        (&json!("pending"), &json!([17]), &json!([17])),
+        "[{engine}] job 18 waits for 17"
+    );
+    let running = job(db, 19);
+    assert_eq!(
+        (
+            &running["state"],
+            &running["claimed_by"],
+            &running["limit_key"]
+        ),
+        (&json!("running"), &json!("w-limit"), &json!("tenant-1")),
+        "[{engine}]"
+    );
+    let held = job(db, 20);
+    assert_eq!(
+        (&held["state"], &held["limit_key"]),
+        (&json!("pending"), &json!("tenant-1")),
+        "[{engine}]"
+    );
+    assert_eq!(job(db, 21), Value::Null, "[{engine}] job 21 was deleted");
+    let opts = db.ok("alk_queue_opts", &[t("up3-limited")]);
+    assert_eq!(
+        (&opts["max_running"], &opts["key_max_running"]),
+        (&json!(1), &json!(1)),
+        "[{engine}]"
+    );
+    let stats = db.ok("alk_queue_stats", &[t("up3-limited")]);
+    assert_eq!(
+        (
+            &stats["running"],
+            &stats["pending"],
+            &stats["running_limit"]
+        ),
+        (&json!(1), &json!(1), &json!(1)),
+        "[{engine}] {stats}"
+    );
+}
+
+/// 0.3.0's dependencies and limits keep working after the upgrade.
+fn check_030_keeps_working(db: &mut dyn Db, engine: &str) {
+    let ids = |v: Value| -> Vec<i64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_i64().unwrap())
+            .collect()
+    };
+    let claim =
+        |db: &mut dyn Db, q: &str| ids(db.ok("alk_claim", &[t(q), t("w-030"), Arg::Int(10)]));
+    // The limit holds job 20 until job 19, claimed before the upgrade, ends.
+    assert_eq!(claim(db, "up3-limited"), Vec::<i64>::new(), "[{engine}]");
+    assert!(
+        db.yes("alk_ack", &[Arg::Int(19), t("w-limit")]),
+        "[{engine}]"
+    );
+    assert_eq!(claim(db, "up3-limited"), [20], "[{engine}]");
+    // Job 18 runs once job 17 is acked, not before.
+    assert_eq!(claim(db, "up3-deps"), [17], "[{engine}]");
+    assert!(db.yes("alk_ack", &[Arg::Int(17), t("w-030")]), "[{engine}]");
+    assert_eq!(claim(db, "up3-deps"), [18], "[{engine}]");
 }
 
 /// 0.2.0's groups, keys, pauses and results keep working after the upgrade.
@@ -626,7 +712,8 @@ fn assert_same_schema(engine: &str, upgraded: &[String], fresh: &[String]) {
 fn schema_of(v: &str) -> i64 {
     match v {
         "0.1.0" => 1,
-        _ => 2,
+        "0.2.0" => 2,
+        _ => 3,
     }
 }
 
@@ -691,9 +778,12 @@ fn sqlite_upgrades_a_database_written_by(v: &str) {
     }
     let engine = format!("sqlite from {v}");
     db.begin();
-    check_fixture(&mut *db, &engine);
+    check_fixture(&mut *db, &engine, v);
     if v != "0.1.0" {
         check_fixture_020(&mut *db, &engine);
+    }
+    if has_030(v) {
+        check_fixture_030(&mut *db, &engine);
     }
     db.commit();
     assert_eq!(version(&path), alkstore_core::SCHEMA_VERSION.to_string());
@@ -701,7 +791,7 @@ fn sqlite_upgrades_a_database_written_by(v: &str) {
         rows_sqlite(&path, &columns)
             .into_iter()
             .filter(|r| !r.starts_with("alk_meta"))
-            .map(|r| as_pending(&r))
+            .map(|r| if has_030(v) { r } else { as_pending(&r) })
             .collect::<Vec<_>>(),
         before
             .into_iter()
@@ -709,6 +799,37 @@ fn sqlite_upgrades_a_database_written_by(v: &str) {
             .collect::<Vec<_>>(),
         "every {v} row reads back unchanged"
     );
+    // The upgraded file dumps and restores whole (the sqlite3 shell's
+    // `.dump`, read back into a new file), and the restored file reads the
+    // same through the functions.
+    let restored = dir.path().join("restored.db");
+    let dump = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg(".dump")
+        .output()
+        .expect("sqlite3 .dump");
+    assert!(dump.status.success(), "{dump:?}");
+    let mut load = std::process::Command::new("sqlite3")
+        .arg(&restored)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sqlite3");
+    std::io::Write::write_all(load.stdin.as_mut().unwrap(), &dump.stdout).unwrap();
+    drop(load.stdin.take());
+    assert!(load.wait().unwrap().success());
+    assert_eq!(
+        rows_sqlite(&restored, &columns),
+        rows_sqlite(&path, &columns),
+        "{v}: every row of the upgraded file comes back from its dump"
+    );
+    {
+        let mut r = Target::sqlite_at(restored.clone(), Arc::clone(&dir)).connect();
+        assert_eq!(
+            readings(&mut *r),
+            readings(&mut *db),
+            "{v}: restored from a dump"
+        );
+    }
     let ahead: i64 = rusqlite::Connection::open(&path)
         .unwrap()
         .query_row(
@@ -726,6 +847,9 @@ fn sqlite_upgrades_a_database_written_by(v: &str) {
     assert_eq!(notes[0]["payload"], json!({"hello": 1}));
     if v != "0.1.0" {
         check_020_keeps_working(&mut *db, &engine);
+    }
+    if has_030(v) {
+        check_030_keeps_working(&mut *db, &engine);
     }
     check_it_keeps_working(&mut *db, &engine);
 
@@ -747,6 +871,11 @@ fn sqlite_upgrades_a_database_written_by_0_1_0() {
 #[test]
 fn sqlite_upgrades_a_database_written_by_0_2_0() {
     sqlite_upgrades_a_database_written_by("0.2.0");
+}
+
+#[test]
+fn sqlite_upgrades_a_database_written_by_0_3_0() {
+    sqlite_upgrades_a_database_written_by("0.3.0");
 }
 
 #[test]
@@ -781,6 +910,7 @@ fn sqlite_refuses_a_newer_schema_naming_both_versions() {
 /// that registered to wait for queue `up-plain` before the upgrade.
 struct PgOld {
     version: &'static str,
+    name: String,
     url: String,
     waiter: postgres::Client,
     columns: Vec<(String, Vec<String>)>,
@@ -806,12 +936,22 @@ fn pg_old(
         .batch_execute("SELECT alk_listen_queue('up-plain', 300)")
         .unwrap();
     // Read first: reading a stream sequences what was published (0.2.0),
-    // which moves rows; the upgrade must not move any.
-    let readings = readings(&mut *Target::postgres(url.clone(), version).connect());
+    // which moves rows; the upgrade must not move any. From 0.3.0 a
+    // sequencer gives offsets (the maintenance worker, when one serves the
+    // database, at its own time): sequenced here, before anything is read.
+    let mut db = Target::postgres(url.clone(), version).connect();
+    if has_030(version) {
+        for stream in ["up-s", "up2-s"] {
+            db.int("alk_sequence", &[t(stream)]);
+        }
+    }
+    let readings = readings(&mut *db);
+    drop(db);
     let columns = columns_pg(&mut c);
     let rows = rows_pg(&mut c, &columns);
     Some(PgOld {
         version,
+        name: name.to_string(),
         url,
         waiter,
         columns,
@@ -892,7 +1032,13 @@ fn check_pg_upgraded(mut old: PgOld, engine: &str, fresh_url: &str) {
     let rows: Vec<String> = rows_pg(&mut c, &old.columns)
         .into_iter()
         .filter(|r| !r.starts_with("meta"))
-        .map(|r| as_pending(&r))
+        .map(|r| {
+            if has_030(old.version) {
+                r
+            } else {
+                as_pending(&r)
+            }
+        })
         .collect();
     let before: Vec<String> = old
         .rows
@@ -926,9 +1072,36 @@ fn check_pg_upgraded(mut old: PgOld, engine: &str, fresh_url: &str) {
         now
     };
     assert_eq!(now, old.readings, "[{engine}] the functions read the same");
-    check_fixture(&mut *db, engine);
+    // An upgraded database dumps and restores whole: every row, and the
+    // same readings (pg_dump's custom format, pg_restore into a new
+    // database; the extension's tables come back by their registrations).
+    let restored = dump_and_restore(&old.url, &format!("{}_restored", old.name));
+    let mut r = pg(&restored);
+    assert_eq!(
+        rows_pg(&mut r, &old.columns)
+            .into_iter()
+            .filter(|r| !r.starts_with("meta"))
+            .collect::<Vec<_>>(),
+        rows_pg(&mut c, &old.columns)
+            .into_iter()
+            .filter(|r| !r.starts_with("meta"))
+            .collect::<Vec<_>>(),
+        "[{engine}] every row of the upgraded database comes back from its dump"
+    );
+    let mut rdb = Target::postgres(restored.clone(), "restored").connect();
+    let then = readings(&mut *rdb);
+    let then = if old.version == "0.1.0" {
+        without_new_keys(then)
+    } else {
+        then
+    };
+    assert_eq!(then, old.readings, "[{engine}] restored from a dump");
+    check_fixture(&mut *db, engine, old.version);
     if old.version != "0.1.0" {
         check_fixture_020(&mut *db, engine);
+    }
+    if has_030(old.version) {
+        check_fixture_030(&mut *db, engine);
     }
 
     // The session that registered before the upgrade is woken by an enqueue after it.
@@ -945,12 +1118,38 @@ fn check_pg_upgraded(mut old: PgOld, engine: &str, fresh_url: &str) {
     if old.version != "0.1.0" {
         check_020_keeps_working(&mut *db, engine);
     }
+    if has_030(old.version) {
+        check_030_keeps_working(&mut *db, engine);
+    }
     check_it_keeps_working(&mut *db, engine);
     assert_same_schema(
         engine,
         &describe_pg(&mut c),
         &describe_pg(&mut pg(fresh_url)),
     );
+}
+
+/// Dumps the database at `url` (custom format) and restores it into a new
+/// database `name`; returns its URL.
+fn dump_and_restore(url: &str, name: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dump.custom");
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.output().expect("run");
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(std::process::Command::new("pg_dump")
+        .args(["-F", "c", "-d", url, "-f"])
+        .arg(&file));
+    let restored = pg_database(name).unwrap();
+    run(std::process::Command::new("pg_restore")
+        .args(["--exit-on-error", "-d", &restored])
+        .arg(&file));
+    restored
 }
 
 fn postgres_extension_alter_extension_update_from(v: &'static str) {
@@ -986,6 +1185,11 @@ fn postgres_extension_alter_extension_update_from_0_1_0() {
 #[test]
 fn postgres_extension_alter_extension_update_from_0_2_0() {
     postgres_extension_alter_extension_update_from("0.2.0");
+}
+
+#[test]
+fn postgres_extension_alter_extension_update_from_0_3_0() {
+    postgres_extension_alter_extension_update_from("0.3.0");
 }
 
 /// `xmin` of every alkstore function and row: changes when anything is rewritten.
@@ -1060,6 +1264,11 @@ fn postgres_plain_script_upgrades_0_1_0_in_place_and_is_rerunnable() {
 #[test]
 fn postgres_plain_script_upgrades_0_2_0_in_place_and_is_rerunnable() {
     postgres_plain_script_upgrades_in_place_and_is_rerunnable("0.2.0");
+}
+
+#[test]
+fn postgres_plain_script_upgrades_0_3_0_in_place_and_is_rerunnable() {
+    postgres_plain_script_upgrades_in_place_and_is_rerunnable("0.3.0");
 }
 
 #[test]

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional
 Job = Dict[str, Any]
 """A claimed job: ``id, queue, payload, attempts, max_attempts, claim_expires_at``."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "AlkstoreError", "Job", "load", "loadable_path", "version",

@@ -4,7 +4,7 @@
 
 -- The installed code's version (alk_version).
 CREATE OR REPLACE FUNCTION alkstore.version() RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '0.3.0'::text $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '0.4.0'::text $$;
 
 -- The schema version this code works on.
 CREATE OR REPLACE FUNCTION alkstore.schema_version() RETURNS integer
