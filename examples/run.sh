@@ -49,6 +49,13 @@ check "python / sqlite" examples/python/expected.txt \
 db=$(fresh_pg python)
 check "python / postgres" examples/python/expected.txt \
   "$venv/bin/python" examples/python/signup.py postgres "host=/var/run/postgresql dbname=$db"
+# A handler that snoozes its job three times on a queue of one attempt
+# (alk_release): it runs a fourth time and is acked.
+check "python / sqlite: snooze" examples/python/snooze.expected.txt \
+  "$venv/bin/python" examples/python/snooze.py sqlite "$work/snooze.db"
+db=$(fresh_pg python_snooze)
+check "python / postgres: snooze" examples/python/snooze.expected.txt \
+  "$venv/bin/python" examples/python/snooze.py postgres "host=/var/run/postgresql dbname=$db"
 
 # The README's round trip with a Python whose sqlite3 cannot load extensions
 # (pyenv's: not Debian's), through apsw; and that sqlite3 there is refused
@@ -119,6 +126,10 @@ check "node / sqlite" examples/node/expected.txt node examples/node/signup.js sq
 db=$(fresh_pg node)
 check "node / postgres" examples/node/expected.txt \
   node examples/node/signup.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"
+check "node / sqlite: snooze" examples/node/snooze.expected.txt node examples/node/snooze.js sqlite "$work/snooze-node.db"
+db=$(fresh_pg node_snooze)
+check "node / postgres: snooze" examples/node/snooze.expected.txt \
+  node examples/node/snooze.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"
 readme_block node-roundtrip > "$work/roundtrip.js"
 printf "{ to: 'ada@example.com' } true\n" > "$work/roundtrip-node.expected"
 check "node / README round trip" "$work/roundtrip-node.expected" \

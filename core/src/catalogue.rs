@@ -207,6 +207,23 @@ pub const FUNCTIONS: &[Function] = &[
         Bool,
         User,
     ),
+    // Giving a claim back (v1.3 §Q).
+    f(
+        "alk_release",
+        Both,
+        &["bigint", "text", "double precision"],
+        2,
+        Bool,
+        User,
+    ),
+    f(
+        "alk_release_batch",
+        Both,
+        &["bigint[]", "text", "double precision"],
+        2,
+        Int,
+        User,
+    ),
     f("alk_cancel", Both, &["bigint"], 1, Bool, User),
     trusted(f("alk_get_job", Both, &["bigint"], 1, Json, User)),
     trusted(f("alk_job_errors", Both, &["bigint"], 1, Json, User)),
@@ -410,7 +427,8 @@ pub fn name_args(function: &str) -> &'static [(usize, NameKind)] {
         | "alk_listen_queue"
         | "alk_unlisten_queue" => &[(0, Queue)],
         "alk_claim" => &[(0, Queue), (1, Worker)],
-        "alk_ack" | "alk_ack_batch" | "alk_retry" | "alk_fail" | "alk_heartbeat" => &[(1, Worker)],
+        "alk_ack" | "alk_ack_batch" | "alk_retry" | "alk_fail" | "alk_heartbeat"
+        | "alk_release" | "alk_release_batch" => &[(1, Worker)],
         "alk_outbox_enqueue"
         | "alk_outbox_stats"
         | "alk_outbox_pause"

@@ -11,7 +11,7 @@ use crate::async_tx::AsyncTxHandle;
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
 use crate::error::{Error, Result};
 use crate::types::Job;
-use crate::worker_core::{Chore, Chores, Outage, Pacing, Settlement, PRUNE_BATCH};
+use crate::worker_core::{Chore, Chores, Handled, Outage, Pacing, Settlement, PRUNE_BATCH};
 use serde_json::Value;
 use std::fmt::Display;
 use std::future::Future;
@@ -34,19 +34,19 @@ pub type PgTransaction = AsyncTransaction<sqlx::Postgres>;
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// What a handler's future gives: `Err` is the retry's error text.
-type Handled<T> = BoxFuture<std::result::Result<T, String>>;
+type Running<T> = BoxFuture<std::result::Result<T, String>>;
 
 /// A handler as the worker runs it.
 enum Handler<DB: AsyncEngine> {
-    /// `Ok(Some(result))` acks with a result.
-    Plain(Arc<dyn Fn(Job) -> Handled<Option<Value>> + Send + Sync>),
+    /// `Ok` says how to settle the job: ack (with a result), or release.
+    Plain(Arc<dyn Fn(Job) -> Running<Settlement> + Send + Sync>),
     /// Gets a transaction and gives it back to be acked in and committed.
     InTx(Arc<TxHandler<DB>>),
 }
 
 /// A transactional handler: gets the job and a transaction, gives it back.
 type TxHandler<DB> =
-    dyn Fn(Job, AsyncTransaction<DB>) -> Handled<AsyncTransaction<DB>> + Send + Sync;
+    dyn Fn(Job, AsyncTransaction<DB>) -> Running<AsyncTransaction<DB>> + Send + Sync;
 
 /// A pool of async handlers for one queue or outbox.
 ///
@@ -137,8 +137,9 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// How long handlers in flight may run on once shutdown is asked for
     /// (default [`DEFAULT_SHUTDOWN_TIMEOUT`]). A handler still running then is
     /// cancelled (dropped at its next `.await`; a transactional handler's
-    /// transaction rolls back) and its job is given back at once, claimable
-    /// again as after a crash, without waiting for its claim to expire.
+    /// transaction rolls back) and its job is given back at once
+    /// (`alk_release`), claimable again without waiting for its claim to
+    /// expire and without spending an attempt: it did not finish.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> AsyncWorker<DB> {
         self.shutdown_timeout = timeout;
         self
@@ -169,7 +170,11 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             shutdown,
             Handler::Plain(Arc::new(move |job| {
                 let fut = handler(job);
-                Box::pin(async move { fut.await.map(|()| None).map_err(|e| e.to_string()) })
+                Box::pin(async move {
+                    fut.await
+                        .map(|()| Settlement::Ack(None))
+                        .map_err(|e| e.to_string())
+                })
             })),
         )
         .await
@@ -191,7 +196,36 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             shutdown,
             Handler::Plain(Arc::new(move |job| {
                 let fut = handler(job);
-                Box::pin(async move { fut.await.map(Some).map_err(|e| e.to_string()) })
+                Box::pin(async move {
+                    fut.await
+                        .map(|result| Settlement::Ack(Some(result)))
+                        .map_err(|e| e.to_string())
+                })
+            })),
+        )
+        .await
+    }
+
+    /// As [`run`](Self::run), but `Ok` says what to do with the job:
+    /// [`Handled::Ack`], [`Handled::AckWith`] a result, or
+    /// [`Handled::Snooze`] — give it back to run again later without
+    /// spending an attempt (`alk_release`, contract v1.3 §Q).
+    pub async fn run_handled<F, Fut, E>(
+        &self,
+        shutdown: impl Future + Send,
+        handler: F,
+    ) -> Result<u64>
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Handled, E>> + Send + 'static,
+        E: Display + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.run_inner(
+            shutdown,
+            Handler::Plain(Arc::new(move |job| {
+                let fut = handler(job);
+                Box::pin(async move { fut.await.map(Settlement::from).map_err(|e| e.to_string()) })
             })),
         )
         .await
@@ -310,7 +344,7 @@ struct Slots<DB: AsyncEngine> {
 
 /// How a handler's run ended.
 enum Outcome<DB: AsyncEngine> {
-    Done(Option<Value>),
+    Done(Settlement),
     Committed(AsyncTransaction<DB>),
     Failed(String),
     /// Still running at the shutdown deadline: cancelled.
@@ -417,7 +451,7 @@ impl<DB: AsyncEngine> Slots<DB> {
         let outcome = self.run_handler(job.clone(), stop).await;
         heartbeat.end();
         let settlement = match outcome? {
-            Outcome::Done(result) => Settlement::Ack(result),
+            Outcome::Done(settlement) => settlement,
             Outcome::Committed(mut tx) => {
                 match AsyncConn::<DB>(&mut *tx).ack_tx(job.id, me).await {
                     Ok(true) => match AsyncTransactionEnd::commit(tx).await {
@@ -444,7 +478,7 @@ impl<DB: AsyncEngine> Slots<DB> {
             }
             Outcome::Cancelled => {
                 tracing::warn!("alkstore: handler still running at the shutdown deadline: cancelled, job given back");
-                Settlement::GiveBack
+                Settlement::Release(None)
             }
         };
         self.queue.store().run(settlement.call(job.id, me)?).await
@@ -458,7 +492,7 @@ impl<DB: AsyncEngine> Slots<DB> {
                 let fut = h(job);
                 tokio::spawn(async move {
                     match fut.await {
-                        Ok(result) => Outcome::Done(result),
+                        Ok(settlement) => Outcome::Done(settlement),
                         Err(e) => Outcome::Failed(e),
                     }
                 })

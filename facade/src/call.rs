@@ -270,6 +270,27 @@ pub fn heartbeat(job_id: i64, worker: &str, extend: Option<Duration>) -> Result<
     Ok(Call::new("alk_heartbeat", args, boolean))
 }
 
+/// `alk_release`: true if `worker` held an unexpired claim on the job, now
+/// given back without spending an attempt; pending again after `delay`
+/// (`None`: at once). Contract v1.3 §Q.
+pub fn release(job_id: i64, worker: &str, delay: Option<Duration>) -> Result<Call<bool>> {
+    check(NameKind::Worker, worker)?;
+    let args = vec![job_id.into(), worker.into(), Arg::opt_secs(delay)];
+    Ok(Call::new("alk_release", args, boolean))
+}
+
+/// `alk_release_batch`: how many of the jobs `worker` held unexpired claims
+/// on, now given back as [`release`] gives one back.
+pub fn release_batch(job_ids: &[i64], worker: &str, delay: Option<Duration>) -> Result<Call<i64>> {
+    check(NameKind::Worker, worker)?;
+    let args = vec![
+        Arg::Ids(job_ids.to_vec()),
+        worker.into(),
+        Arg::opt_secs(delay),
+    ];
+    Ok(Call::new("alk_release_batch", args, int))
+}
+
 /// `alk_cancel`: true if a pending or running job was removed.
 pub fn cancel(job_id: i64) -> Call<bool> {
     Call::new("alk_cancel", vec![job_id.into()], boolean)

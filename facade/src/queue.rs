@@ -102,6 +102,25 @@ impl Queue {
         call::heartbeat(job_id, worker, extend)?.run_on(&*self.engine)
     }
 
+    /// Gives a job back without spending an attempt (`alk_release`,
+    /// contract v1.3 §Q): pending again after `delay` (`None`: at once),
+    /// its attempts as before the claim, no error recorded. True if this
+    /// worker held an unexpired claim on it.
+    pub fn release(&self, job_id: i64, worker: &str, delay: Option<Duration>) -> Result<bool> {
+        call::release(job_id, worker, delay)?.run_on(&*self.engine)
+    }
+
+    /// Gives many jobs back as [`Queue::release`] does; returns how many
+    /// this worker held.
+    pub fn release_batch(
+        &self,
+        job_ids: &[i64],
+        worker: &str,
+        delay: Option<Duration>,
+    ) -> Result<i64> {
+        call::release_batch(job_ids, worker, delay)?.run_on(&*self.engine)
+    }
+
     /// Removes a pending or running job.
     pub fn cancel(&self, job_id: i64) -> Result<bool> {
         call::cancel(job_id).run_on(&*self.engine)

@@ -10,7 +10,7 @@ use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
 use crate::types::Job;
 use crate::worker_core::{
-    Chore, Chores, Outage, Pacing, Settlement, DEFAULT_SWEEP_EVERY, PRUNE_BATCH,
+    Chore, Chores, Handled, Outage, Pacing, Settlement, DEFAULT_SWEEP_EVERY, PRUNE_BATCH,
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,7 +142,7 @@ impl Worker {
         F: Fn(&Job) -> std::result::Result<(), String> + Sync,
     {
         self.run_inner(stop, &|job: &Job, _: &str| {
-            handler(job).map(|()| Settle::Ack(None))
+            handler(job).map(|()| Settle::Settle(Settlement::Ack(None)))
         })
     }
 
@@ -154,7 +154,36 @@ impl Worker {
         F: Fn(&Job) -> std::result::Result<serde_json::Value, String> + Sync,
     {
         self.run_inner(stop, &|job: &Job, _: &str| {
-            handler(job).map(|result| Settle::Ack(Some(result)))
+            handler(job).map(|result| Settle::Settle(Settlement::Ack(Some(result))))
+        })
+    }
+
+    /// As [`run`](Self::run), but `Ok` says what to do with the job:
+    /// [`Handled::Ack`], [`Handled::AckWith`] a result, or
+    /// [`Handled::Snooze`] — give it back to run again later without
+    /// spending an attempt (`alk_release`, contract v1.3 §Q).
+    ///
+    /// ```no_run
+    /// # fn main() -> alkstore::Result<()> {
+    /// # let store = alkstore::open("sqlite:app.db")?;
+    /// # let stop = alkstore::Stop::new();
+    /// use alkstore::Handled;
+    /// use std::time::Duration;
+    /// alkstore::Worker::new(store.queue("exports")?, "exporter")
+    ///     .run_handled(&stop, |job| {
+    ///         if job.payload["after"].as_i64() > Some(0) {
+    ///             return Ok(Handled::Snooze(Duration::from_secs(30))); // not yet
+    ///         }
+    ///         Ok(Handled::Ack)
+    ///     })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn run_handled<F>(&self, stop: &Stop, handler: F) -> Result<u64>
+    where
+        F: Fn(&Job) -> std::result::Result<Handled, String> + Sync,
+    {
+        self.run_inner(stop, &|job: &Job, _: &str| {
+            handler(job).map(|handled| Settle::Settle(handled.into()))
         })
     }
 
@@ -320,7 +349,11 @@ impl Worker {
                 };
                 let _settle = tracing::info_span!(
                     "alkstore.ack",
-                    outcome = if outcome.is_ok() { "ack" } else { "retry" }
+                    outcome = match &outcome {
+                        Ok(Settle::Settle(Settlement::Release(_))) => "release",
+                        Ok(_) => "ack",
+                        Err(_) => "retry",
+                    }
                 )
                 .entered();
                 // A job whose ack or retry is lost with the connection stays
@@ -328,7 +361,7 @@ impl Worker {
                 // at least once, never lost.
                 let settlement = match outcome {
                     Ok(Settle::Done) => None,
-                    Ok(Settle::Ack(result)) => Some(Settlement::Ack(result)),
+                    Ok(Settle::Settle(settlement)) => Some(settlement),
                     Err(e) => Some(Settlement::Retry(e)),
                 };
                 let settled = settlement.map_or(Ok(()), |s| {
@@ -401,8 +434,8 @@ type Handler<'a> = dyn Fn(&Job, &str) -> std::result::Result<Settle, String> + S
 
 /// What is left to do once a handler succeeded.
 enum Settle {
-    /// Ack the job, with a result to keep if any.
-    Ack(Option<serde_json::Value>),
+    /// Ack the job (with a result to keep if any), or give it back.
+    Settle(Settlement),
     /// Nothing: the handler's transaction acked it.
     Done,
 }

@@ -15,6 +15,24 @@ pub(crate) const PRUNE_BATCH: i64 = 1000;
 /// unless told otherwise.
 pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(1);
 
+/// What a handler asks of its worker when it returns without an error
+/// ([`Worker::run_handled`](crate::Worker::run_handled),
+/// [`AsyncWorker::run_handled`](crate::AsyncWorker::run_handled)).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Handled {
+    /// Done: ack the job.
+    Ack,
+    /// Done: ack the job with a result, kept while the queue retains
+    /// completed jobs.
+    AckWith(serde_json::Value),
+    /// Not now: give the job back to run again after this long, without
+    /// spending an attempt or recording an error (`alk_release`, contract
+    /// v1.3 §Q) — River's and Oban's "snooze". A job may snooze any number
+    /// of times, also on a queue with `max_attempts` 1.
+    Snooze(Duration),
+}
+
 /// How a job ends once its handler is done.
 pub(crate) enum Settlement {
     /// It succeeded: ack, keeping the result while the queue retains
@@ -23,15 +41,20 @@ pub(crate) enum Settlement {
     /// It failed (an error, a panic, a commit that did not land): retry
     /// with the stamped backoff, or dead when its attempts are used up.
     Retry(String),
-    /// It was still running at the shutdown deadline: give the claim back
-    /// (it expires at once) without spending an attempt's outcome. (Only
-    /// the async worker cancels handlers.)
-    #[cfg(any(
-        feature = "sqlx-postgres",
-        feature = "sqlx-sqlite",
-        feature = "tokio-postgres"
-    ))]
-    GiveBack,
+    /// Give the claim back without spending an attempt (`alk_release`):
+    /// the handler snoozed the job for this long, or (`None`: claimable at
+    /// once) it was still running at the async worker's shutdown deadline.
+    Release(Option<Duration>),
+}
+
+impl From<Handled> for Settlement {
+    fn from(handled: Handled) -> Settlement {
+        match handled {
+            Handled::Ack => Settlement::Ack(None),
+            Handled::AckWith(result) => Settlement::Ack(Some(result)),
+            Handled::Snooze(delay) => Settlement::Release(Some(delay)),
+        }
+    }
 }
 
 impl Settlement {
@@ -45,14 +68,7 @@ impl Settlement {
                 call::ack_with_result(job_id, worker, &result)?.discard()
             }
             Settlement::Retry(error) => call::retry(job_id, worker, &error, None)?.discard(),
-            #[cfg(any(
-                feature = "sqlx-postgres",
-                feature = "sqlx-sqlite",
-                feature = "tokio-postgres"
-            ))]
-            Settlement::GiveBack => {
-                call::heartbeat(job_id, worker, Some(Duration::from_millis(1)))?.discard()
-            }
+            Settlement::Release(delay) => call::release(job_id, worker, delay)?.discard(),
         })
     }
 }

@@ -11,7 +11,7 @@ mod common;
 
 use alkstore::{
     AsyncConn, AsyncEngine, AsyncStore, AsyncTransactionEnd, AsyncTxHandle, AsyncWorker,
-    EnqueueOpts, QueueOpts,
+    EnqueueOpts, Handled, QueueOpts,
 };
 use async_common::{eventually, queue, sqlite_store, stats, stores, tokio_stores};
 use common::{fresh, ms};
@@ -496,10 +496,12 @@ async fn shutdown_lets_handlers_finish_then_cancels_and_gives_back_the_rest_on<D
         "[{target}] finished within the deadline: {job}"
     );
     let again = q.claim("after-shutdown", 1).await.unwrap();
+    // Given back by alk_release: claimable at once, and its cancelled run
+    // did not count as an attempt.
     assert_eq!(
         again.iter().map(|j| (j.id, j.attempts)).collect::<Vec<_>>(),
-        [(stuck, 2)],
-        "[{target}] the cancelled job was given back at once"
+        [(stuck, 1)],
+        "[{target}] the cancelled job was given back at once, its attempt not spent"
     );
     q.ack(stuck, "after-shutdown").await.unwrap();
 }
@@ -685,4 +687,54 @@ async fn run_slow_jobs_in_a_row<DB: AsyncEngine>(label: &str, store: &AsyncStore
         "[{label}] heartbeats kept the claims: {first:?} {second:?}"
     );
     assert_eq!(handled, 2, "[{label}]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handler_that_snoozes_runs_again_without_spending_an_attempt() {
+    on_every_store!(a_handler_that_snoozes_runs_again_without_spending_an_attempt_on);
+}
+
+/// Contract v1.3 §Q: a handler snoozes its job three times on a queue with
+/// `max_attempts` 1; it runs a fourth time, as its first attempt still, and
+/// is acked.
+async fn a_handler_that_snoozes_runs_again_without_spending_an_attempt_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let name = queue(&store, "async-snooze", QueueOpts::new().max_attempts(1)).await;
+    let q = store.queue(&name).unwrap();
+    let id = q.enqueue(&EnqueueOpts::new(), &json!({})).await.unwrap();
+    let attempts: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let (done, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let done = Arc::new(Mutex::new(Some(done)));
+    let handler = {
+        let attempts = attempts.clone();
+        move |job: alkstore::Job| {
+            let (attempts, done) = (attempts.clone(), done.clone());
+            async move {
+                let mut seen = attempts.lock().unwrap();
+                seen.push(job.attempts);
+                if seen.len() < 4 {
+                    return Ok::<_, String>(Handled::Snooze(ms(20)));
+                }
+                if let Some(tx) = done.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                Ok(Handled::Ack)
+            }
+        }
+    };
+    let worker = AsyncWorker::new(q.clone(), "snoozer").poll_every(ms(20));
+    let handled = tokio::time::timeout(
+        Duration::from_secs(60),
+        worker.run_handled(shutdown, handler),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("[{target}] the job did not run four times"))
+    .unwrap();
+    assert_eq!(handled, 4, "[{target}]");
+    assert_eq!(*attempts.lock().unwrap(), [1, 1, 1, 1], "[{target}]");
+    let job = store.call("alk_get_job", &[id.into()]).await.unwrap();
+    assert_eq!(job, Value::Null, "[{target}] acked: {job}");
+    assert_eq!(stats(&store, &name).await["dead"], 0, "[{target}]");
 }

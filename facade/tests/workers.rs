@@ -1,7 +1,7 @@
 //! Workers, outbox delivery loops and leases through the facade.
 
 mod common;
-use alkstore::{EnqueueOpts, QueueOpts, Retried, Stop, TxHandle, Worker};
+use alkstore::{EnqueueOpts, Handled, QueueOpts, Retried, Stop, TxHandle, Worker};
 use common::*;
 use serde_json::json;
 use std::collections::HashMap;
@@ -713,5 +713,52 @@ fn a_worker_sweeps_its_queue_so_a_job_expired_before_it_came_due_goes_dead() {
                 target.name()
             );
         }
+    }
+}
+
+/// Contract v1.3 §Q: a handler snoozes its job three times on a queue with
+/// `max_attempts` 1; it runs a fourth time, as its first attempt still, and
+/// is acked. A snooze's delay holds the job back meanwhile.
+#[test]
+fn a_handler_that_snoozes_runs_again_without_spending_an_attempt() {
+    for target in targets() {
+        let store = target.open();
+        let queue = store.queue(&fresh("snooze")).unwrap();
+        queue.configure(&QueueOpts::new().max_attempts(1)).unwrap();
+        let id = queue.enqueue(&EnqueueOpts::new(), &json!({})).unwrap();
+        let runs: Mutex<Vec<(i64, std::time::Instant)>> = Mutex::new(Vec::new());
+        let stop = Stop::new();
+        let handled = Worker::new(queue.clone(), "snoozer")
+            .run_handled(&stop, |job| {
+                let mut runs = runs.lock().unwrap();
+                runs.push((job.attempts, std::time::Instant::now()));
+                if runs.len() < 4 {
+                    return Ok(Handled::Snooze(ms(100)));
+                }
+                stop.stop();
+                Ok(Handled::Ack)
+            })
+            .unwrap();
+        let runs = runs.into_inner().unwrap();
+        assert_eq!(handled, 4, "[{}]", target.name());
+        assert_eq!(
+            runs.iter().map(|r| r.0).collect::<Vec<_>>(),
+            [1, 1, 1, 1],
+            "[{}]",
+            target.name()
+        );
+        for pair in runs.windows(2) {
+            assert!(
+                pair[1].1 - pair[0].1 >= ms(100),
+                "[{}] ran again before its snooze ended",
+                target.name()
+            );
+        }
+        assert!(
+            store.get_job(id).unwrap().is_none(),
+            "[{}] acked",
+            target.name()
+        );
+        assert_eq!(queue.stats().unwrap()["dead"], 0, "[{}]", target.name());
     }
 }

@@ -14,5 +14,13 @@ export function claim(db: Connection, queue: string, worker: string, maxJobs?: n
 export function ack(db: Connection, jobId: number, worker: string, result?: unknown): Promise<boolean>;
 export function retry(db: Connection, jobId: number, worker: string, error: string, delayS?: number | null): Promise<string | null>;
 export function fail(db: Connection, jobId: number, worker: string, error: string): Promise<boolean>;
+/** Gives a held job back without spending an attempt (alk_release). */
+export function release(db: Connection, jobId: number, worker: string, delayS?: number | null): Promise<boolean>;
+/** release for many jobs: how many this worker held. */
+export function releaseBatch(db: Connection, jobIds: number[], worker: string, delayS?: number | null): Promise<number>;
+/** Returned by a work() handler: run the job again after `seconds`, no attempt spent. */
+export class Snooze { constructor(seconds: number); readonly seconds: number; }
+export function snooze(seconds: number): Snooze;
+/** handler: return a result to ack with it, or snooze(seconds); throw to retry. */
 export function work(db: Connection, queue: string, worker: string, handler: (job: Job) => unknown,
   opts?: { signal?: AbortSignal; idleMs?: number }): Promise<number>;

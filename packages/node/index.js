@@ -105,10 +105,36 @@ async function fail(db, jobId, worker, error) {
   return r === true || r === 1;
 }
 
+/** Gives a held job back without spending an attempt (alk_release): pending
+ * again after delayS seconds (null: at once). True if this worker held an
+ * unexpired claim on it. */
+async function release(db, jobId, worker, delayS = null) {
+  const r = await one(db, 'SELECT alk_release($1, $2, $3)', 'SELECT alk_release(?, ?, ?)', [jobId, worker, delayS]);
+  return r === true || r === 1;
+}
+
+/** release for many jobs; resolves to how many this worker held. */
+async function releaseBatch(db, jobIds, worker, delayS = null) {
+  const n = isPostgres(db)
+    ? await one(db, 'SELECT alk_release_batch($1::bigint[], $2, $3)', null, [jobIds, worker, delayS])
+    : await one(db, null, 'SELECT alk_release_batch(?, ?, ?)', [JSON.stringify(jobIds), worker, delayS]);
+  return Number(n);
+}
+
+/** What a work() handler returns to run its job again after `seconds`, without
+ * spending an attempt or recording an error (alk_release). */
+class Snooze {
+  constructor(seconds) { this.seconds = Number(seconds); }
+}
+
+/** `return alkstore.snooze(30)` from a work() handler: see Snooze. */
+const snooze = (seconds) => new Snooze(seconds);
+
 /**
  * Runs handler(job) for each job of queue until signal aborts: acks on
  * return (a non-undefined return value is kept as the result), retries with
- * the queue's backoff on a throw. Waits without busy polling: on PostgreSQL
+ * the queue's backoff on a throw; a returned snooze(seconds) gives the job
+ * back to run again after that long without spending an attempt. Waits without busy polling: on PostgreSQL
  * by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA data_version.
  * Resolves to the number of jobs handled.
  */
@@ -123,7 +149,8 @@ async function work(db, queue, worker, handler, { signal, idleMs = 5000 } = {}) 
     for (const job of jobs) {
       try {
         const result = await handler(job);
-        await ack(db, job.id, worker, result);
+        if (result instanceof Snooze) await release(db, job.id, worker, result.seconds);
+        else await ack(db, job.id, worker, result);
       } catch (e) {
         await retry(db, job.id, worker, String(e && e.message ? e.message : e));
       }
@@ -150,4 +177,7 @@ async function work(db, queue, worker, handler, { signal, idleMs = 5000 } = {}) 
   return handled;
 }
 
-module.exports = { VERSION, AlkstoreError, loadablePath, load, version, enqueue, claim, ack, retry, fail, work };
+module.exports = {
+  VERSION, AlkstoreError, loadablePath, load, version, enqueue, claim, ack, retry, fail,
+  release, releaseBatch, Snooze, snooze, work,
+};

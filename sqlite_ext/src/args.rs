@@ -84,6 +84,18 @@ impl<'a> Args<'a> {
             .ok_or_else(|| ContractError::new(Code::InvalidArgument, "job_id must not be NULL"))
     }
 
+    /// A list of job ids: a JSON array of integers (`alk_ack_batch`,
+    /// `alk_release_batch`; PostgreSQL's `bigint[]` without NULLs).
+    pub fn job_ids(&self, i: usize) -> Result<Vec<i64>> {
+        let text = self.opt_text(i, "job_ids")?.unwrap_or("");
+        serde_json::from_str(text).map_err(|_| {
+            ContractError::new(
+                Code::InvalidArgument,
+                "job_ids must be a JSON array of integers",
+            )
+        })
+    }
+
     /// A JSON payload as text: JSON text, or an SQL number taken as a JSON number.
     pub fn payload(&self, i: usize, what: &str) -> Result<Cow<'a, str>> {
         let a = self.arg(i);

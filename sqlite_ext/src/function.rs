@@ -6,7 +6,7 @@ use crate::conn::{Conn, ConnState};
 use crate::error::Result;
 use crate::ffi::{Ctx, Db};
 use crate::sys::{sqlite3_context, sqlite3_value};
-use crate::{admin, init, lock, notify, outbox, pause, prune, queue, schedule, stream};
+use crate::{admin, init, lock, notify, outbox, pause, prune, queue, release, schedule, stream};
 use alkstore_core::catalogue;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -53,6 +53,8 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_retry", WRITES, queue::retry),
     (c"alk_fail", WRITES, queue::fail),
     (c"alk_heartbeat", WRITES, queue::heartbeat),
+    (c"alk_release", WRITES, release::release),
+    (c"alk_release_batch", WRITES, release::release_batch),
     (c"alk_cancel", WRITES, queue::cancel),
     (c"alk_get_job", READS, queue::get_job),
     (c"alk_job_errors", READS, queue::job_errors),

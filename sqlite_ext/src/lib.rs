@@ -36,6 +36,7 @@ mod outbox;
 mod pause;
 mod prune;
 mod queue;
+mod release;
 mod schedule;
 pub mod sql;
 mod stream;

@@ -644,14 +644,7 @@ fn ack_held(
 
 /// `alk_ack_batch(job_ids, worker)` → number acked; `job_ids` is a JSON array of integers.
 pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
-    let text = args.opt_text(0, "job_ids")?.unwrap_or("");
-    let ids: Vec<i64> = serde_json::from_str(text).or_else(|_| {
-        err(
-            Code::InvalidArgument,
-            "job_ids must be a JSON array of integers",
-        )
-        .map_err(crate::error::Error::from)
-    })?;
+    let ids = args.job_ids(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let list = json::int_array(&ids);
     // Plain jobs (no group, not kept) in one DELETE; what is left of the

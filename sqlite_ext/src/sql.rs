@@ -34,10 +34,11 @@ pub fn schema_objects() -> &'static [(String, String)] {
     })
 }
 
-const SOURCES: [&str; 11] = [
+const SOURCES: [&str; 12] = [
     include_str!("../sql/schedule.sql"),
     include_str!("../sql/admin.sql"),
     include_str!("../sql/queue.sql"),
+    include_str!("../sql/release.sql"),
     include_str!("../sql/limit.sql"),
     include_str!("../sql/group.sql"),
     include_str!("../sql/deps.sql"),
@@ -57,7 +58,13 @@ fn catalogue() -> &'static HashMap<&'static str, &'static str> {
                 let (name, body) = block.split_once('\n').unwrap_or((block, ""));
                 // A block ends at the first blank line; comments after it belong to the next one.
                 let body = body.split("\n\n").next().unwrap_or("").trim();
-                map.insert(name.trim(), body);
+                // A second statement of the same name would replace the
+                // first for every caller (a savepoint's `release`, once).
+                let name = name.trim();
+                assert!(
+                    map.insert(name, body).is_none(),
+                    "two SQL statements named {name:?}"
+                );
             }
         }
         map

@@ -145,6 +145,32 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         Autocommit(&self.store).fail_tx(job_id, worker, error).await
     }
 
+    /// Gives a job back without spending an attempt (`alk_release`,
+    /// contract v1.3 §Q): pending again after `delay` (`None`: at once),
+    /// its attempts as before the claim, no error recorded. True if this
+    /// worker held an unexpired claim on it.
+    pub async fn release(
+        &self,
+        job_id: i64,
+        worker: &str,
+        delay: Option<Duration>,
+    ) -> Result<bool> {
+        self.store.run(call::release(job_id, worker, delay)?).await
+    }
+
+    /// Gives many jobs back as [`AsyncQueue::release`] does; returns how
+    /// many this worker held.
+    pub async fn release_batch(
+        &self,
+        job_ids: &[i64],
+        worker: &str,
+        delay: Option<Duration>,
+    ) -> Result<i64> {
+        self.store
+            .run(call::release_batch(job_ids, worker, delay)?)
+            .await
+    }
+
     /// Extends the claim by `extend` (`None`: the stamped visibility
     /// timeout); true if this worker held it.
     pub async fn heartbeat(

@@ -25,7 +25,7 @@ __version__ = "0.4.0"
 
 __all__ = [
     "AlkstoreError", "Job", "load", "loadable_path", "version",
-    "enqueue", "claim", "ack", "retry", "fail", "work",
+    "enqueue", "claim", "ack", "retry", "fail", "release", "release_batch", "Snooze", "work",
 ]
 
 
@@ -161,12 +161,39 @@ def fail(conn: Any, job_id: int, worker: str, error: str) -> bool:
     return bool(_one(conn, "SELECT alk_fail(?, ?, ?)", (job_id, worker, error)))
 
 
+def release(conn: Any, job_id: int, worker: str, delay_s: Optional[float] = None) -> bool:
+    """Gives a held job back without spending an attempt (``alk_release``):
+    pending again after ``delay_s`` (None: at once). True if this worker
+    held an unexpired claim on it."""
+    return bool(_one(conn, "SELECT alk_release(?, ?, ?)", (job_id, worker, delay_s)))
+
+
+def release_batch(conn: Any, job_ids: List[int], worker: str, delay_s: Optional[float] = None) -> int:
+    """``release`` for many jobs; returns how many this worker held."""
+    if _is_postgres(conn):
+        return _one(conn, "SELECT alk_release_batch(?::bigint[], ?, ?)", (list(job_ids), worker, delay_s))
+    return _one(conn, "SELECT alk_release_batch(?, ?, ?)", (_json(list(job_ids)), worker, delay_s))
+
+
+class Snooze:
+    """What a ``work`` handler returns to run its job again after
+    ``seconds``, without spending an attempt or recording an error
+    (``alk_release``): ``return alkstore.Snooze(30)``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = float(seconds)
+
+    def __repr__(self) -> str:
+        return f"Snooze({self.seconds})"
+
+
 def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
          stop: Optional[threading.Event] = None, idle_timeout: float = 5.0) -> int:
     """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
     ``threading.Event``) is set: acks on return (the return value, if not
     None, is kept as the result), retries with the queue's backoff on an
-    exception. Waits for work without busy polling: on PostgreSQL by LISTEN
+    exception; a returned ``Snooze(seconds)`` gives the job back to run
+    again after that long without spending an attempt. Waits for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another
     connection changes it). Returns the number of jobs handled."""
@@ -184,7 +211,10 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
             except Exception as e:  # noqa: BLE001 — any failure is a retry
                 retry(conn, job["id"], worker, f"{type(e).__name__}: {e}")
             else:
-                ack(conn, job["id"], worker, result)
+                if isinstance(result, Snooze):
+                    release(conn, job["id"], worker, result.seconds)
+                else:
+                    ack(conn, job["id"], worker, result)
             handled += 1
         if jobs:
             continue

@@ -52,9 +52,14 @@
     requires = ["rotate"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/release.sql",
+    name = "release",
+    requires = ["queue"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/ack.sql",
     name = "ack",
-    requires = ["queue"]
+    requires = ["release"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/generated/ack_full.sql",

@@ -72,6 +72,8 @@ BEGIN
     ('alk_retry(bigint, text, text, double precision)', 'alkstore_user'),
     ('alk_fail(bigint, text, text)', 'alkstore_user'),
     ('alk_heartbeat(bigint, text, double precision)', 'alkstore_user'),
+    ('alk_release(bigint, text, double precision)', 'alkstore_user'),
+    ('alk_release_batch(bigint[], text, double precision)', 'alkstore_user'),
     ('alk_cancel(bigint)', 'alkstore_user'),
     ('alk_get_job(bigint)', 'alkstore_user'),
     ('alk_job_errors(bigint)', 'alkstore_user'),
