@@ -2678,57 +2678,106 @@ BEGIN
   RETURN alkstore.stats(alkstore.name('queue', queue));
 END $$;
 
+-- Whether group g of queue q can be handed on now without waiting: its row
+-- is locked here (SKIP LOCKED), or it has none. False while another
+-- transaction holds it — an enqueue into the group, left open.
+CREATE OR REPLACE FUNCTION alkstore.group_lockable(q text, g text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF g IS NULL THEN
+    RETURN true;
+  END IF;
+  PERFORM FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g FOR UPDATE SKIP LOCKED;
+  RETURN FOUND OR NOT EXISTS (SELECT FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g);
+END $$;
+
+-- The jobs a sweep ends now: expired pending (waiting, scheduled, parked)
+-- jobs and final claims past their deadline, of queue q or of every queue.
+-- From indexes (jobs_deadline, jobs_waiting), not a scan of the table, and
+-- locked as read: a job another transaction holds (one open for minutes,
+-- say) is left to the next sweep rather than stalling this one and the
+-- background worker behind it, and so is a job whose group's row another
+-- transaction holds. alone: only the jobs whose end touches no other row
+-- (no group to hand on, no dependents to fail); else only the others, at
+-- most lim of them.
+CREATE OR REPLACE FUNCTION alkstore.sweep_candidates(q text, now timestamptz, alone boolean, lim integer)
+RETURNS TABLE (id bigint, state text)
+LANGUAGE sql AS $$
+  WITH d AS (
+    SELECT e.id, e.state FROM alkstore.jobs e
+     WHERE (e.state = 'running' OR (e.state IN ('pending', 'scheduled') AND e.expires_at IS NOT NULL))
+       AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+       AND (e.state <> 'running' OR e.attempts >= e.max_attempts)
+       AND (q IS NULL OR e.queue = q)
+       AND (e.group_key IS NULL AND NOT coalesce(e.dependents, false)) = alone
+       AND (alone OR alkstore.group_lockable(e.queue, e.group_key))
+     FOR UPDATE SKIP LOCKED
+  ), w AS (
+    SELECT e.id, e.state FROM alkstore.jobs e
+     WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
+       AND (e.group_key IS NULL AND NOT coalesce(e.dependents, false)) = alone
+       AND (alone OR alkstore.group_lockable(e.queue, e.group_key))
+     FOR UPDATE SKIP LOCKED
+  ), p AS (
+    SELECT e.id, e.state FROM alkstore.parked k JOIN alkstore.jobs e ON e.id = k.id -- (limit.sql)
+     WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR k.queue = q)
+       AND (e.group_key IS NULL AND NOT coalesce(e.dependents, false)) = alone
+       AND (alone OR alkstore.group_lockable(e.queue, e.group_key))
+     FOR UPDATE OF e SKIP LOCKED
+  )
+  SELECT * FROM (SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p) x LIMIT lim
+$$;
+
+-- The end of the candidates (alkstore.sweep_candidates: ids and the states
+-- they were read in), each checked again as it is made: dead, with the
+-- error that says why. Returns what is left to do for each. By index
+-- (enable_seqscan = off): it updates jobs by a set of ids (schema.sql).
+CREATE OR REPLACE FUNCTION alkstore.sweep_end(ids bigint[], states text[], now timestamptz)
+RETURNS TABLE (id bigint, was text, queue text, group_key text, dependents boolean, limit_key text)
+LANGUAGE sql SET enable_seqscan = off AS $$
+  UPDATE alkstore.jobs j
+     SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
+         last_error = CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
+                           ELSE 'expired' END,
+         errors = alkstore.push_error(j.errors, j.attempts,
+                    CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
+                         ELSE 'expired' END),
+         prune_at = alkstore.dead_prune_at(j.queue, now)
+    FROM unnest(ids, states) AS x(id, state)
+   WHERE j.id = x.id AND j.state = x.state
+     AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
+     AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
+  RETURNING j.id, x.state, j.queue, j.group_key, coalesce(j.dependents, false), j.limit_key
+$$;
+
 -- Expired pending (waiting, scheduled, parked) jobs and final claims past their
--- deadline go dead; a finished head hands its group on. Then scheduled jobs
--- that came due become pending, at most 2,000 a call (ahead.sql): a short
--- transaction (tens of milliseconds), however many came due at once; the
--- next call moves more, and claims take the others meanwhile.
+-- deadline go dead; a finished head hands its group on, dependents of a
+-- dead job go dead. Then scheduled jobs that came due become pending, at
+-- most 2,000 a call (ahead.sql): a short transaction (tens of
+-- milliseconds), however many came due at once; the next call moves more,
+-- and claims take the others meanwhile.
+--
+-- A sweep (the maintenance worker's, every worker's) never waits for an
+-- application's transaction (issue 57): the jobs it ends are chosen with
+-- SKIP LOCKED, and the end of a job that reaches other rows — its group's
+-- row, which an open enqueue into that group holds; its dependents and
+-- theirs — runs in a block of its own whose lock waits give up after
+-- 10 ms (lock_timeout), undone, left to the next sweep. At most 32 such
+-- jobs a call (each block is a subtransaction).
 CREATE OR REPLACE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q   text := CASE WHEN queue IS NULL THEN NULL ELSE alkstore.name('queue', queue) END;
   now timestamptz := clock_timestamp();
   n   integer := 0;
+  c   record;
   r   record;
-  dj  bigint[] := '{}'; -- dead-lettered jobs that jobs depend on (deps.sql)
+  lt  text := current_setting('lock_timeout');
 BEGIN
-  -- The candidates from indexes (jobs_deadline, jobs_waiting), not a scan
-  -- of the table, and locked as read: a job another transaction holds
-  -- (one open for minutes, say) is left to the next sweep rather than
-  -- stalling this one and the background worker behind it. Each is
-  -- checked again as it is updated.
   FOR r IN
-    WITH d AS (
-      SELECT e.id, e.state FROM alkstore.jobs e
-       WHERE (e.state = 'running' OR (e.state IN ('pending', 'scheduled') AND e.expires_at IS NOT NULL))
-         AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
-         AND (e.state <> 'running' OR e.attempts >= e.max_attempts)
-         AND (q IS NULL OR e.queue = q)
-       FOR UPDATE SKIP LOCKED
-    ), w AS (
-      SELECT e.id, e.state FROM alkstore.jobs e
-       WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
-       FOR UPDATE SKIP LOCKED
-    ), p AS (
-      SELECT e.id, e.state FROM alkstore.parked k JOIN alkstore.jobs e ON e.id = k.id -- (limit.sql)
-       WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR k.queue = q)
-       FOR UPDATE OF e SKIP LOCKED
-    ), x AS (
-      SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p
-    )
-    UPDATE alkstore.jobs j
-       SET state = 'dead', claimed_by = NULL, claim_expires_at = NULL,
-           last_error = CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
-                             ELSE 'expired' END,
-           errors = alkstore.push_error(j.errors, j.attempts,
-                      CASE WHEN x.state = 'running' THEN 'visibility timeout exceeded on final attempt'
-                           ELSE 'expired' END),
-           prune_at = alkstore.dead_prune_at(j.queue, now)
-      FROM x
-     WHERE j.id = x.id AND j.state = x.state
-       AND CASE WHEN j.state = 'running' THEN j.claim_expires_at ELSE j.expires_at END <= now
-       AND (j.state <> 'running' OR j.attempts >= j.max_attempts)
-    RETURNING j.id, j.queue, j.group_key, x.state AS was, j.dependents, j.limit_key
+    SELECT e.* FROM (SELECT array_agg(x.id) AS ids, array_agg(x.state) AS states
+                       FROM alkstore.sweep_candidates(q, now, true, NULL) x) found,
+                    alkstore.sweep_end(found.ids, found.states, now) e
   LOOP
     n := n + 1;
     IF r.was IN ('running', 'pending') AND r.limit_key IS NOT NULL THEN
@@ -2736,14 +2785,30 @@ BEGIN
     ELSIF r.was = 'parked' THEN
       DELETE FROM alkstore.parked p WHERE p.id = r.id;
     END IF;
-    IF r.group_key IS NOT NULL THEN
-      PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
-    END IF;
-    IF r.dependents THEN
-      dj := dj || r.id;
-    END IF;
   END LOOP;
-  PERFORM alkstore.deps_failed(dj, 'dead');
+  PERFORM set_config('lock_timeout', '10ms', true);
+  FOR c IN SELECT x.id, x.state FROM alkstore.sweep_candidates(q, now, false, 32) x LOOP
+    BEGIN
+      SELECT * INTO r FROM alkstore.sweep_end(ARRAY[c.id], ARRAY[c.state], now);
+      IF FOUND THEN
+        IF r.was IN ('running', 'pending') AND r.limit_key IS NOT NULL THEN
+          PERFORM alkstore.unpark(r.queue, r.limit_key);
+        ELSIF r.was = 'parked' THEN
+          DELETE FROM alkstore.parked p WHERE p.id = r.id;
+        END IF;
+        IF r.group_key IS NOT NULL THEN
+          PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
+        END IF;
+        IF r.dependents THEN
+          PERFORM alkstore.deps_failed(ARRAY[r.id], 'dead');
+        END IF;
+        n := n + 1;
+      END IF;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL; -- an application's open transaction holds a row this end needs
+    END;
+  END LOOP;
+  PERFORM set_config('lock_timeout', lt, true);
   PERFORM alkstore.make_due(q, 2000);
   -- Last: its locks are held to the commit (rotate.sql; only when this
   -- call is a transaction of its own).
@@ -4188,6 +4253,10 @@ END $$;
 -- Enqueues the latest due occurrence of every due schedule, once: the due
 -- rows are locked (others' skipped: a concurrent tick handles them), and a
 -- row's last_run_at says which occurrence was enqueued already.
+-- A tick never waits for an application's transaction (issue 57): a
+-- schedule whose enqueue needs a row such a transaction holds (its group's,
+-- an idempotency key being written) gives up within 10 ms (lock_timeout),
+-- undone, and fires at the next tick; the other schedules fire now.
 CREATE OR REPLACE FUNCTION alk_schedule_tick() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -4196,20 +4265,27 @@ DECLARE
   p   jsonb;
   due timestamptz;
   n   integer := 0;
+  lt  text := current_setting('lock_timeout');
 BEGIN
+  PERFORM set_config('lock_timeout', '10ms', true);
   FOR r IN SELECT s.name, s.queue, s.spec, s.payload, s.opts, s.last_run_at FROM alkstore.schedules s
             WHERE s.next_run_at <= now ORDER BY s.name FOR UPDATE SKIP LOCKED LOOP
-    p := alkstore.schedule_parse(r.spec);
-    due := alkstore.schedule_last(p, now);
-    IF due IS NOT NULL AND (r.last_run_at IS NULL OR due > r.last_run_at) THEN
-      PERFORM alkstore.enqueue(r.queue, alkstore.queue_opts(r.queue), r.opts, r.payload);
-      n := n + 1;
-    ELSE
-      due := r.last_run_at;
-    END IF;
-    UPDATE alkstore.schedules s SET last_run_at = due, next_run_at = alkstore.schedule_next(p, now)
-     WHERE s.name = r.name;
+    BEGIN
+      p := alkstore.schedule_parse(r.spec);
+      due := alkstore.schedule_last(p, now);
+      IF due IS NOT NULL AND (r.last_run_at IS NULL OR due > r.last_run_at) THEN
+        PERFORM alkstore.enqueue(r.queue, alkstore.queue_opts(r.queue), r.opts, r.payload);
+        n := n + 1;
+      ELSE
+        due := r.last_run_at;
+      END IF;
+      UPDATE alkstore.schedules s SET last_run_at = due, next_run_at = alkstore.schedule_next(p, now)
+       WHERE s.name = r.name;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL; -- left due: the next tick fires it
+    END;
   END LOOP;
+  PERFORM set_config('lock_timeout', lt, true);
   RETURN n;
 END $$;
 

@@ -23,7 +23,10 @@ use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
 use pgrx::guc::GucSetting;
+use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
+use pgrx::PgTryBuilder;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
 /// `pg_stat_activity.backend_type` of the workers.
@@ -181,17 +184,21 @@ fn installed(last_seen: &mut Option<String>) -> Option<String> {
     (version == alkstore_core::VERSION).then_some(schema)
 }
 
-/// One chore, in transactions of its own; an error is logged by PostgreSQL
-/// and the chore is tried again when next due.
+/// One chore, in transactions of its own. An error in one (a statement
+/// timeout, a bug) is logged and its transaction rolled back, and the
+/// worker goes on with the other chores; the failed one runs again when
+/// next due. (It used to end the worker, whose next life, 5 s later, ran the
+/// same chores in the same order: one chore failing every time kept the
+/// others from ever running.)
 fn run(chore: Chore, schema: &str) {
     match chore {
         Chore::Sequence => {
             // A transaction per stream, as alk_sequence does.
-            let streams = BackgroundWorker::transaction(|| {
+            let streams = guarded("sequencing", || {
                 Spi::get_one::<Vec<String>>("SELECT alkstore.sequence_streams(NULL)")
             });
-            for stream in streams.ok().flatten().unwrap_or_default() {
-                let _ = BackgroundWorker::transaction(|| {
+            for stream in streams.flatten().unwrap_or_default() {
+                guarded("sequencing", || {
                     Spi::run("SET LOCAL statement_timeout = '60s'")?;
                     Spi::get_one_with_args::<i64>(
                         "SELECT alkstore.sequence_stream($1)",
@@ -202,31 +209,85 @@ fn run(chore: Chore, schema: &str) {
         }
         Chore::Sweep => {
             let sql = format!("SELECT {schema}.alk_sweep(NULL)");
-            let _ = BackgroundWorker::transaction(|| chore_tx(&sql).map(drop));
+            guarded("the sweep", || chore_tx(&sql));
             // alk_sweep made up to DUE_BATCH scheduled jobs pending; more
             // came due at once are made pending in transactions of their own.
             let sql = format!("SELECT alkstore.make_due(NULL, {DUE_BATCH})");
             for _ in 0..DUE_CALLS {
-                let moved = BackgroundWorker::transaction(|| chore_tx(&sql));
-                if moved.unwrap_or(0) < DUE_BATCH {
+                if guarded("the sweep", || chore_tx(&sql)).unwrap_or(0) < DUE_BATCH {
                     break;
                 }
             }
         }
         Chore::Tick => {
             let sql = format!("SELECT {schema}.alk_schedule_tick()");
-            let _ = BackgroundWorker::transaction(|| chore_tx(&sql).map(drop));
+            guarded("the schedule tick", || chore_tx(&sql));
         }
         Chore::Prune => {
             let sql = format!("SELECT {schema}.alk_prune({PRUNE_BATCH})");
             for _ in 0..PRUNE_CALLS {
-                let pruned = BackgroundWorker::transaction(|| chore_tx(&sql));
-                if pruned.unwrap_or(0) < PRUNE_BATCH {
+                if guarded("pruning", || chore_tx(&sql)).unwrap_or(0) < PRUNE_BATCH {
                     break;
                 }
             }
         }
     }
+}
+
+/// `body` in a transaction of its own; None if it failed. A PostgreSQL error
+/// raised inside is caught here: the transaction is rolled back and the
+/// error logged as a warning naming the chore.
+fn guarded<R>(
+    chore: &str,
+    body: impl FnOnce() -> Result<R, pgrx::spi::SpiError> + UnwindSafe + RefUnwindSafe,
+) -> Option<R> {
+    let outcome = PgTryBuilder::new(|| Ok(BackgroundWorker::transaction(body)))
+        .catch_others(|caught| {
+            // SAFETY: the worker's own top-level transaction, left in its
+            // failed state by the error (pgrx has copied and flushed the
+            // error): rolled back as PostgreSQL's error recovery would, which
+            // also releases its locks, snapshots, SPI state and memory.
+            unsafe { pg_sys::AbortCurrentTransaction() };
+            Err(match caught {
+                CaughtError::PostgresError(e)
+                | CaughtError::ErrorReport(e)
+                | CaughtError::RustPanic { ereport: e, .. } => e.message().to_string(),
+            })
+        })
+        .execute();
+    let failure = match outcome {
+        Ok(Ok(value)) => {
+            if FAILING.with(|f| f.borrow_mut().remove(chore)).is_some() {
+                log!("alkstore maintenance: {chore} works again");
+            }
+            return Some(value);
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(message) => message,
+    };
+    // Said when it starts failing, when the error changes, and once a
+    // minute while it goes on: not at every round.
+    let now = Instant::now();
+    let say = FAILING.with(|f| {
+        let mut f = f.borrow_mut();
+        let said = f
+            .get(chore)
+            .is_some_and(|(m, at)| *m == failure && now - *at < Duration::from_secs(60));
+        if !said {
+            f.insert(chore.to_string(), (failure.clone(), now));
+        }
+        !said
+    });
+    if say {
+        warning!("alkstore maintenance: {chore} failed: {failure}; the other chores go on");
+    }
+    None
+}
+
+thread_local! {
+    /// The chores failing now: their last error, and when it was logged.
+    static FAILING: std::cell::RefCell<std::collections::HashMap<String, (String, Instant)>> =
+        Default::default();
 }
 
 /// One chore's statement, bounded in time: a chore that waits on a lock for

@@ -250,6 +250,10 @@ END $$;
 -- Enqueues the latest due occurrence of every due schedule, once: the due
 -- rows are locked (others' skipped: a concurrent tick handles them), and a
 -- row's last_run_at says which occurrence was enqueued already.
+-- A tick never waits for an application's transaction (issue 57): a
+-- schedule whose enqueue needs a row such a transaction holds (its group's,
+-- an idempotency key being written) gives up within 10 ms (lock_timeout),
+-- undone, and fires at the next tick; the other schedules fire now.
 CREATE OR REPLACE FUNCTION alk_schedule_tick() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -258,19 +262,26 @@ DECLARE
   p   jsonb;
   due timestamptz;
   n   integer := 0;
+  lt  text := current_setting('lock_timeout');
 BEGIN
+  PERFORM set_config('lock_timeout', '10ms', true);
   FOR r IN SELECT s.name, s.queue, s.spec, s.payload, s.opts, s.last_run_at FROM alkstore.schedules s
             WHERE s.next_run_at <= now ORDER BY s.name FOR UPDATE SKIP LOCKED LOOP
-    p := alkstore.schedule_parse(r.spec);
-    due := alkstore.schedule_last(p, now);
-    IF due IS NOT NULL AND (r.last_run_at IS NULL OR due > r.last_run_at) THEN
-      PERFORM alkstore.enqueue(r.queue, alkstore.queue_opts(r.queue), r.opts, r.payload);
-      n := n + 1;
-    ELSE
-      due := r.last_run_at;
-    END IF;
-    UPDATE alkstore.schedules s SET last_run_at = due, next_run_at = alkstore.schedule_next(p, now)
-     WHERE s.name = r.name;
+    BEGIN
+      p := alkstore.schedule_parse(r.spec);
+      due := alkstore.schedule_last(p, now);
+      IF due IS NOT NULL AND (r.last_run_at IS NULL OR due > r.last_run_at) THEN
+        PERFORM alkstore.enqueue(r.queue, alkstore.queue_opts(r.queue), r.opts, r.payload);
+        n := n + 1;
+      ELSE
+        due := r.last_run_at;
+      END IF;
+      UPDATE alkstore.schedules s SET last_run_at = due, next_run_at = alkstore.schedule_next(p, now)
+       WHERE s.name = r.name;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL; -- left due: the next tick fires it
+    END;
   END LOOP;
+  PERFORM set_config('lock_timeout', lt, true);
   RETURN n;
 END $$;

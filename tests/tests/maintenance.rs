@@ -312,3 +312,211 @@ fn the_worker_comes_back_after_drop_create_extension_and_a_restart() {
         "not sequenced after the restart"
     );
 }
+
+/// Issue 57: an application's transaction, left open after it enqueued into
+/// the group whose head's final claim expired, holds that group's row. No
+/// chore waits for it: `alk_sweep(NULL)` returns at once, and the worker
+/// sweeps every other queue, ticks schedules and prunes meanwhile; once the
+/// transaction commits, the head is swept too.
+#[test]
+fn a_transaction_held_open_stalls_no_chore() {
+    let _serial = serial();
+    let Some(mut c) = worker_db() else { return };
+    let mut app = worker_db().unwrap();
+    let one = |c: &mut postgres::Client, sql: &str, q: &str| -> i64 {
+        c.query_one(sql, &[&q]).unwrap().get(0)
+    };
+    let state = |c: &mut postgres::Client, id: i64| -> String {
+        c.query_one(
+            "SELECT coalesce(alk_get_job($1) ->> 'state', 'gone')",
+            &[&id],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let (gq, oq, kq) = (fresh("stall-g"), fresh("stall-o"), fresh("stall-k"));
+    for q in [&gq, &oq] {
+        c.execute(
+            "SELECT alk_queue_configure($1, '{\"visibility_timeout_s\": 0.3, \"max_attempts\": 1}')",
+            &[q],
+        )
+        .unwrap();
+    }
+    c.execute(
+        "SELECT alk_queue_configure($1, '{\"retain_completed_s\": 0.3}')",
+        &[&kq],
+    )
+    .unwrap();
+    let head = one(
+        &mut c,
+        "SELECT alk_enqueue($1, '{\"group_key\": \"g\"}', '{}')",
+        &gq,
+    );
+    assert_eq!(
+        one(&mut c, "SELECT count(*) FROM alk_claim($1, 'w', 1)", &gq),
+        1
+    );
+    // The application's transaction: an enqueue into group g, left open.
+    let mut tx = app.transaction().unwrap();
+    tx.query_one(
+        "SELECT alk_enqueue($1, '{\"group_key\": \"g\"}', '{}')",
+        &[&gq],
+    )
+    .unwrap();
+    // Work of other queues for the chores: a claim that expires, a job kept
+    // completed for 0.3 s, a schedule due every second.
+    let other = one(&mut c, "SELECT alk_enqueue($1, NULL, '{}')", &oq);
+    assert_eq!(
+        one(&mut c, "SELECT count(*) FROM alk_claim($1, 'w', 1)", &oq),
+        1
+    );
+    let kept = one(&mut c, "SELECT alk_enqueue($1, NULL, '{}')", &kq);
+    assert_eq!(
+        one(&mut c, "SELECT count(*) FROM alk_claim($1, 'w', 1)", &kq),
+        1
+    );
+    c.execute("SELECT alk_ack($1, 'w')", &[&kept]).unwrap();
+    let s = fresh("stall-s");
+    c.execute(
+        "SELECT alk_schedule($1, $2, '{\"every_s\": 1}', '{}')",
+        &[&s, &kq],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400)); // both claims expired
+
+    // A sweep of every queue returns at once rather than waiting for the
+    // open transaction (it waited for it to end before).
+    c.batch_execute("SET statement_timeout = '5s'").unwrap();
+    let started = Instant::now();
+    let swept = c.query_one("SELECT alk_sweep(NULL)", &[]);
+    assert!(swept.is_ok(), "alk_sweep(NULL): {swept:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "alk_sweep(NULL) took {:?}",
+        started.elapsed()
+    );
+    // The worker's chores go on meanwhile.
+    assert!(
+        eventually(Duration::from_secs(15), || state(&mut c, other) == "dead"),
+        "the other queue's expired claim is still {}",
+        state(&mut c, other)
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || state(&mut c, kept) == "gone"),
+        "the completed job was not pruned: {}",
+        state(&mut c, kept)
+    );
+    let ticked = || -> bool {
+        let mut c = worker_db().unwrap();
+        let last: Option<String> = c
+            .query_one(
+                "SELECT last_run_at FROM alk_schedules() WHERE name = $1",
+                &[&s],
+            )
+            .unwrap()
+            .get(0);
+        last.is_some()
+    };
+    assert!(
+        eventually(Duration::from_secs(15), ticked),
+        "the schedule never ticked"
+    );
+    assert_eq!(
+        state(&mut c, head),
+        "running",
+        "the head waits for the open transaction"
+    );
+    tx.commit().unwrap();
+    assert!(
+        eventually(Duration::from_secs(15), || state(&mut c, head) == "dead"),
+        "the head was not swept after the commit: {}",
+        state(&mut c, head)
+    );
+    c.execute("SELECT alk_unschedule($1)", &[&s]).unwrap();
+}
+
+/// Issue 57: a chore that fails every time (here the sweep, refused by a
+/// bad `alkstore.rotation` set for the worker's database) is logged and
+/// retried when next due; the worker goes on with the other chores (a
+/// schedule ticks) instead of ending and, restarted, failing at the same
+/// chore first again.
+#[test]
+fn a_failing_chore_does_not_stop_the_others() {
+    let _serial = serial();
+    let Some(mut c) = worker_db() else { return };
+    assert!(worker_back(&mut c), "no maintenance worker");
+    let pid = |c: &mut postgres::Client| -> Option<i32> {
+        c.query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'alkstore maintenance' \
+              AND datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get(0))
+    };
+    let set = |c: &mut postgres::Client, value: Option<&str>| {
+        let sql = match value {
+            Some(v) => format!(
+                "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET alkstore.rotation = %L', \
+                 current_database(), '{v}'); END $$"
+            ),
+            None => "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET alkstore.rotation', \
+                     current_database()); END $$"
+                .to_string(),
+        };
+        c.batch_execute(&sql).unwrap();
+        // The worker reads database settings when it connects: end it, and
+        // the postmaster starts it again within 5 s.
+        c.batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+              WHERE backend_type = 'alkstore maintenance' AND datname = current_database()",
+        )
+        .unwrap();
+    };
+    /// Puts the setting back however the test ends.
+    struct Reset<F: FnMut()>(F);
+    impl<F: FnMut()> Drop for Reset<F> {
+        fn drop(&mut self) {
+            (self.0)()
+        }
+    }
+    set(&mut c, Some("bogus"));
+    let _reset = Reset(|| set(&mut worker_db().unwrap(), None));
+    let mut probe = worker_db().unwrap();
+    assert!(
+        probe.query_one("SELECT alk_sweep(NULL)", &[]).is_err(),
+        "the sweep still works with alkstore.rotation = bogus"
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || pid(&mut c).is_some()),
+        "the worker did not start again"
+    );
+    let worker = pid(&mut c);
+    let q = fresh("failing-chore");
+    let s = fresh("failing-chore-s");
+    c.execute(
+        "SELECT alk_schedule($1, $2, '{\"every_s\": 1}', '{}')",
+        &[&s, &q],
+    )
+    .unwrap();
+    let ticked = |c: &mut postgres::Client| -> bool {
+        c.query_one(
+            "SELECT last_run_at FROM alk_schedules() WHERE name = $1",
+            &[&s],
+        )
+        .unwrap()
+        .get::<_, Option<String>>(0)
+        .is_some()
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || ticked(&mut c)),
+        "the schedule never ticked while the sweep failed"
+    );
+    std::thread::sleep(Duration::from_secs(2)); // more failed sweeps
+    assert_eq!(
+        pid(&mut c),
+        worker,
+        "the worker ended (the postmaster started another)"
+    );
+    c.execute("SELECT alk_unschedule($1)", &[&s]).unwrap();
+}
