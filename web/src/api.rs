@@ -23,6 +23,38 @@ pub const BULK_SCAN: i64 = 100_000;
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
+/// Every error of the API has the JSON body `{"error": …, "code": …}`,
+/// also those axum answers itself before a handler runs (a job id that is
+/// not a number, a malformed query or JSON body): their text becomes the
+/// error.
+pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let response = next.run(req).await;
+    let failed = response.status().is_client_error() || response.status().is_server_error();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !failed || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, 64 * 1024).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => String::new(),
+    };
+    let text = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_string()
+    } else {
+        text
+    };
+    (parts.status, Json(json!({"error": text, "code": null}))).into_response()
+}
+
 /// `GET /api/queues`: `alk_queues()`.
 pub async fn queues(State(app): State<Shared>) -> ApiResult {
     Ok(Json(call(&app.db, "alk_queues", vec![]).await?))

@@ -93,12 +93,14 @@ fn cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
+/// The token of an `Authorization: Bearer TOKEN` header; the scheme's name
+/// in any case (RFC 7235 §2.1).
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
 }
 
 /// Whether a change comes from another site: a browser names the page's
@@ -180,9 +182,11 @@ pub async fn guard(State(app): State<Shared>, mut req: Request, next: Next) -> R
     }
     let headers = req.headers();
     let session = cookie(headers).and_then(|id| app.sessions.csrf(&id).map(|c| (id, c)));
+    // Without a token configured there is none to be wrong: a Bearer header
+    // is ignored (it proves nothing either).
     let by_bearer = match (&app.config.token, bearer(headers)) {
         (Some(token), Some(given)) if same(token, given) => true,
-        (_, Some(_)) => {
+        (Some(_), Some(_)) => {
             return refuse(StatusCode::UNAUTHORIZED, api, "wrong token");
         }
         _ => false,

@@ -31,6 +31,7 @@ mod api;
 mod auth;
 mod db;
 mod graph;
+mod headers;
 mod health;
 mod pages;
 mod role;
@@ -112,7 +113,8 @@ pub fn router(db: Db, config: Config) -> Router {
         .route("/schedules", get(api::schedules))
         .route("/locks", get(api::locks))
         .route("/health", get(api::health))
-        .route("/events", get(api::events));
+        .route("/events", get(api::events))
+        .layer(axum::middleware::from_fn(api::json_errors));
     Router::new()
         .route("/", get(pages::overview))
         .route("/queues/{queue}", get(pages::queue))
@@ -131,5 +133,6 @@ pub fn router(db: Db, config: Config) -> Router {
             app.clone(),
             auth::guard,
         ))
+        .layer(axum::middleware::from_fn(headers::secure))
         .with_state(app)
 }

@@ -970,3 +970,102 @@ fn nested_under_a_prefix_every_link_and_the_cookie_stay_under_it() {
         assert_eq!(r.status, 200, "{href}: {}", r.text);
     }
 }
+
+/// Issue 57 item 2: every answer — pages, the API, assets, refusals — says
+/// that no other site may frame it, allows only the dashboard's own script
+/// and styles, and is not to be sniffed.
+#[test]
+fn every_answer_forbids_framing_and_sniffing() {
+    let t = &targets()[0];
+    for config in [with_token(), Config::default()] {
+        let tokened = config.token.is_some();
+        let server = serve(&t.url, config);
+        let a = auth();
+        let mut answers = vec![
+            ("a page", get(&server.url("/"), &[(a[0].0, &a[0].1)])),
+            (
+                "the API",
+                get(&server.url("/api/queues"), &[(a[0].0, &a[0].1)]),
+            ),
+            ("the script", get(&server.url("/assets/app.js"), &[])),
+            (
+                "a job page",
+                get(&server.url("/jobs/1"), &[(a[0].0, &a[0].1)]),
+            ),
+        ];
+        if tokened {
+            answers.push(("a refusal", get(&server.url("/api/queues"), &[])));
+            answers.push(("the login page", get(&server.url("/login"), &[])));
+        }
+        for (what, r) in answers {
+            let h = |name: &str| {
+                r.headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            assert_eq!(h("x-frame-options"), "DENY", "{what} ({})", r.status);
+            assert_eq!(h("x-content-type-options"), "nosniff", "{what}");
+            let csp = h("content-security-policy");
+            for part in [
+                "frame-ancestors 'none'",
+                "script-src 'self'",
+                "default-src 'self'",
+            ] {
+                assert!(csp.contains(part), "{what}: {csp}");
+            }
+            assert!(!csp.contains("unsafe-inline"), "{what}: {csp}");
+        }
+    }
+}
+
+/// Issue 57 item 6: the Bearer scheme is matched in any case (RFC 7235); a
+/// dashboard without a token ignores an Authorization header rather than
+/// calling it wrong. Every API error is JSON, those axum gives before a
+/// handler runs too (a job id that is not a number).
+#[test]
+fn the_bearer_scheme_is_case_insensitive_and_api_errors_are_json() {
+    let t = &targets()[0];
+    let server = serve(&t.url, with_token());
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let value = format!("{scheme} {TOKEN}");
+        let r = get(&server.url("/api/queues"), &[("authorization", &value)]);
+        assert_eq!(r.status, 200, "{scheme}: {}", r.text);
+    }
+    let r = get(
+        &server.url("/api/queues"),
+        &[("authorization", "bearer nope")],
+    );
+    assert_eq!(r.status, 401);
+    let r = get(
+        &server.url("/api/queues"),
+        &[("authorization", &format!("Basic {TOKEN}"))],
+    );
+    assert_eq!(r.status, 401, "another scheme is no token: {}", r.text);
+
+    let open = serve(&t.url, Config::default());
+    let r = get(
+        &open.url("/api/queues"),
+        &[("authorization", "Bearer anything")],
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    let a = auth();
+    for path in [
+        "/api/jobs/abc",
+        "/api/jobs/abc/errors",
+        "/api/queues/q/jobs?limit=many",
+    ] {
+        let r = get(&server.url(path), &[(a[0].0, &a[0].1)]);
+        assert_eq!(r.status, 400, "{path}: {}", r.text);
+        let body = r.json();
+        assert!(
+            body["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{path}: {body}"
+        );
+    }
+    let r = post_auth(&server, "/api/jobs/abc/requeue", None);
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.json()["error"].is_string());
+}

@@ -508,3 +508,71 @@ fn a_read_only_dashboard_refuses_changes_in_the_browser() {
     });
     assert_eq!(store.get_job(dead).unwrap().unwrap()["state"], "dead");
 }
+
+/// Serves one HTML page on a port of its own (another origin than the
+/// dashboard's), for as long as the process runs; returns its URL.
+fn other_site(html: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/",
+        listener.local_addr().unwrap().port()
+    );
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = std::io::Read::read(&mut stream, &mut buf);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                html.len()
+            );
+            let _ = std::io::Write::write_all(&mut stream, answer.as_bytes());
+        }
+    });
+    url
+}
+
+/// Issue 57 item 2 (clickjacking): a page of another site that frames the
+/// dashboard (token-less, as `alkstore web` runs by default on localhost)
+/// gets no dashboard in its frame — the browser refuses to render it, so
+/// none of its buttons can be clicked through the frame.
+#[test]
+fn another_site_cannot_frame_the_dashboard() {
+    let Some(driver) = driver() else { return };
+    let t = &targets()[0];
+    let server = serve(&t.url, Config::default());
+    let dashboard = server.url("/");
+    let attacker = other_site(format!(
+        "<!doctype html><title>prize</title><iframe id=f width=800 height=600 src=\"{dashboard}\"></iframe>"
+    ));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let c = browser(&driver).await;
+            // The dashboard itself renders.
+            c.goto(&dashboard).await.unwrap();
+            assert!(
+                c.find(Locator::Css("header nav")).await.is_ok(),
+                "the dashboard renders on its own"
+            );
+            c.goto(&attacker).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            c.enter_frame(0).await.unwrap();
+            let inside = c
+                .execute(
+                    "return document.querySelector('header nav') !== null;",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            let url = c.execute("return document.URL;", vec![]).await.unwrap();
+            assert_eq!(
+                inside,
+                json!(false),
+                "the framed dashboard rendered (frame at {url})"
+            );
+            c.close().await.unwrap();
+        });
+}

@@ -111,6 +111,8 @@ pub struct Answer {
     pub set_cookie: Vec<String>,
     pub through: Option<String>,
     pub text: String,
+    /// Every header.
+    pub headers: ureq::http::HeaderMap,
 }
 
 impl Answer {
@@ -131,12 +133,14 @@ fn answer(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
     let location = header("location").pop();
     let set_cookie = header("set-cookie");
     let through = header("x-alkstore-through").pop();
+    let headers = r.headers().clone();
     Answer {
         status: r.status().as_u16(),
         location,
         set_cookie,
         through,
         text: r.body_mut().read_to_string().unwrap(),
+        headers,
     }
 }
 
