@@ -114,12 +114,16 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
 
     /// How often the worker prunes (`alk_prune`, batches of 1000); `None`:
     /// never. Default every minute, the first time at start.
+    /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
+    /// interval, zero included, is that.
     pub fn prune_every(mut self, every: Option<Duration>) -> AsyncWorker<DB> {
         self.prune_every = every;
         self
     }
 
     /// How often the worker ticks schedules; `None`: never. Default 5 s.
+    /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
+    /// interval, zero included, is that.
     pub fn tick_every(mut self, every: Option<Duration>) -> AsyncWorker<DB> {
         self.tick_every = every;
         self
@@ -129,6 +133,8 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// dead-lettered, jobs scheduled ahead that came due made pending);
     /// `None`: never. Default 1 s, as the blocking
     /// [`Worker::sweep_every`](crate::Worker::sweep_every).
+    /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
+    /// interval, zero included, is that.
     pub fn sweep_every(mut self, every: Option<Duration>) -> AsyncWorker<DB> {
         self.sweep_every = every;
         self

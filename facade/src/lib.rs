@@ -165,7 +165,7 @@ pub use stream::{Stream, StreamSubscription};
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
 pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
-pub use worker_core::{Handled, DEFAULT_SWEEP_EVERY};
+pub use worker_core::{Handled, DEFAULT_SWEEP_EVERY, MIN_CHORE_EVERY};
 pub use workflow::Workflow;
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (or `sqlite://…`)

@@ -109,6 +109,8 @@ impl Worker {
     /// notifications), in batches of 1000 rows between claims. Default
     /// [`DEFAULT_PRUNE_EVERY`], the first time at start; `None`: never (prune
     /// elsewhere, e.g. from pg_cron).
+    /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
+    /// interval, zero included, is that.
     pub fn prune_every(mut self, every: Option<Duration>) -> Worker {
         self.prune_every = every;
         self
@@ -117,6 +119,8 @@ impl Worker {
     /// How often one of the handlers ticks schedules (contract v1.1 §F:
     /// each due occurrence enqueued once, however many workers tick).
     /// Default [`DEFAULT_TICK_EVERY`]; `None`: never.
+    /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
+    /// interval, zero included, is that.
     pub fn tick_every(mut self, every: Option<Duration>) -> Worker {
         self.tick_every = every;
         self
@@ -128,6 +132,8 @@ impl Worker {
     /// them either way, faster once pending). Default
     /// [`DEFAULT_SWEEP_EVERY`]; `None`: never (the extension's background
     /// worker sweeps every queue). An outbox's worker never sweeps.
+    /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
+    /// interval, zero included, is that.
     pub fn sweep_every(mut self, every: Option<Duration>) -> Worker {
         self.sweep_every = every;
         self

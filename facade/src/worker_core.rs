@@ -33,6 +33,11 @@ pub enum Handled {
     Snooze(Duration),
 }
 
+/// The shortest interval of a worker's chores (ticking, pruning, sweeping):
+/// a shorter one, `Duration::ZERO` included, is this. (Zero used to sweep
+/// between every two claims; `None` is how to turn a chore off.)
+pub const MIN_CHORE_EVERY: Duration = Duration::from_millis(100);
+
 /// How a job ends once its handler is done.
 pub(crate) enum Settlement {
     /// It succeeded: ack, keeping the result while the queue retains
@@ -105,11 +110,12 @@ impl Chores {
         prune_every: Option<Duration>,
         sweep: Option<(Duration, String)>,
     ) -> Chores {
-        let sweep =
-            sweep.filter(|(_, q)| !q.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX));
+        let sweep = sweep
+            .filter(|(_, q)| !q.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX))
+            .map(|(every, q)| (every.max(MIN_CHORE_EVERY), q));
         Chores {
-            tick_every,
-            prune_every,
+            tick_every: tick_every.map(|e| e.max(MIN_CHORE_EVERY)),
+            prune_every: prune_every.map(|e| e.max(MIN_CHORE_EVERY)),
             sweep,
             ticked_at: None,
             pruned_at: None,
@@ -284,6 +290,19 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_interval_is_the_shortest_one_not_every_round() {
+        let mut chores = Chores::new(
+            Some(Duration::ZERO),
+            Some(Duration::ZERO),
+            Some((Duration::ZERO, "q".into())),
+        );
+        assert_eq!(chores.due().len(), 3, "each is due at first");
+        assert_eq!(chores.due().len(), 0, "not again at once");
+        std::thread::sleep(MIN_CHORE_EVERY);
+        assert_eq!(chores.due().len(), 3);
+    }
+
+    #[test]
     fn outage_pauses_double_up_to_a_second_and_reset_when_over() {
         let down = || Error::engine("postgres", "57P01", "terminating connection");
         let mut o = Outage::default();
@@ -308,6 +327,7 @@ mod tests {
         let sweep = Some((Duration::ZERO, "q".to_string()));
         let mut all = Chores::new(Some(Duration::ZERO), Some(Duration::ZERO), sweep);
         assert_eq!(all.due().len(), 3);
+        std::thread::sleep(MIN_CHORE_EVERY); // zero is the shortest interval
         assert!(matches!(all.due().as_slice(), [_, _, Chore::Sweep(_)]));
         let outbox = Some((Duration::ZERO, "__alkstore_outbox:mail".to_string()));
         assert!(Chores::new(None, None, outbox).due().is_empty());
