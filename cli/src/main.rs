@@ -23,8 +23,10 @@ use clap::{Parser, Subcommand};
     about = "Operate alkstore queues, streams and leases"
 )]
 struct Cli {
-    /// The database: `sqlite:PATH` or `postgres://…`.
-    #[arg(long, env = "ALKSTORE_URL", global = true)]
+    /// The database: `sqlite:PATH` or `postgres://…`. With a password,
+    /// prefer `ALKSTORE_URL`: a command line is visible to every user of the
+    /// machine (`ps`); `--help` never shows the variable's value.
+    #[arg(long, env = "ALKSTORE_URL", hide_env_values = true, global = true)]
     url: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]

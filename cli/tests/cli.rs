@@ -774,3 +774,36 @@ fn web_serves_the_dashboard_with_its_token_and_refuses_an_open_network_address()
         );
     }
 }
+
+/// Issue 64 item 6: no help text or error shows a password — not the
+/// value of `ALKSTORE_URL` in `--help`, not a libpq keyword string's in the
+/// refusal of a URL without a scheme.
+#[test]
+fn no_help_or_error_shows_a_password() {
+    for args in [
+        vec!["--help"],
+        vec!["queues", "--help"],
+        vec!["metrics", "--help"],
+        vec!["web", "--help"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+            .args(&args)
+            .env("ALKSTORE_URL", "postgres://bob:S3cretPW@db.example/app")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}");
+        assert!(text.contains("ALKSTORE_URL"), "{args:?}: {text}");
+        assert!(!text.contains("S3cretPW"), "{args:?}: {text}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+        .args(["--url", "host=db.example password=S3cretPW", "queues"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no scheme") && !err.contains("S3cretPW"),
+        "{err}"
+    );
+}

@@ -92,6 +92,11 @@ pub fn redact(url: &str) -> String {
             }
         }
     }
+    // A libpq key=value string (`host=db password=s3cret`): its password's
+    // value, quoted or not.
+    if !out.contains("://") {
+        out = redact_keyword_password(&out);
+    }
     if let Some(q) = out.find('?') {
         let (head, query) = out.split_at(q + 1);
         let query: Vec<String> = query
@@ -106,9 +111,78 @@ pub fn redact(url: &str) -> String {
     out
 }
 
+/// `password=VALUE` (any case, quoted or not) of a libpq keyword string,
+/// its value replaced by `***`.
+fn redact_keyword_password(s: &str) -> String {
+    let lower = s.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut at = 0;
+    while let Some(found) = lower[at..].find("password") {
+        let key_end = at + found + "password".len();
+        let rest = &s[key_end..];
+        let eq = rest.len() - rest.trim_start().len();
+        if !rest[eq..].starts_with('=') {
+            out.push_str(&s[at..key_end]);
+            at = key_end;
+            continue;
+        }
+        let value_start = key_end + eq + 1;
+        let value = &s[value_start..];
+        let skip = value.len() - value.trim_start().len();
+        let value = &value[skip..];
+        let len = if let Some(quoted) = value.strip_prefix('\'') {
+            // Up to the closing quote; \' inside is a quote.
+            let mut end = quoted.len();
+            let mut chars = quoted.char_indices();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '\'' => {
+                        end = i + 1;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            1 + end
+        } else {
+            value.find(char::is_whitespace).unwrap_or(value.len())
+        };
+        out.push_str(&s[at..value_start + skip]);
+        out.push_str("***");
+        at = value_start + skip + len;
+    }
+    out.push_str(&s[at..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keyword_strings_password_is_never_shown() {
+        for (given, want) in [
+            (
+                "host=db password=s3cret user=app",
+                "host=db password=*** user=app",
+            ),
+            ("host=db PASSWORD = s3cret", "host=db PASSWORD = ***"),
+            (
+                "password='s3 \\'cret' dbname=app",
+                "password=*** dbname=app",
+            ),
+            ("dbname=app passwordless=1", "dbname=app passwordless=1"),
+        ] {
+            assert_eq!(redact(given), want, "{given}");
+        }
+        let e = DbUrl::parse("host=db password=s3cret")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+    }
 
     #[test]
     fn schemes_in_any_case_and_nothing_else() {
