@@ -57,6 +57,16 @@ db=$(fresh_pg python_snooze)
 check "python / postgres: snooze" examples/python/snooze.expected.txt \
   "$venv/bin/python" examples/python/snooze.py postgres "host=/var/run/postgresql dbname=$db"
 
+# alkstore.work's own checks (packages/python/tests/check_work.py).
+printf 'non-JSON result: handled 1, runs 1, acked True, warned True\n' > "$work/check-work-sqlite.expected"
+check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
+  "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
+cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"
+printf 'not autocommit: refused (True); pending, running: (1, 0)\n' >> "$work/check-work-pg.expected"
+db=$(fresh_pg python_checks)
+check "python / postgres: work() checks" "$work/check-work-pg.expected" \
+  "$venv/bin/python" packages/python/tests/check_work.py postgres "host=/var/run/postgresql dbname=$db"
+
 # The README's round trip with a Python whose sqlite3 cannot load extensions
 # (pyenv's: not Debian's), through apsw; and that sqlite3 there is refused
 # with the way out in the message.
@@ -130,6 +140,17 @@ check "node / sqlite: snooze" examples/node/snooze.expected.txt node examples/no
 db=$(fresh_pg node_snooze)
 check "node / postgres: snooze" examples/node/snooze.expected.txt \
   node examples/node/snooze.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"
+# alkstore.work's own checks (packages/node/test/check_work.js), with the
+# example project's pg and better-sqlite3.
+cp packages/node/test/check_work.js examples/node/check_work.js
+printf 'non-JSON result: handled 1, runs 1, acked true, warned true\nidle: abort listeners at most 1: true\n' \
+  > "$work/check-work-node.expected"
+check "node / sqlite: work() checks" "$work/check-work-node.expected" \
+  node --no-warnings examples/node/check_work.js sqlite "$work/check-work-node.db"
+db=$(fresh_pg node_checks)
+check "node / postgres: work() checks" "$work/check-work-node.expected" \
+  node --no-warnings examples/node/check_work.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"
+rm -f examples/node/check_work.js
 readme_block node-roundtrip > "$work/roundtrip.js"
 printf "{ to: 'ada@example.com' } true\n" > "$work/roundtrip-node.expected"
 check "node / README round trip" "$work/roundtrip-node.expected" \

@@ -130,6 +130,19 @@ class Snooze {
 /** `return alkstore.snooze(30)` from a work() handler: see Snooze. */
 const snooze = (seconds) => new Snooze(seconds);
 
+/** A handler's result as it can be kept: one JSON cannot hold (a BigInt, a
+ * cycle) is dropped with a warning — the job succeeded, and is acked rather
+ * than retried for it. */
+function keepable(result, jobId) {
+  try {
+    JSON.stringify(result);
+    return result;
+  } catch (e) {
+    process.emitWarning(`alkstore: job ${jobId}: its handler's result is not JSON (${e.message}); acked without it`);
+    return undefined;
+  }
+}
+
 /**
  * Runs handler(job) for each job of queue until signal aborts: acks on
  * return (a non-undefined return value is kept as the result), retries with
@@ -150,7 +163,7 @@ async function work(db, queue, worker, handler, { signal, idleMs = 5000 } = {}) 
       try {
         const result = await handler(job);
         if (result instanceof Snooze) await release(db, job.id, worker, result.seconds);
-        else await ack(db, job.id, worker, result);
+        else await ack(db, job.id, worker, keepable(result, job.id));
       } catch (e) {
         await retry(db, job.id, worker, String(e && e.message ? e.message : e));
       }
@@ -160,7 +173,14 @@ async function work(db, queue, worker, handler, { signal, idleMs = 5000 } = {}) 
     if (pg) {
       await listen();
       await new Promise((resolve) => {
-        const done = () => { clearTimeout(timer); db.removeListener('notification', done); resolve(); };
+        // Every listener added here is removed however the wait ends: an idle
+        // worker waits again and again.
+        const done = () => {
+          clearTimeout(timer);
+          db.removeListener('notification', done);
+          if (signal) signal.removeEventListener('abort', done);
+          resolve();
+        };
         const timer = setTimeout(done, Math.min(idleMs, 1000));
         db.on('notification', done);
         if (signal) signal.addEventListener('abort', done, { once: true });

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import threading
+import warnings
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -187,6 +188,19 @@ class Snooze:
         return f"Snooze({self.seconds})"
 
 
+def _result_or_none(result: Any, job_id: int) -> Any:
+    """A handler's result as it can be kept: a value JSON cannot hold (a
+    datetime, a set) is dropped with a warning — the job succeeded, and is
+    acked rather than run again for it."""
+    try:
+        _json(result)
+        return result
+    except (TypeError, ValueError) as e:
+        warnings.warn(f"alkstore: job {job_id}: its handler's result is not JSON ({e}); "
+                      "acked without it", RuntimeWarning, stacklevel=3)
+        return None
+
+
 def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
          stop: Optional[threading.Event] = None, idle_timeout: float = 5.0) -> int:
     """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
@@ -199,6 +213,12 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     connection changes it). Returns the number of jobs handled."""
     stop = stop or threading.Event()
     postgres = _is_postgres(conn)
+    if postgres and not conn.autocommit:
+        # Outside autocommit every claim and ack would wait in a transaction
+        # nobody commits: nothing durable, and the claims expire.
+        raise AlkstoreError(
+            "alkstore.work needs a psycopg connection in autocommit mode: "
+            "psycopg.connect(..., autocommit=True), or conn.autocommit = True")
     handled = 0
     if postgres:
         _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
@@ -214,7 +234,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                 if isinstance(result, Snooze):
                     release(conn, job["id"], worker, result.seconds)
                 else:
-                    ack(conn, job["id"], worker, result)
+                    ack(conn, job["id"], worker, _result_or_none(result, job["id"]))
             handled += 1
         if jobs:
             continue

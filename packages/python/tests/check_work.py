@@ -1,0 +1,78 @@
+"""Checks of alkstore.work on a real database (examples/run.sh runs them on
+SQLite through sqlite3 and on PostgreSQL through psycopg):
+
+    python check_work.py sqlite PATH
+    python check_work.py postgres "host=… dbname=…"
+
+Prints one line per check; examples/run.sh compares them with what it
+expects.
+"""
+import datetime
+import sys
+import threading
+import warnings
+
+import alkstore
+
+
+def connect(kind, target, autocommit=True):
+    if kind == "sqlite":
+        import sqlite3
+
+        db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30)
+        alkstore.load(db)
+        db.execute("PRAGMA journal_mode = WAL")
+        return db
+    import psycopg
+
+    return psycopg.connect(target, autocommit=autocommit)
+
+
+def pending(db, queue):
+    import json
+
+    sql = "SELECT alk_queue_stats(?)" if not alkstore._is_postgres(db) else "SELECT alk_queue_stats(%s)"
+    stats = db.execute(sql, (queue,)).fetchone()[0]
+    stats = stats if isinstance(stats, dict) else json.loads(stats)
+    return stats["pending"], stats["running"]
+
+
+def main():
+    kind, target = sys.argv[1], sys.argv[2]
+    db = connect(kind, target)
+
+    # A result JSON cannot hold: acked without it, with a warning, run once.
+    job_id = alkstore.enqueue(db, "checks-result", {"n": 1})
+    stop, runs = threading.Event(), []
+
+    def dated(job):
+        runs.append(job["id"])
+        stop.set()
+        return {"at": datetime.datetime(2026, 12, 6)}
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handled = alkstore.work(db, "checks-result", "w", dated, stop=stop, idle_timeout=0.1)
+    warned = any("not JSON" in str(w.message) for w in caught)
+    gone = db.execute(("SELECT alk_get_job(?)" if kind == "sqlite" else "SELECT alk_get_job(%s)"),
+                      (job_id,)).fetchone()[0] is None
+    print(f"non-JSON result: handled {handled}, runs {len(runs)}, acked {gone}, warned {warned}")
+
+    if kind == "postgres":
+        # Not in autocommit: refused at once, nothing claimed.
+        other = connect(kind, target, autocommit=False)
+        alkstore.enqueue(db, "checks-autocommit", {"n": 1})
+        stop = threading.Event()
+        threading.Timer(2.0, stop.set).start()  # (before the check, work() ran on)
+        try:
+            alkstore.work(other, "checks-autocommit", "w", lambda job: None, stop=stop, idle_timeout=0.1)
+            other.rollback()
+            print(f"not autocommit: ran; pending, running: {pending(db, 'checks-autocommit')}")
+        except alkstore.AlkstoreError as e:
+            other.rollback()
+            print(f"not autocommit: refused ({'autocommit mode' in str(e)}); "
+                  f"pending, running: {pending(db, 'checks-autocommit')}")
+
+
+if __name__ == "__main__":
+    main()
