@@ -4,7 +4,7 @@
 use crate::output::Output;
 use crate::Fallible;
 use alkstore::sql::Arg;
-use alkstore::{EnqueueOpts, Store};
+use alkstore::{EnqueueOpts, Queue, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
@@ -63,6 +63,28 @@ fn limits_of(store: &Store, queue: &str) -> Fallible<Value> {
     })
 }
 
+/// Reads a queue's (or an outbox's) counts.
+type Counts = Box<dyn Fn() -> alkstore::Result<Value>>;
+
+/// The jobs of `name` as the admin functions take it: a queue's, or an
+/// outbox's messages by its backing queue as `alkstore queues` lists it
+/// (`__alkstore_outbox:NAME`), listed, requeued and purged like any
+/// queue's jobs. Also its counts, for a confirmation.
+fn listed(store: &Store, name: &str) -> Fallible<(Queue, Counts)> {
+    Ok(match alkstore::outbox_of(name) {
+        Some(outbox) => {
+            let outbox = store.outbox(outbox)?;
+            let queue = outbox.jobs().clone();
+            (queue, Box::new(move || outbox.stats()))
+        }
+        None => {
+            let queue = store.queue(name)?;
+            let counted = queue.clone();
+            (queue, Box::new(move || counted.stats()))
+        }
+    })
+}
+
 pub fn jobs(
     store: &Store,
     out: &Output,
@@ -71,7 +93,7 @@ pub fn jobs(
     after: i64,
     limit: i64,
 ) -> Fallible {
-    let rows = store.queue(queue)?.list_jobs(state, after, limit)?;
+    let rows = listed(store, queue)?.0.list_jobs(state, after, limit)?;
     out.rows(&rows, &JOB_COLUMNS);
     if !out.json && rows.len() as i64 == limit {
         if let Some(last) = rows.last() {
@@ -93,7 +115,7 @@ pub fn job(store: &Store, out: &Output, id: i64) -> Fallible {
 
 pub fn requeue(store: &Store, out: &Output, target: &str, dead: bool) -> Fallible {
     if dead {
-        let queue = store.queue(target)?;
+        let (queue, _) = listed(store, target)?;
         let n = spinner(&format!("requeueing the dead jobs of {target}"), || {
             queue.requeue_dead_all()
         })?;
@@ -116,9 +138,16 @@ pub fn requeue(store: &Store, out: &Output, target: &str, dead: bool) -> Fallibl
 }
 
 pub fn purge(store: &Store, out: &Output, queue: &str, state: &str, yes: bool) -> Fallible {
-    let q = store.queue(queue)?;
+    // The state first: a bad one is refused before the question is asked.
+    if !matches!(state, "pending" | "dead" | "completed") {
+        return Err(alkstore::Error::InvalidArgument(format!(
+            "state must be pending, dead or completed (running jobs are never purged), got {state:?}"
+        ))
+        .into());
+    }
+    let (q, counts) = listed(store, queue)?;
     if !yes {
-        let stats = q.stats()?;
+        let stats = counts()?;
         let count = match state {
             "pending" => {
                 stats["pending"].as_i64().unwrap_or(0) + stats["scheduled"].as_i64().unwrap_or(0)

@@ -807,3 +807,38 @@ fn no_help_or_error_shows_a_password() {
         "{err}"
     );
 }
+
+/// Issue 57: an outbox's messages, by the backing name `alkstore queues`
+/// lists, are listed, requeued and purged like any queue's jobs; a bad
+/// purge state is refused before the question is asked.
+#[test]
+fn an_outboxs_messages_are_listed_requeued_and_purged() {
+    for (url, _dir) in urls() {
+        let store = alkstore::open(&url).unwrap();
+        let name = fresh("cli-outbox");
+        let outbox = store.outbox(&name).unwrap();
+        let dead = outbox
+            .enqueue(
+                &alkstore::EnqueueOpts::new().max_attempts(1),
+                &json!({"mail": 1}),
+            )
+            .unwrap();
+        assert_eq!(outbox.claim("relay", 1).unwrap()[0].id, dead);
+        outbox.jobs().fail(dead, "relay", "refused").unwrap();
+        let backing = format!("__alkstore_outbox:{name}");
+        let listed = json(&url, &["jobs", &backing, "--state", "dead"]);
+        assert_eq!(listed[0]["id"], dead, "{url}: {listed}");
+        assert_eq!(
+            json(&url, &["requeue", &backing, "--dead"]),
+            json!({"requeued": 1}),
+            "{url}"
+        );
+        let refused = fails(&url, &["purge", &backing, "--state", "bogus"], "", 1);
+        assert!(refused.contains("ALK05"), "{url}: {refused}");
+        assert_eq!(
+            json(&url, &["purge", &backing, "--state", "pending", "--yes"]),
+            json!({"purged": 1}),
+            "{url}"
+        );
+    }
+}

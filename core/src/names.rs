@@ -139,6 +139,33 @@ pub fn validate(kind: NameKind, name: &str) -> Result<(), ContractError> {
     Ok(())
 }
 
+/// Checks a queue name as the admin functions take it (`alk_list_jobs`,
+/// `alk_requeue_dead_all`, `alk_purge`): a queue's, or exactly an outbox's
+/// backing queue as `alk_queues` lists it — [`OUTBOX_QUEUE_PREFIX`]
+/// followed by a valid outbox name — so that an operator can list, requeue
+/// and purge an outbox's messages. Every other function keeps refusing
+/// the prefix.
+///
+/// ```
+/// use alkstore_core::{names, Code};
+/// assert!(names::validate_listed_queue("emails").is_ok());
+/// assert!(names::validate_listed_queue("__alkstore_outbox:receipts").is_ok());
+/// assert_eq!(names::validate_listed_queue("__alkstore_outbox:").unwrap_err().code, Code::InvalidName);
+/// assert_eq!(names::validate_listed_queue("__alkstore_x").unwrap_err().code, Code::ReservedName);
+/// ```
+pub fn validate_listed_queue(name: &str) -> Result<(), ContractError> {
+    match outbox_of(name) {
+        Some(outbox) => validate(NameKind::Outbox, outbox),
+        None => validate(NameKind::Queue, name),
+    }
+}
+
+/// The outbox a backing queue name stands for (`__alkstore_outbox:{name}`,
+/// as `alk_queues` lists an outbox), or `None` for a queue's own name.
+pub fn outbox_of(queue: &str) -> Option<&str> {
+    queue.strip_prefix(OUTBOX_QUEUE_PREFIX)
+}
+
 /// The backing queue of an outbox (call [`validate`] with [`NameKind::Outbox`] first).
 pub fn outbox_queue(outbox: &str) -> String {
     format!("{OUTBOX_QUEUE_PREFIX}{outbox}")

@@ -376,7 +376,7 @@ pub fn list_jobs(
     after_id: i64,
     max: i64,
 ) -> Result<Call<Vec<Value>>> {
-    check(NameKind::Queue, queue)?;
+    alkstore_core::names::validate_listed_queue(queue)?;
     let args = vec![
         queue.into(),
         Arg::opt_text(state),
@@ -388,13 +388,13 @@ pub fn list_jobs(
 
 /// `alk_requeue_dead_all`: how many dead jobs went back to pending.
 pub fn requeue_dead_all(queue: &str) -> Result<Call<i64>> {
-    check(NameKind::Queue, queue)?;
+    alkstore_core::names::validate_listed_queue(queue)?;
     Ok(Call::new("alk_requeue_dead_all", vec![queue.into()], int))
 }
 
 /// `alk_purge`: how many jobs in `state` were deleted.
 pub fn purge(queue: &str, state: &str) -> Result<Call<i64>> {
-    check(NameKind::Queue, queue)?;
+    alkstore_core::names::validate_listed_queue(queue)?;
     Ok(Call::new(
         "alk_purge",
         vec![queue.into(), state.into()],

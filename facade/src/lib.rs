@@ -113,6 +113,9 @@ mod workflow;
 /// The queue options of flow control (contract v1.2 §I), as
 /// `alk_queue_opts` names them: what [`QueueOpts`]'s limit setters write.
 pub use alkstore_core::limits::LIMIT_KEYS;
+/// The outbox a backing queue name stands for (`__alkstore_outbox:{name}`,
+/// as `alk_queues` lists an outbox), or `None` for a queue's own name.
+pub use alkstore_core::names::outbox_of;
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 pub use async_store::SqlxEngine;
 #[cfg(any(

@@ -572,6 +572,19 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN alkstore.name_ok(kind, name) THEN name ELSE alkstore.name_error(kind, name) END
 $$;
 
+-- A queue name as the admin functions take it (alk_list_jobs,
+-- alk_requeue_dead_all, alk_purge): a queue's, or exactly an outbox's
+-- backing queue as alk_queues lists it (the prefix, then a valid outbox
+-- name), so that an operator can list, requeue and purge an outbox's
+-- messages; every other function keeps refusing the prefix. Returns it.
+CREATE OR REPLACE FUNCTION alkstore.listed_queue(name text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN starts_with(name, alkstore.outbox_prefix())
+              THEN alkstore.outbox_prefix()
+                   || alkstore.name('outbox', substr(name, length(alkstore.outbox_prefix()) + 1))
+              ELSE alkstore.name('queue', name) END
+$$;
+
 -- A payload must be a JSON value; SQL NULL is not one.
 -- (Each *_error function takes the checked value too: with only constant
 -- arguments the planner would call it while planning, error and all.)
@@ -5143,7 +5156,7 @@ CREATE OR REPLACE FUNCTION alk_list_jobs(queue text, state text DEFAULT NULL, af
 RETURNS SETOF jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q  text := alkstore.name('queue', queue);
+  q  text := alkstore.listed_queue(queue);
   st text := alkstore.state_arg(state, ARRAY['pending', 'running', 'dead', 'completed'], true);
   a  bigint := CASE WHEN after_id IS NULL THEN 0 ELSE alkstore.offset_arg('after_id', after_id) END;
   m  integer := alkstore.batch('max_jobs', max_jobs);
@@ -5174,7 +5187,7 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_requeue_dead_all(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q   text := alkstore.name('queue', queue);
+  q   text := alkstore.listed_queue(queue);
   n     integer;
   moved integer;
   jid   bigint;
@@ -5210,7 +5223,7 @@ CREATE OR REPLACE FUNCTION alk_purge(queue text, state text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off AS $$
 DECLARE
-  q    text := alkstore.name('queue', queue);
+  q    text := alkstore.listed_queue(queue);
   st   text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);
   n    integer;
   moved integer;

@@ -85,7 +85,7 @@ CREATE OR REPLACE FUNCTION alk_list_jobs(queue text, state text DEFAULT NULL, af
 RETURNS SETOF jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q  text := alkstore.name('queue', queue);
+  q  text := alkstore.listed_queue(queue);
   st text := alkstore.state_arg(state, ARRAY['pending', 'running', 'dead', 'completed'], true);
   a  bigint := CASE WHEN after_id IS NULL THEN 0 ELSE alkstore.offset_arg('after_id', after_id) END;
   m  integer := alkstore.batch('max_jobs', max_jobs);
@@ -116,7 +116,7 @@ END $$;
 CREATE OR REPLACE FUNCTION alk_requeue_dead_all(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q   text := alkstore.name('queue', queue);
+  q   text := alkstore.listed_queue(queue);
   n     integer;
   moved integer;
   jid   bigint;
@@ -152,7 +152,7 @@ CREATE OR REPLACE FUNCTION alk_purge(queue text, state text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off AS $$
 DECLARE
-  q    text := alkstore.name('queue', queue);
+  q    text := alkstore.listed_queue(queue);
   st   text := alkstore.state_arg(state, ARRAY['pending', 'dead', 'completed'], false);
   n    integer;
   moved integer;

@@ -93,6 +93,19 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN alkstore.name_ok(kind, name) THEN name ELSE alkstore.name_error(kind, name) END
 $$;
 
+-- A queue name as the admin functions take it (alk_list_jobs,
+-- alk_requeue_dead_all, alk_purge): a queue's, or exactly an outbox's
+-- backing queue as alk_queues lists it (the prefix, then a valid outbox
+-- name), so that an operator can list, requeue and purge an outbox's
+-- messages; every other function keeps refusing the prefix. Returns it.
+CREATE OR REPLACE FUNCTION alkstore.listed_queue(name text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN starts_with(name, alkstore.outbox_prefix())
+              THEN alkstore.outbox_prefix()
+                   || alkstore.name('outbox', substr(name, length(alkstore.outbox_prefix()) + 1))
+              ELSE alkstore.name('queue', name) END
+$$;
+
 -- A payload must be a JSON value; SQL NULL is not one.
 -- (Each *_error function takes the checked value too: with only constant
 -- arguments the planner would call it while planning, error and all.)

@@ -9,7 +9,7 @@ use crate::function::Out;
 use crate::json::Obj;
 use crate::{deps, group, queue};
 use alkstore_core::time::now_ms;
-use alkstore_core::{err, Code, NameKind};
+use alkstore_core::{err, Code};
 
 /// A state argument (contract v1.1 §G): one of `allowed`, or NULL when `null_ok`.
 fn state<'a>(
@@ -54,7 +54,7 @@ pub fn queues(conn: &Conn, _args: &Args) -> Result<Out> {
 
 /// `alk_list_jobs(queue[, state[, after_id[, max_jobs]]])` → job documents in id order.
 pub fn list_jobs(conn: &Conn, args: &Args) -> Result<Out> {
-    let queue = args.name(0, NameKind::Queue)?;
+    let queue = args.listed_queue(0)?;
     let st = match args.get(1) {
         Some(_) => state(args, 1, &["pending", "running", "dead", "completed"], true)?,
         None => None,
@@ -91,7 +91,7 @@ pub fn list_jobs(conn: &Conn, args: &Args) -> Result<Out> {
 
 /// `alk_requeue_dead_all(queue)` → the number of dead jobs put back to pending.
 pub fn requeue_dead_all(conn: &Conn, args: &Args) -> Result<Out> {
-    let queue = args.name(0, NameKind::Queue)?;
+    let queue = args.listed_queue(0)?;
     let mut st = conn.stmt("requeue_dead_ungrouped")?;
     st.bind_text(1, queue);
     st.bind_i64(2, now_ms());
@@ -117,7 +117,7 @@ pub fn requeue_dead_all(conn: &Conn, args: &Args) -> Result<Out> {
 
 /// `alk_purge(queue, state)` → the number of jobs deleted.
 pub fn purge(conn: &Conn, args: &Args) -> Result<Out> {
-    let queue = args.name(0, NameKind::Queue)?;
+    let queue = args.listed_queue(0)?;
     let st = state(args, 1, &["pending", "dead", "completed"], false)?;
     match st {
         Some("pending") => {

@@ -64,6 +64,18 @@ impl<'a> Args<'a> {
         Ok(name)
     }
 
+    /// A queue name as the admin functions take it: a queue's, or an
+    /// outbox's backing queue (`names::validate_listed_queue`).
+    pub fn listed_queue(&self, i: usize) -> Result<&'a str> {
+        match self.text(i) {
+            Some(Ok(name)) if names::outbox_of(name).is_some() => {
+                names::validate_listed_queue(name)?;
+                Ok(name)
+            }
+            _ => self.name(i, NameKind::Queue),
+        }
+    }
+
     /// Argument `i` as an integer: an SQL integer, or a real with no fraction
     /// (what JavaScript clients bind for every number); `None` for NULL.
     fn integer(&self, i: usize, what: &str) -> Result<Option<i64>> {

@@ -390,3 +390,48 @@ per_engine! {
         }
     }
 }
+
+per_engine! {
+    /// Issue 57: the admin functions take exactly the backing names that
+    /// `alk_queues` lists for outboxes, so an operator can list an outbox's
+    /// dead messages, requeue and purge them; every other function keeps
+    /// refusing the prefix, and a backing name must name a valid outbox.
+    fn an_operator_lists_requeues_and_purges_an_outboxs_messages(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let o = fresh("adm-outbox");
+        let backing = format!("__alkstore_outbox:{o}");
+        let dead = db.int("alk_outbox_enqueue", &[t(&o), Arg::Null, j(r#"{"mail": 1}"#)]);
+        let pending = db.int("alk_outbox_enqueue", &[t(&o), Arg::Null, j(r#"{"mail": 2}"#)]);
+        assert_eq!(ids(&db.ok("alk_outbox_claim", &[t(&o), t("relay")])), [dead]);
+        assert!(db.yes("alk_fail", &[Arg::Int(dead), t("relay"), t("refused")]));
+        let listed = db.ok("alk_queues", &[]);
+        assert!(find(&listed, "queue", &backing).is_some(), "[{e}] {listed}");
+
+        let rows = db.ok("alk_list_jobs", &[t(&backing), t("dead")]);
+        assert_eq!(ids(&rows), [dead], "[{e}] {rows}");
+        assert_eq!(db.int("alk_requeue_dead_all", &[t(&backing)]), 1, "[{e}]");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(dead)])["state"], "pending");
+        assert_eq!(
+            ids(&db.ok("alk_list_jobs", &[t(&backing), t("pending")])),
+            [dead, pending],
+            "[{e}]"
+        );
+        assert_eq!(db.int("alk_purge", &[t(&backing), t("pending")]), 2, "[{e}]");
+        assert_eq!(db.ok("alk_outbox_stats", &[t(&o)])["pending"], 0);
+
+        // Still refused: the prefix anywhere else, and a backing name that
+        // names no valid outbox.
+        for (f, args, want) in [
+            ("alk_enqueue", vec![t(&backing), Arg::Null, j("1")], "ALK02"),
+            ("alk_claim", vec![t(&backing), t("w")], "ALK02"),
+            ("alk_queue_stats", vec![t(&backing)], "ALK02"),
+            ("alk_list_jobs", vec![t("__alkstore_outbox:")], "ALK01"),
+            ("alk_purge", vec![t("__alkstore_outbox:__alkstore_x"), t("pending")], "ALK02"),
+            ("alk_requeue_dead_all", vec![t("__alkstore_other")], "ALK02"),
+        ] {
+            assert_eq!(db.code(f, &args), want, "[{e}] {f} {args:?}");
+        }
+    }
+}

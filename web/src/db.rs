@@ -157,6 +157,4 @@ pub async fn call(
 
 /// The outbox a backing queue name stands for (`__alkstore_outbox:{name}`),
 /// so that pausing "an outbox's queue" pauses the outbox.
-pub fn outbox_of(queue: &str) -> Option<&str> {
-    queue.strip_prefix("__alkstore_outbox:")
-}
+pub use alkstore::outbox_of;

@@ -1069,3 +1069,53 @@ fn the_bearer_scheme_is_case_insensitive_and_api_errors_are_json() {
     assert_eq!(r.status, 400, "{}", r.text);
     assert!(r.json()["error"].is_string());
 }
+
+/// Issue 57: an outbox's messages, under the backing name the queue list
+/// shows, are listed, requeued and purged through the API like any queue's
+/// jobs, on every engine and install.
+#[test]
+fn an_outboxs_messages_are_listed_and_acted_on() {
+    for t in targets() {
+        let store = alkstore::open(&t.url).unwrap();
+        let name = fresh("web-outbox");
+        let outbox = store.outbox(&name).unwrap();
+        let dead = outbox
+            .enqueue(&EnqueueOpts::new().max_attempts(1), &json!({"mail": 1}))
+            .unwrap();
+        assert_eq!(outbox.claim("relay", 1).unwrap()[0].id, dead);
+        outbox.jobs().fail(dead, "relay", "refused").unwrap();
+        let server = serve(&t.url, with_token());
+        let backing = format!("__alkstore_outbox:{name}");
+        let all = get_ok(&server, "/api/queues");
+        assert!(
+            all.as_array()
+                .unwrap()
+                .iter()
+                .any(|q| q["queue"] == backing),
+            "[{}] {all}",
+            t.label
+        );
+        let listed = get_ok(&server, &format!("/api/queues/{backing}/jobs?state=dead"));
+        assert_eq!(listed[0]["id"], dead, "[{}] {listed}", t.label);
+        assert_eq!(
+            post_ok(
+                &server,
+                &format!("/api/queues/{backing}/requeue-dead"),
+                None
+            ),
+            json!({"requeued": 1}),
+            "[{}]",
+            t.label
+        );
+        assert_eq!(
+            post_ok(
+                &server,
+                &format!("/api/queues/{backing}/purge?state=pending"),
+                None
+            ),
+            json!({"purged": 1}),
+            "[{}]",
+            t.label
+        );
+    }
+}
