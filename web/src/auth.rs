@@ -82,15 +82,23 @@ fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
-fn cookie(headers: &HeaderMap) -> Option<String> {
+/// Every value of the session cookie the request carries: a browser sends
+/// all it has under that name (another site on another localhost port can
+/// plant one: browsers do not keep cookies apart by port).
+fn cookies(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .filter(|(k, _)| *k == COOKIE)
         .map(|(_, v)| v.to_string())
+        .collect()
+}
+
+fn cookie(headers: &HeaderMap) -> Option<String> {
+    cookies(headers).into_iter().next()
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header; the scheme's name
@@ -181,7 +189,11 @@ pub async fn guard(State(app): State<Shared>, mut req: Request, next: Next) -> R
         return next.run(req).await;
     }
     let headers = req.headers();
-    let session = cookie(headers).and_then(|id| app.sessions.csrf(&id).map(|c| (id, c)));
+    // The first of its cookies that names a session this server issued.
+    let carried = cookies(headers);
+    let session = carried
+        .iter()
+        .find_map(|id| app.sessions.csrf(id).map(|c| (id.clone(), c)));
     // Without a token configured there is none to be wrong: a Bearer header
     // is ignored (it proves nothing either).
     let by_bearer = match (&app.config.token, bearer(headers)) {
@@ -203,6 +215,17 @@ pub async fn guard(State(app): State<Shared>, mut req: Request, next: Next) -> R
             return r;
         }
         return Redirect::to(&format!("{}/login", app.config.base)).into_response();
+    }
+    // A browser's change with a session cookie this server did not issue
+    // (a planted one, or one from before a restart) is refused: such a
+    // cookie would otherwise skip the CSRF check. Reloading the page gets a
+    // session.
+    if change && !by_bearer && session.is_none() && !carried.is_empty() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            api,
+            "refused: this browser's session is unknown here (reload the page)",
+        );
     }
     if change && !by_bearer {
         if let Some((_, csrf)) = &session {

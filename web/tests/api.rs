@@ -748,8 +748,39 @@ fn without_a_token_a_cross_site_change_is_still_refused() {
     assert_eq!(page.status, 200);
     let session = page.set_cookie[0].split(';').next().unwrap().to_string();
     assert_eq!(post(&requeue, &[("cookie", &session)], None).status, 403);
+    // Issue 57 item 4: a cookie the server never issued (planted by a page
+    // on another localhost port, or left from before a restart) does not
+    // skip the CSRF check: refused, alone or before the real session.
+    for cookie in [
+        "alkstore_session=deadbeef".to_string(),
+        format!("alkstore_session=deadbeef; {session}"),
+    ] {
+        let r = post(&requeue, &[("cookie", &cookie)], None);
+        assert_eq!(r.status, 403, "{cookie}: {}", r.text);
+    }
+    assert_eq!(store.get_job(dead).unwrap().unwrap()["state"], "dead");
+    // The real session's token passes even behind a planted cookie.
+    let csrf = page
+        .text
+        .split("name=\"csrf-token\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    let planted = format!("alkstore_session=deadbeef; {session}");
+    let r = post(
+        &requeue,
+        &[("cookie", &planted), ("x-csrf-token", &csrf)],
+        None,
+    );
+    assert_eq!((r.status, r.json()), (200, json!({"requeued": true})));
     // A script without a cookie (curl on the same machine) may change.
-    let r = post(&requeue, &[], None);
+    let (dead2, _, _) = seed(&store, &fresh("web-open2"));
+    let r = post(
+        &server.url(&format!("/api/jobs/{dead2}/requeue")),
+        &[],
+        None,
+    );
     assert_eq!((r.status, r.json()), (200, json!({"requeued": true})));
 }
 
