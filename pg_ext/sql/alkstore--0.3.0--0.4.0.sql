@@ -2488,10 +2488,12 @@ END $$;
 -- locked as read: a job another transaction holds (one open for minutes,
 -- say) is left to the next sweep rather than stalling this one and the
 -- background worker behind it, and so is a job whose group's row another
--- transaction holds. alone: only the jobs whose end touches no other row
--- (no group to hand on, no dependents to fail); else only the others, at
--- most lim of them.
-CREATE OR REPLACE FUNCTION alkstore.sweep_candidates(q text, now timestamptz, alone boolean, lim integer)
+-- transaction holds. kind: 'alone', the jobs whose end touches no other
+-- row; 'grouped', those of a group (its row now locked here) and without
+-- dependents; 'dependents', those with dependents to fail — at most lim,
+-- none of skip.
+CREATE OR REPLACE FUNCTION alkstore.sweep_candidates(q text, now timestamptz, kind text, lim integer,
+                                                     skip bigint[] DEFAULT '{}')
 RETURNS TABLE (id bigint, state text)
 LANGUAGE sql AS $$
   WITH d AS (
@@ -2500,23 +2502,30 @@ LANGUAGE sql AS $$
        AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
        AND (e.state <> 'running' OR e.attempts >= e.max_attempts)
        AND (q IS NULL OR e.queue = q)
-       AND (e.group_key IS NULL AND NOT coalesce(e.dependents, false)) = alone
-       AND (alone OR alkstore.group_lockable(e.queue, e.group_key))
+       AND alkstore.sweep_kind(e.group_key, e.dependents) = kind AND e.id <> ALL (skip)
+       AND (kind = 'alone' OR alkstore.group_lockable(e.queue, e.group_key))
      FOR UPDATE SKIP LOCKED
   ), w AS (
     SELECT e.id, e.state FROM alkstore.jobs e
      WHERE e.state IN ('waiting', 'blocked') AND e.expires_at <= now AND (q IS NULL OR e.queue = q)
-       AND (e.group_key IS NULL AND NOT coalesce(e.dependents, false)) = alone
-       AND (alone OR alkstore.group_lockable(e.queue, e.group_key))
+       AND alkstore.sweep_kind(e.group_key, e.dependents) = kind AND e.id <> ALL (skip)
+       AND (kind = 'alone' OR alkstore.group_lockable(e.queue, e.group_key))
      FOR UPDATE SKIP LOCKED
   ), p AS (
     SELECT e.id, e.state FROM alkstore.parked k JOIN alkstore.jobs e ON e.id = k.id -- (limit.sql)
      WHERE e.state = 'parked' AND e.expires_at <= now AND (q IS NULL OR k.queue = q)
-       AND (e.group_key IS NULL AND NOT coalesce(e.dependents, false)) = alone
-       AND (alone OR alkstore.group_lockable(e.queue, e.group_key))
+       AND alkstore.sweep_kind(e.group_key, e.dependents) = kind AND e.id <> ALL (skip)
+       AND (kind = 'alone' OR alkstore.group_lockable(e.queue, e.group_key))
      FOR UPDATE OF e SKIP LOCKED
   )
   SELECT * FROM (SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p) x LIMIT lim
+$$;
+
+-- Which of the sweep's three kinds a job's end is (sweep_candidates).
+CREATE OR REPLACE FUNCTION alkstore.sweep_kind(group_key text, dependents boolean) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN coalesce(dependents, false) THEN 'dependents'
+              WHEN group_key IS NOT NULL THEN 'grouped' ELSE 'alone' END
 $$;
 
 -- The end of the candidates (alkstore.sweep_candidates: ids and the states
@@ -2550,25 +2559,31 @@ $$;
 --
 -- A sweep (the maintenance worker's, every worker's) never waits for an
 -- application's transaction (issue 57): the jobs it ends are chosen with
--- SKIP LOCKED, and the end of a job that reaches other rows — its group's
--- row, which an open enqueue into that group holds; its dependents and
--- theirs — runs in a block of its own whose lock waits give up after
--- 10 ms (lock_timeout), undone, left to the next sweep. At most 32 such
--- jobs a call (each block is a subtransaction).
+-- SKIP LOCKED, a job of a group whose row another transaction holds (an
+-- enqueue into that group, left open) is left to the next sweep, and the
+-- end of a job with dependents — which reaches their rows and their
+-- groups' — runs in a block of its own whose lock waits give up after
+-- 10 ms (lock_timeout), undone, and is tried again by the next sweep. At
+-- most 32 such blocks a call (each is a subtransaction; more than 64 in
+-- one transaction slow every session's snapshots).
 CREATE OR REPLACE FUNCTION alk_sweep(queue text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  q   text := CASE WHEN queue IS NULL THEN NULL ELSE alkstore.name('queue', queue) END;
-  now timestamptz := clock_timestamp();
-  n   integer := 0;
-  c   record;
-  r   record;
-  lt  text := current_setting('lock_timeout');
+  q      text := CASE WHEN queue IS NULL THEN NULL ELSE alkstore.name('queue', queue) END;
+  now    timestamptz := clock_timestamp();
+  n      integer := 0;
+  c      record;
+  r      record;
+  lt     text := current_setting('lock_timeout');
+  failed bigint[] := '{}';
 BEGIN
+  -- Alone, then grouped (their group rows locked by sweep_candidates, so
+  -- handing a group on waits for nobody), each kind in one statement.
   FOR r IN
-    SELECT e.* FROM (SELECT array_agg(x.id) AS ids, array_agg(x.state) AS states
-                       FROM alkstore.sweep_candidates(q, now, true, NULL) x) found,
-                    alkstore.sweep_end(found.ids, found.states, now) e
+    SELECT e.* FROM unnest(ARRAY['alone', 'grouped']) k(kind),
+           LATERAL (SELECT array_agg(x.id) AS ids, array_agg(x.state) AS states
+                      FROM alkstore.sweep_candidates(q, now, k.kind, NULL) x) found,
+           LATERAL alkstore.sweep_end(found.ids, found.states, now) e
   LOOP
     n := n + 1;
     IF r.was IN ('running', 'pending') AND r.limit_key IS NOT NULL THEN
@@ -2576,9 +2591,14 @@ BEGIN
     ELSIF r.was = 'parked' THEN
       DELETE FROM alkstore.parked p WHERE p.id = r.id;
     END IF;
+    IF r.group_key IS NOT NULL THEN
+      PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
+    END IF;
   END LOOP;
   PERFORM set_config('lock_timeout', '10ms', true);
-  FOR c IN SELECT x.id, x.state FROM alkstore.sweep_candidates(q, now, false, 32) x LOOP
+  FOR i IN 1 .. 32 LOOP
+    SELECT x.id, x.state INTO c FROM alkstore.sweep_candidates(q, now, 'dependents', 1, failed) x;
+    EXIT WHEN NOT FOUND;
     BEGIN
       SELECT * INTO r FROM alkstore.sweep_end(ARRAY[c.id], ARRAY[c.state], now);
       IF FOUND THEN
@@ -2590,13 +2610,15 @@ BEGIN
         IF r.group_key IS NOT NULL THEN
           PERFORM alkstore.group_done(r.queue, r.group_key, r.was <> 'waiting');
         END IF;
-        IF r.dependents THEN
-          PERFORM alkstore.deps_failed(ARRAY[r.id], 'dead');
-        END IF;
+        PERFORM alkstore.deps_failed(ARRAY[r.id], 'dead');
         n := n + 1;
+      ELSE
+        failed := failed || c.id; -- no longer a candidate: not asked again in this call
       END IF;
-    EXCEPTION WHEN lock_not_available THEN
-      NULL; -- an application's open transaction holds a row this end needs
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+      -- An application's open transaction holds a row this end needs: the
+      -- next sweep tries again; this one goes on with the others.
+      failed := failed || c.id;
     END;
   END LOOP;
   PERFORM set_config('lock_timeout', lt, true);
@@ -3054,6 +3076,9 @@ BEGIN
   END IF;
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.
   -- The deadline, written as in jobs_deadline, lets these read that index.)
+  -- A job of a group whose row another transaction holds (an enqueue into
+  -- that group, left open) is left to a later claim or sweep: handing the
+  -- group on would wait for that transaction (issue 57).
   IF any_due THEN
     WITH d AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
@@ -3062,6 +3087,7 @@ BEGIN
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
@@ -3073,6 +3099,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'running'
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     )
@@ -3271,6 +3298,9 @@ BEGIN
   END IF;
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.
   -- The deadline, written as in jobs_deadline, lets these read that index.)
+  -- A job of a group whose row another transaction holds (an enqueue into
+  -- that group, left open) is left to a later claim or sweep: handing the
+  -- group on would wait for that transaction (issue 57).
   IF any_due THEN
     WITH d AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
@@ -3279,6 +3309,7 @@ BEGIN
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
@@ -3290,6 +3321,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'running'
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     )
@@ -3492,6 +3524,9 @@ BEGIN
   END IF;
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.
   -- The deadline, written as in jobs_deadline, lets these read that index.)
+  -- A job of a group whose row another transaction holds (an enqueue into
+  -- that group, left open) is left to a later claim or sweep: handing the
+  -- group on would wait for that transaction (issue 57).
   IF any_due THEN
     WITH d AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
@@ -3500,6 +3535,7 @@ BEGIN
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
@@ -3511,6 +3547,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'running'
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     )
@@ -4047,7 +4084,10 @@ END $$;
 -- A tick never waits for an application's transaction (issue 57): a
 -- schedule whose enqueue needs a row such a transaction holds (its group's,
 -- an idempotency key being written) gives up within 10 ms (lock_timeout),
--- undone, and fires at the next tick; the other schedules fire now.
+-- undone, and fires at the next tick; the other schedules fire now. At
+-- most 50 schedules a call, the longest due first (each is a block, so a
+-- subtransaction: more than 64 in one transaction slow every session's
+-- snapshots); the next tick fires the rest.
 CREATE OR REPLACE FUNCTION alk_schedule_tick() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -4060,7 +4100,7 @@ DECLARE
 BEGIN
   PERFORM set_config('lock_timeout', '10ms', true);
   FOR r IN SELECT s.name, s.queue, s.spec, s.payload, s.opts, s.last_run_at FROM alkstore.schedules s
-            WHERE s.next_run_at <= now ORDER BY s.name FOR UPDATE SKIP LOCKED LOOP
+            WHERE s.next_run_at <= now ORDER BY s.next_run_at, s.name LIMIT 50 FOR UPDATE SKIP LOCKED LOOP
     BEGIN
       p := alkstore.schedule_parse(r.spec);
       due := alkstore.schedule_last(p, now);
@@ -4072,7 +4112,7 @@ BEGIN
       END IF;
       UPDATE alkstore.schedules s SET last_run_at = due, next_run_at = alkstore.schedule_next(p, now)
        WHERE s.name = r.name;
-    EXCEPTION WHEN lock_not_available THEN
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
       NULL; -- left due: the next tick fires it
     END;
   END LOOP;

@@ -194,11 +194,11 @@ fn run(chore: Chore, schema: &str) {
     match chore {
         Chore::Sequence => {
             // A transaction per stream, as alk_sequence does.
-            let streams = guarded("sequencing", || {
+            let streams = guarded("listing the streams to sequence", || {
                 Spi::get_one::<Vec<String>>("SELECT alkstore.sequence_streams(NULL)")
             });
             for stream in streams.flatten().unwrap_or_default() {
-                guarded("sequencing", || {
+                guarded(&format!("sequencing stream {stream:?}"), || {
                     Spi::run("SET LOCAL statement_timeout = '60s'")?;
                     Spi::get_one_with_args::<i64>(
                         "SELECT alkstore.sequence_stream($1)",
@@ -214,7 +214,9 @@ fn run(chore: Chore, schema: &str) {
             // came due at once are made pending in transactions of their own.
             let sql = format!("SELECT alkstore.make_due(NULL, {DUE_BATCH})");
             for _ in 0..DUE_CALLS {
-                if guarded("the sweep", || chore_tx(&sql)).unwrap_or(0) < DUE_BATCH {
+                if guarded("making due scheduled jobs pending", || chore_tx(&sql)).unwrap_or(0)
+                    < DUE_BATCH
+                {
                     break;
                 }
             }
@@ -234,7 +236,9 @@ fn run(chore: Chore, schema: &str) {
     }
 }
 
-/// `body` in a transaction of its own; None if it failed. A PostgreSQL error
+/// `body` in a transaction of its own; None if it failed. `chore` names
+/// the step (one name per step: whether it is failing is kept by name). A
+/// PostgreSQL error
 /// raised inside is caught here: the transaction is rolled back and the
 /// error logged as a warning naming the chore.
 fn guarded<R>(

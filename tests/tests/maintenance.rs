@@ -395,11 +395,18 @@ fn a_transaction_held_open_stalls_no_chore() {
         "alk_sweep(NULL) took {:?}",
         started.elapsed()
     );
-    // The worker's chores go on meanwhile.
+    assert_eq!(state(&mut c, other), "dead", "the direct sweep ended it");
+    // The worker's chores go on meanwhile: a claim that expires now is
+    // dead-lettered by the worker alone.
+    let later = one(&mut c, "SELECT alk_enqueue($1, NULL, '{}')", &oq);
+    assert_eq!(
+        one(&mut c, "SELECT count(*) FROM alk_claim($1, 'w', 1)", &oq),
+        1
+    );
     assert!(
-        eventually(Duration::from_secs(15), || state(&mut c, other) == "dead"),
+        eventually(Duration::from_secs(15), || state(&mut c, later) == "dead"),
         "the other queue's expired claim is still {}",
-        state(&mut c, other)
+        state(&mut c, later)
     );
     assert!(
         eventually(Duration::from_secs(15), || state(&mut c, kept) == "gone"),

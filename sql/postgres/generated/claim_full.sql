@@ -74,6 +74,9 @@ BEGIN
   END IF;
   -- (id = ANY (ARRAY(…)): a plan that can only probe the primary key.
   -- The deadline, written as in jobs_deadline, lets these read that index.)
+  -- A job of a group whose row another transaction holds (an enqueue into
+  -- that group, left open) is left to a later claim or sweep: handing the
+  -- group on would wait for that transaction (issue 57).
   IF any_due THEN
     WITH d AS (
       UPDATE alkstore.jobs j SET state = 'dead', last_error = 'expired',
@@ -82,6 +85,7 @@ BEGIN
                SELECT e.id FROM alkstore.jobs e
                 WHERE e.queue = q AND e.state = 'pending' AND e.expires_at IS NOT NULL
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     ), f AS (
@@ -93,6 +97,7 @@ BEGIN
                 WHERE e.queue = q AND e.state = 'running'
                   AND CASE WHEN e.state = 'running' THEN e.claim_expires_at ELSE e.expires_at END <= now
                   AND e.attempts >= e.max_attempts
+                  AND alkstore.group_lockable(q, e.group_key)
                 FOR UPDATE SKIP LOCKED))
       RETURNING j.id, j.group_key, j.dependents, j.limit_key
     )
