@@ -67,11 +67,13 @@ pub enum InSchema {
     /// work, or changes policy: a schema must not purge a queue when read.
     Never,
     /// From a schema SQLite trusts (`PRAGMA trusted_schema = 1`, its
-    /// default), not from one it does not: functions that only add work or
-    /// read, so that a trigger can fill an outbox with its business row.
+    /// default), not from one it does not: the functions that only add
+    /// work, so that a trigger can fill an outbox with its business row,
+    /// and `alk_version`. (Not the reads: a view in an attached file could
+    /// copy the application's jobs into that file.)
     Trusted,
-    /// From any schema (`SQLITE_INNOCUOUS`): no effect, nothing revealed but
-    /// the library's version.
+    /// From any schema (`SQLITE_INNOCUOUS`). No function is: every one may
+    /// create the schema on first use, which is a write.
     Anywhere,
 }
 
@@ -150,18 +152,14 @@ const fn trusted(function: Function) -> Function {
 
 use crate::NameKind;
 use Engines::{Both, Postgres, Sqlite};
-use InSchema::Anywhere;
 use Returns::{Bool, Int, Json, Rows, Text, Void};
 use Role::{Admin, User};
 
 /// Every function, in the order of the contract's sections. On SQLite
-/// every one is direct-only but those wrapped in `trusted(…)` (they add
-/// work or read) and `alk_version` (callable anywhere).
+/// every one is direct-only but those wrapped in `trusted(…)`: the ones
+/// that only add work, and `alk_version`.
 pub const FUNCTIONS: &[Function] = &[
-    Function {
-        in_schema: Anywhere,
-        ..f("alk_version", Both, &[], 0, Json, User)
-    },
+    trusted(f("alk_version", Both, &[], 0, Json, User)),
     f("alk_init", Both, &[], 0, Int, User),
     // Queues (v1 §5).
     trusted(f(
@@ -225,8 +223,8 @@ pub const FUNCTIONS: &[Function] = &[
         User,
     ),
     f("alk_cancel", Both, &["bigint"], 1, Bool, User),
-    trusted(f("alk_get_job", Both, &["bigint"], 1, Json, User)),
-    trusted(f("alk_job_errors", Both, &["bigint"], 1, Json, User)),
+    f("alk_get_job", Both, &["bigint"], 1, Json, User),
+    f("alk_job_errors", Both, &["bigint"], 1, Json, User),
     f("alk_requeue_dead", Both, &["bigint"], 1, Bool, Admin),
     f("alk_delete_job", Both, &["bigint"], 1, Bool, Admin),
     f(
@@ -237,8 +235,8 @@ pub const FUNCTIONS: &[Function] = &[
         Json,
         Admin,
     ),
-    trusted(f("alk_queue_opts", Both, &["text"], 1, Json, User)),
-    trusted(f("alk_queue_stats", Both, &["text"], 1, Json, User)),
+    f("alk_queue_opts", Both, &["text"], 1, Json, User),
+    f("alk_queue_stats", Both, &["text"], 1, Json, User),
     f("alk_sweep", Both, &["text"], 0, Int, User),
     // Job features (v1.1 §C).
     f("alk_queue_pause", Both, &["text"], 1, Bool, Admin),
@@ -275,7 +273,7 @@ pub const FUNCTIONS: &[Function] = &[
         Rows,
         User,
     ),
-    trusted(f("alk_outbox_stats", Both, &["text"], 1, Json, User)),
+    f("alk_outbox_stats", Both, &["text"], 1, Json, User),
     // Streams (v1 §7).
     trusted(f(
         "alk_publish",
@@ -285,14 +283,14 @@ pub const FUNCTIONS: &[Function] = &[
         Int,
         User,
     )),
-    trusted(f(
+    f(
         "alk_read",
         Both,
         &["text", "bigint", "integer"],
         3,
         Rows,
         User,
-    )),
+    ),
     f(
         "alk_save_offset",
         Both,
@@ -301,7 +299,7 @@ pub const FUNCTIONS: &[Function] = &[
         Bool,
         User,
     ),
-    trusted(f("alk_get_offset", Both, &["text", "text"], 2, Int, User)),
+    f("alk_get_offset", Both, &["text", "text"], 2, Int, User),
     f(
         "alk_reset_offset",
         Both,
@@ -320,7 +318,7 @@ pub const FUNCTIONS: &[Function] = &[
         Json,
         Admin,
     ),
-    trusted(f("alk_stream_info", Both, &["text"], 1, Json, User)),
+    f("alk_stream_info", Both, &["text"], 1, Json, User),
     // Sequencing (v1.2 §K): a procedure on PostgreSQL (its second argument
     // is the INOUT result, passed NULL), a function returning 0 on SQLite.
     Function {
@@ -342,14 +340,14 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_schedule_tick", Both, &[], 0, Int, User),
     // Notifications (v1 §8).
     trusted(f("alk_notify", Both, &["text", "jsonb"], 2, Void, User)),
-    trusted(f(
+    f(
         "alk_notifications",
         Sqlite,
         &["text", "bigint", "integer"],
         2,
         Json,
         User,
-    )),
+    ),
     f("alk_channel", Postgres, &["text"], 1, Text, User),
     // Wake-ups (v1 §10).
     f(

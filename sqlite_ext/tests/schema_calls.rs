@@ -272,17 +272,47 @@ fn a_trigger_fills_an_outbox_with_its_business_row() {
     );
 }
 
-/// `alk_version` is callable from any schema, even one SQLite does not trust.
+/// `alk_version` is callable from a trusted schema only: it may create the
+/// schema on first use, which is a write. No function is innocuous.
 #[test]
-fn the_version_is_callable_from_any_schema() {
+fn the_version_is_callable_from_a_trusted_schema_only() {
     let db = Db::new();
     foreign(&db)
         .execute_batch("CREATE VIEW about AS SELECT json_extract(alk_version(), '$.version') AS v;")
         .unwrap();
     let app = db.conn();
-    app.pragma_update(None, "trusted_schema", 0).unwrap();
     assert_eq!(
         val(&app, "SELECT v FROM about", &[]),
         alkstore_core::VERSION
     );
+    app.pragma_update(None, "trusted_schema", 0).unwrap();
+    let (_, msg, _) = fails(&app, "SELECT v FROM about", &[]);
+    assert!(msg.contains("unsafe use of alk_version()"), "{msg}");
+}
+
+/// Issue 63 (review): a view in an attached file cannot read the
+/// application's jobs into that file — the reads are direct-only.
+#[test]
+fn an_attached_files_view_cannot_read_the_applications_jobs() {
+    let db = Db::new();
+    let app = db.conn();
+    let id = int(
+        &app,
+        "SELECT alk_enqueue('q', NULL, '{\"secret\": 1}')",
+        &[],
+    );
+    let other = Db::new();
+    foreign(&other)
+        .execute_batch(&format!(
+            "CREATE TABLE loot (doc TEXT);
+             CREATE VIEW peek AS SELECT alk_get_job({id}) AS doc;"
+        ))
+        .unwrap();
+    app.execute(
+        "ATTACH DATABASE ?1 AS other",
+        [other.path.to_str().unwrap()],
+    )
+    .unwrap();
+    let (_, msg, _) = fails(&app, "SELECT doc FROM other.peek", &[]);
+    assert!(msg.contains("unsafe use of alk_get_job()"), "{msg}");
 }
