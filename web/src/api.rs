@@ -55,6 +55,15 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
     (parts.status, Json(json!({"error": text, "code": null}))).into_response()
 }
 
+/// Any other path under `/api`: 404, with the JSON body.
+pub async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"error": "no such API endpoint", "code": null})),
+    )
+        .into_response()
+}
+
 /// `GET /api/queues`: `alk_queues()`.
 pub async fn queues(State(app): State<Shared>) -> ApiResult {
     Ok(Json(call(&app.db, "alk_queues", vec![]).await?))
@@ -138,6 +147,59 @@ pub struct Listing {
     pub more: bool,
 }
 
+/// Documents read per call while scanning past what a request returns (a
+/// filter's misses, a bulk action's jobs): a request holds at most one such
+/// page of documents at once, whatever their payloads weigh (any
+/// `alkstore_user` can enqueue 1 MB payloads: 1,000 of them at once took
+/// hundreds of megabytes).
+pub const SCAN_PAGE: i64 = 25;
+
+/// Reads `queue`'s jobs after `after_id` in id order, `page_size` at a
+/// time, handing every one the filter matches to `each` (which says
+/// whether to go on), until the queue ends or `scan` jobs were read.
+/// Returns the last id read and whether jobs may remain beyond it.
+#[allow(clippy::too_many_arguments)]
+fn scan_jobs(
+    db: &Db,
+    queue: &str,
+    state: Option<&str>,
+    after_id: i64,
+    page_size: i64,
+    filter: Option<&Filter>,
+    scan: i64,
+    mut each: impl FnMut(Value) -> bool,
+) -> Result<(i64, bool), ApiError> {
+    let (mut through, mut read) = (after_id, 0);
+    loop {
+        let page = db.store().call(
+            "alk_list_jobs",
+            &[
+                Arg::Text(queue.into()),
+                state.map_or(Arg::Null, |s| Arg::Text(s.into())),
+                Arg::Int(through),
+                Arg::Int(page_size),
+            ],
+        )?;
+        let Value::Array(page) = page else {
+            return Ok((through, false));
+        };
+        let full = page.len() as i64 == page_size;
+        for job in page {
+            through = job.get("id").and_then(Value::as_i64).unwrap_or(through);
+            read += 1;
+            if filter.is_none_or(|f| f.matches(&job)) && !each(job) {
+                return Ok((through, true));
+            }
+        }
+        if !full {
+            return Ok((through, false));
+        }
+        if read >= scan {
+            return Ok((through, true));
+        }
+    }
+}
+
 /// Reads `queue`'s jobs after `after_id` until `limit` match or `scan`
 /// jobs were read.
 pub fn list(
@@ -149,49 +211,39 @@ pub fn list(
     filter: Option<&Filter>,
     scan: i64,
 ) -> Result<Listing, ApiError> {
-    let mut out = Listing {
-        jobs: vec![],
-        through: after_id,
-        more: false,
+    let page_size = if filter.is_some() {
+        SCAN_PAGE
+    } else {
+        limit.min(1000)
     };
-    let mut read = 0;
-    loop {
-        let page_size = if filter.is_some() {
-            1000
-        } else {
-            limit.min(1000)
-        };
-        let page = db.store().call(
-            "alk_list_jobs",
-            &[
-                Arg::Text(queue.into()),
-                state.map_or(Arg::Null, |s| Arg::Text(s.into())),
-                Arg::Int(out.through),
-                Arg::Int(page_size),
-            ],
-        )?;
-        let page = page.as_array().cloned().unwrap_or_default();
-        let full = page.len() as i64 == page_size;
-        for job in page {
-            let id = job.get("id").and_then(Value::as_i64).unwrap_or(out.through);
-            read += 1;
-            if filter.is_none_or(|f| f.matches(&job)) {
-                out.jobs.push(job);
-            }
-            out.through = id;
-            if out.jobs.len() as i64 == limit {
-                out.more = true;
-                return Ok(out);
-            }
-        }
-        if !full {
-            return Ok(out);
-        }
-        if read >= scan {
-            out.more = true;
-            return Ok(out);
-        }
-    }
+    let mut jobs = Vec::new();
+    let (through, more) = scan_jobs(db, queue, state, after_id, page_size, filter, scan, |job| {
+        jobs.push(job);
+        (jobs.len() as i64) < limit
+    })?;
+    Ok(Listing {
+        jobs,
+        through,
+        more,
+    })
+}
+
+/// The ids of `queue`'s jobs in `state` that the filter matches, at most
+/// `scan` read (and whether more may remain): ids only, a page of
+/// documents at a time.
+fn matching_ids(
+    db: &Db,
+    queue: &str,
+    state: &str,
+    filter: Option<&Filter>,
+    scan: i64,
+) -> Result<(Vec<i64>, bool), ApiError> {
+    let mut ids = Vec::new();
+    let (_, more) = scan_jobs(db, queue, Some(state), 0, SCAN_PAGE, filter, scan, |job| {
+        ids.extend(job.get("id").and_then(Value::as_i64));
+        true
+    })?;
+    Ok((ids, more))
 }
 
 fn limit(q: &ListQuery) -> Result<i64, ApiError> {
@@ -386,25 +438,16 @@ pub async fn bulk(
     let filter = Filter::parse(q.filter.as_deref().unwrap_or(""))?;
     let dry_run = q.dry_run.unwrap_or(false);
     let v = blocking(&app.db, move |db| {
-        let listing = list(
-            db,
-            &queue,
-            Some(&state),
-            0,
-            BULK_SCAN,
-            filter.as_ref(),
-            BULK_SCAN,
-        )?;
+        let (ids, truncated) = matching_ids(db, &queue, &state, filter.as_ref(), BULK_SCAN)?;
         let mut changed = 0;
         if !dry_run {
-            for job in &listing.jobs {
-                let id = job.get("id").and_then(Value::as_i64).unwrap_or(0);
-                if db.store().call(function, &[Arg::Int(id)])? == Value::Bool(true) {
+            for id in &ids {
+                if db.store().call(function, &[Arg::Int(*id)])? == Value::Bool(true) {
                     changed += 1;
                 }
             }
         }
-        Ok(json!({"matched": listing.jobs.len(), "changed": changed, "truncated": listing.more}))
+        Ok(json!({"matched": ids.len(), "changed": changed, "truncated": truncated}))
     })
     .await?;
     changed(&app, v).await

@@ -114,6 +114,7 @@ pub fn router(db: Db, config: Config) -> Router {
         .route("/locks", get(api::locks))
         .route("/health", get(api::health))
         .route("/events", get(api::events))
+        .fallback(api::not_found)
         .layer(axum::middleware::from_fn(api::json_errors));
     Router::new()
         .route("/", get(pages::overview))

@@ -1099,6 +1099,9 @@ fn the_bearer_scheme_is_case_insensitive_and_api_errors_are_json() {
     let r = post_auth(&server, "/api/jobs/abc/requeue", None);
     assert_eq!(r.status, 400, "{}", r.text);
     assert!(r.json()["error"].is_string());
+    let r = get(&server.url("/api/nothing-here"), &[(a[0].0, &a[0].1)]);
+    assert_eq!(r.status, 404, "{}", r.text);
+    assert!(r.json()["error"].is_string());
 }
 
 /// Issue 57: an outbox's messages, under the backing name the queue list
