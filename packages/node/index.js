@@ -124,7 +124,13 @@ async function releaseBatch(db, jobIds, worker, delayS = null) {
 /** What a work() handler returns to run its job again after `seconds`, without
  * spending an attempt or recording an error (alk_release). */
 class Snooze {
-  constructor(seconds) { this.seconds = Number(seconds); }
+  constructor(seconds) {
+    const s = Number(seconds);
+    if (!Number.isFinite(s) || s < 0) {
+      throw new RangeError(`a snooze lasts a finite number of seconds, at least 0, got ${seconds}`);
+    }
+    this.seconds = s;
+  }
 }
 
 /** `return alkstore.snooze(30)` from a work() handler: see Snooze. */

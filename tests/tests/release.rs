@@ -224,6 +224,12 @@ per_engine! {
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(10)])), [first]);
         assert!(db.yes("alk_ack", &[Arg::Int(first), t("w")]));
         assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(10)])), [second]);
+        // Released for later, the head still holds its group back.
+        let third = db.int("alk_enqueue", &[t(&q), j(r#"{"group_key": "g"}"#), j("3")]);
+        assert!(db.yes("alk_release", &[Arg::Int(second), t("w"), Arg::Num(60.0)]));
+        assert_eq!(db.ok("alk_claim", &[t(&q), t("w"), Arg::Int(10)]), json!([]), "[{}]", db.engine());
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(third)])["state"], "pending");
+        assert_eq!(db.ok("alk_get_job", &[Arg::Int(second)])["state"], "pending");
     }
 }
 

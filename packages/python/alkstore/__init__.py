@@ -12,6 +12,7 @@ transaction.
     alkstore.ack(db, job["id"], "worker-1")
 """
 import json
+import math
 import os
 import sys
 import threading
@@ -182,7 +183,10 @@ class Snooze:
     (``alk_release``): ``return alkstore.Snooze(30)``."""
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = float(seconds)
+        seconds = float(seconds)
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"a snooze lasts a finite number of seconds, at least 0, got {seconds}")
+        self.seconds = seconds
 
     def __repr__(self) -> str:
         return f"Snooze({self.seconds})"
