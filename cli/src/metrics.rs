@@ -4,6 +4,7 @@
 //! in the text exposition format; a failed read answers `alkstore_up 0` and
 //! counts `alkstore_exporter_scrape_errors_total`.
 
+use crate::output::visible;
 use crate::Fallible;
 use prometheus::{
     Encoder, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -153,21 +154,21 @@ fn collect(opened: &Opened, registry: &Registry) -> alkstore::Result<()> {
             ("completed", q.completed),
         ];
         for (state, n) in counts {
-            jobs.with_label_values(&[q.queue.as_str(), state]).set(n);
+            jobs.with_label_values(&[&*visible(&q.queue), state]).set(n);
         }
-        age.with_label_values(&[q.queue.as_str()])
+        age.with_label_values(&[&*visible(&q.queue)])
             .set(q.oldest_runnable_age_s.unwrap_or(0.0));
         paused
-            .with_label_values(&[q.queue.as_str()])
+            .with_label_values(&[&*visible(&q.queue)])
             .set(i64::from(q.paused));
     }
     // Offsets (and so lag) of events committed since the last sequencer.
     store.sequence(None)?;
     for s in store.streams()? {
-        last.with_label_values(&[s.stream.as_str()])
+        last.with_label_values(&[&*visible(&s.stream)])
             .set(s.last_offset);
         for c in &s.consumers {
-            lag.with_label_values(&[s.stream.as_str(), c.consumer.as_str()])
+            lag.with_label_values(&[&*visible(&s.stream), &*visible(&c.consumer)])
                 .set(c.lag);
         }
     }

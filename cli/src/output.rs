@@ -39,12 +39,13 @@ impl Output {
         }
     }
 
-    /// A result of an action: `{key: value}` in JSON, `message` for people.
+    /// A result of an action: `{key: value}` in JSON, `message` for people
+    /// (its control characters escaped: it may name a queue).
     pub fn done(&self, key: &str, value: Value, message: &str) {
         if self.json {
             say(serde_json::json!({ key: value }));
         } else {
-            say(message);
+            say(visible(message));
         }
     }
 }
@@ -62,11 +63,33 @@ pub fn say(line: impl std::fmt::Display) {
     }
 }
 
-/// A table cell: strings bare, null as "-", the rest as JSON.
+/// A table cell: strings bare (their control characters shown escaped),
+/// null as "-", the rest as JSON.
 pub fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => visible(s).into_owned(),
         other => other.to_string(),
     }
+}
+
+/// `s` with every control character escaped (`\n`, `\u{1b}`, …): names may
+/// hold them (any role that may enqueue chooses queue names), and printed
+/// raw to a terminal they would retitle or clear it, or forge a table row
+/// (issue 64 item 7).
+pub fn visible(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
 }

@@ -842,3 +842,48 @@ fn an_outboxs_messages_are_listed_requeued_and_purged() {
         );
     }
 }
+
+/// Issue 64 item 7: a queue name may hold control characters (any role
+/// that may enqueue chooses it); the tables show them escaped, so such a
+/// name cannot retitle or clear the operator's terminal or forge a row.
+#[test]
+fn control_characters_in_names_are_shown_escaped() {
+    for (url, _dir) in urls() {
+        let store = alkstore::open(&url).unwrap();
+        let base = fresh("ctl");
+        let evil = format!("{base}-evil\u{1b}]0;PWNED\u{7}\u{1b}[2J");
+        let forged = format!("{base}-fake\n│ payments │ 0 │");
+        for q in [&evil, &forged] {
+            store
+                .queue(q)
+                .unwrap()
+                .enqueue(&alkstore::EnqueueOpts::new(), &json!({}))
+                .unwrap();
+        }
+        let out = cli(&url, &["queues"], "");
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{url}: raw control characters in {text:?}"
+        );
+        assert!(
+            !text.lines().any(|l| l.starts_with("│ payments")),
+            "{url}: a forged row in\n{text}"
+        );
+        assert!(
+            text.contains(&format!("{base}-evil\\u{{1b}}]0;PWNED")),
+            "{url}: {text}"
+        );
+        // The exporter's labels too (its encoder escapes only \\, " and \\n).
+        let (mut child, addr) = exporter(&url);
+        let body = scrape(&addr);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(body.contains(&format!("{base}-evil")), "{url}: {body}");
+        assert!(
+            !body.contains('\u{1b}') && !body.contains('\u{7}'),
+            "{url}: raw control characters"
+        );
+    }
+}
