@@ -204,7 +204,22 @@ fn run(cli: Cli) -> Fallible {
     {
         return web::serve(&url, &listen, token, read_only);
     }
-    let store = alkstore::open(&url)?;
+    // Commands that only look open a SQLite file read-only: nothing is
+    // created or switched to WAL, a mistyped path is an error (issue 64).
+    let inspects = matches!(
+        cli.command,
+        Command::Queues
+            | Command::Jobs { .. }
+            | Command::Job { .. }
+            | Command::Streams
+            | Command::Locks
+            | Command::Schedules
+    );
+    let store = if inspects {
+        alkstore::open_to_inspect(&url)?
+    } else {
+        alkstore::open(&url)?
+    };
     let store = &store;
     match cli.command {
         Command::Queues => jobs::queues(store, &out),

@@ -683,9 +683,17 @@ fn urls_that_name_no_database_are_refused_at_once_without_their_password() {
         0,
         "a refused URL created a file"
     );
+    // The scheme in any case. (A command that writes: one that only looks
+    // refuses a file that does not exist.)
     let path = dir.path().join("x.db");
     let ok = Command::new(env!("CARGO_BIN_EXE_alkstore"))
-        .args(["--url", &format!("SQLite:{}", path.display()), "queues"])
+        .args([
+            "--url",
+            &format!("SQLite:{}", path.display()),
+            "enqueue",
+            "q",
+            "{}",
+        ])
         .output()
         .unwrap();
     assert!(ok.status.success(), "{ok:?}");
@@ -886,4 +894,82 @@ fn control_characters_in_names_are_shown_escaped() {
             "{url}: raw control characters"
         );
     }
+}
+
+/// Issue 64 item 8: the commands that only look open a SQLite file
+/// read-only. An application's file in rollback-journal mode stays so and
+/// gains nothing; a mistyped path is an error and creates no file; a file
+/// that is not a database is refused at once.
+#[test]
+fn inspecting_a_sqlite_file_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    {
+        // The application's own file, alkstore inside, back in rollback-
+        // journal mode.
+        let store = alkstore::open(&format!("sqlite:{}", path.display())).unwrap();
+        store
+            .queue("mail")
+            .unwrap()
+            .enqueue(&alkstore::EnqueueOpts::new(), &json!({}))
+            .unwrap();
+        drop(store);
+        // (The store's watcher lets go of the file a moment after.)
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let started = Instant::now();
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0)) {
+                Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                done => break done.unwrap(),
+            }
+        };
+        assert_eq!(mode, "delete");
+    }
+    let objects = |p: &std::path::Path| -> i64 {
+        rusqlite::Connection::open(p)
+            .unwrap()
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = objects(&path);
+    let url = format!("sqlite:{}", path.display());
+    for args in [
+        vec!["queues"],
+        vec!["jobs", "mail"],
+        vec!["streams"],
+        vec!["locks"],
+        vec!["schedules"],
+    ] {
+        let out = cli(&url, &args, "");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mode: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete", "the journal mode was switched");
+    assert_eq!(objects(&path), before, "objects were created");
+    assert!(!dir.path().join("app.db-wal").exists());
+
+    let missing = dir.path().join("typo.db");
+    let err = fails(&format!("sqlite:{}", missing.display()), &["queues"], "", 1);
+    assert!(err.contains("no SQLite file"), "{err}");
+    assert!(!missing.exists(), "a mistyped path created a file");
+
+    let junk = dir.path().join("notes.txt");
+    std::fs::write(&junk, "not a database, just text ".repeat(100)).unwrap();
+    let started = Instant::now();
+    let err = fails(&format!("sqlite:{}", junk.display()), &["queues"], "", 1);
+    assert!(err.contains("not a SQLite database"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -191,3 +191,15 @@ pub fn open(url: &str) -> Result<Store> {
         url::DbUrl::Sqlite(path) => Ok(SqliteStore::open(&path)?.into()),
     }
 }
+
+/// Opens a database to look at it: on SQLite read-only, never creating,
+/// migrating or switching the file ([`SqliteStore::open_read_only`]: a
+/// missing file or one that is not a database is refused at once); on
+/// PostgreSQL as [`open`] does (the role decides what it may do).
+#[cfg(feature = "blocking")]
+pub fn open_to_inspect(url: &str) -> Result<Store> {
+    match url::DbUrl::parse(url)? {
+        url::DbUrl::Postgres(url) => Ok(PgStore::connect(&url)?.into()),
+        url::DbUrl::Sqlite(path) => Ok(SqliteStore::open_read_only(&path)?.into()),
+    }
+}

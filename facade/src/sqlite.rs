@@ -25,6 +25,9 @@ type InitConn = dyn Fn(&rusqlite::Connection) -> rusqlite::Result<()> + Send + S
 struct Manager {
     path: PathBuf,
     init: Option<Arc<InitConn>>,
+    /// Inspection only: read-only connections that never create or change
+    /// the file ([`SqliteStore::open_read_only`]).
+    read_only: bool,
 }
 
 impl r2d2::ManageConnection for Manager {
@@ -32,7 +35,11 @@ impl r2d2::ManageConnection for Manager {
     type Error = rusqlite::Error;
 
     fn connect(&self) -> std::result::Result<rusqlite::Connection, rusqlite::Error> {
-        let conn = open_connection(&self.path)?;
+        let conn = if self.read_only {
+            open_read_only_connection(&self.path)?
+        } else {
+            open_connection(&self.path)?
+        };
         if let Some(init) = &self.init {
             init(&conn)?;
         }
@@ -62,6 +69,20 @@ pub fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     to_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    alkstore_sqlite::register(&conn)?;
+    Ok(conn)
+}
+
+/// Opens a connection that only reads: no file created, no journal mode
+/// switched, the functions registered (their writes fail as SQLite's
+/// `attempt to write a readonly database`).
+fn open_read_only_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    use rusqlite::OpenFlags;
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     alkstore_sqlite::register(&conn)?;
     Ok(conn)
 }
@@ -128,13 +149,66 @@ impl SqliteStore {
         SqliteStore::build(path.as_ref(), Some(Arc::new(init)))
     }
 
+    /// Opens an existing database file to look at it (what `alkstore
+    /// queues`, `jobs` and the other inspection commands do): read-only, so
+    /// nothing is created, migrated or switched to WAL, and a file that is
+    /// missing, not a database or without alkstore's schema is refused at
+    /// once. Every call that writes fails.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let path = path.as_ref();
+        if !path.exists() {
+            return Err(Error::InvalidArgument(format!(
+                "no SQLite file {}: nothing to inspect (a new database is made by the first \
+                 call that writes, e.g. alkstore enqueue)",
+                path.display()
+            )));
+        }
+        // Checked on a connection of its own, before any pool: a file that is
+        // not a database fails here at once (the pool would retry for 30 s).
+        let probe = open_read_only_connection(path)?;
+        let has_schema: bool = probe
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'alk_meta'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::NotADatabase) => {
+                    Error::InvalidArgument(format!("{} is not a SQLite database", path.display()))
+                }
+                _ => e.into(),
+            })?;
+        if !has_schema {
+            return Err(Error::InvalidArgument(format!(
+                "{} has no alkstore schema: nothing to inspect",
+                path.display()
+            )));
+        }
+        drop(probe);
+        SqliteStore::build_with(path, None, true)
+    }
+
     fn build(path: &Path, init: Option<Arc<InitConn>>) -> Result<SqliteStore> {
+        SqliteStore::build_with(path, init, false)
+    }
+
+    fn build_with(
+        path: &Path,
+        init: Option<Arc<InitConn>>,
+        read_only: bool,
+    ) -> Result<SqliteStore> {
         let path = path.to_path_buf();
         let pool = r2d2::Pool::builder().max_size(8).build(Manager {
             path: path.clone(),
             init,
+            read_only,
         })?;
-        call_sqlite(&*pool.get()?, "alk_init", &[])?;
+        // A read-only store checks the schema's version with its first
+        // call instead (an older one cannot be migrated read-only: that
+        // call says so).
+        if !read_only {
+            call_sqlite(&*pool.get()?, "alk_init", &[])?;
+        }
         let waker = Arc::new(Waker::default());
         watch_data_version(&path, Arc::downgrade(&waker))?;
         let engine = Arc::new(SqliteEngine { pool, waker });
