@@ -171,18 +171,10 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Display + 'static,
     {
-        let handler = Arc::new(handler);
-        self.run_inner(
-            shutdown,
-            Handler::Plain(Arc::new(move |job| {
-                let fut = handler(job);
-                Box::pin(async move {
-                    fut.await
-                        .map(|()| Settlement::Ack(None))
-                        .map_err(|e| e.to_string())
-                })
-            })),
-        )
+        self.run_handled(shutdown, move |job| {
+            let fut = handler(job);
+            async move { fut.await.map(|()| Handled::Ack) }
+        })
         .await
     }
 
@@ -197,18 +189,10 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
         Fut: Future<Output = std::result::Result<Value, E>> + Send + 'static,
         E: Display + 'static,
     {
-        let handler = Arc::new(handler);
-        self.run_inner(
-            shutdown,
-            Handler::Plain(Arc::new(move |job| {
-                let fut = handler(job);
-                Box::pin(async move {
-                    fut.await
-                        .map(|result| Settlement::Ack(Some(result)))
-                        .map_err(|e| e.to_string())
-                })
-            })),
-        )
+        self.run_handled(shutdown, move |job| {
+            let fut = handler(job);
+            async move { fut.await.map(Handled::AckWith) }
+        })
         .await
     }
 

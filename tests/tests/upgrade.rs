@@ -366,15 +366,8 @@ fn check_fixture_030(db: &mut dyn Db, engine: &str) {
 
 /// 0.3.0's dependencies and limits keep working after the upgrade.
 fn check_030_keeps_working(db: &mut dyn Db, engine: &str) {
-    let ids = |v: Value| -> Vec<i64> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|j| j["id"].as_i64().unwrap())
-            .collect()
-    };
     let claim =
-        |db: &mut dyn Db, q: &str| ids(db.ok("alk_claim", &[t(q), t("w-030"), Arg::Int(10)]));
+        |db: &mut dyn Db, q: &str| ids(&db.ok("alk_claim", &[t(q), t("w-030"), Arg::Int(10)]));
     // The limit holds job 20 until job 19, claimed before the upgrade, ends.
     assert_eq!(claim(db, "up3-limited"), Vec::<i64>::new(), "[{engine}]");
     assert!(
