@@ -23,4 +23,5 @@ export class Snooze { constructor(seconds: number); readonly seconds: number; }
 export function snooze(seconds: number): Snooze;
 /** handler: return a result to ack with it, or snooze(seconds); throw to retry. */
 export function work(db: Connection, queue: string, worker: string, handler: (job: Job) => unknown,
-  opts?: { signal?: AbortSignal; idleMs?: number }): Promise<number>;
+  opts?: { signal?: AbortSignal; idleMs?: number; tickEveryMs?: number | null;
+    sweepEveryMs?: number | null; pruneEveryMs?: number | null }): Promise<number>;

@@ -155,15 +155,48 @@ function keepable(result, jobId) {
  * the queue's backoff on a throw; a returned snooze(seconds) gives the job
  * back to run again after that long without spending an attempt. Waits without busy polling: on PostgreSQL
  * by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA data_version.
- * Resolves to the number of jobs handled.
+ * Between jobs it ticks schedules every tickEveryMs, sweeps its queue every
+ * sweepEveryMs and prunes every pruneEveryMs (the Rust worker's defaults;
+ * null: never). Resolves to the number of jobs handled.
  */
-async function work(db, queue, worker, handler, { signal, idleMs = 5000 } = {}) {
+async function work(db, queue, worker, handler, {
+  signal, idleMs = 5000, tickEveryMs = 5000, sweepEveryMs = 1000, pruneEveryMs = 60000,
+} = {}) {
   const pg = isPostgres(db);
   let handled = 0;
+  // The Rust worker's chores, with its defaults (null: never); a failing
+  // one is a warning and runs again when next due — the jobs go on.
+  const every = {
+    tick: tickEveryMs,
+    sweep: queue.startsWith('__alkstore_outbox:') ? null : sweepEveryMs,
+    prune: pruneEveryMs,
+  };
+  const last = {};
+  const chores = async () => {
+    for (const [name, ms] of Object.entries(every)) {
+      if (ms === null || ms === undefined) continue;
+      const now = Date.now();
+      if (last[name] !== undefined && now - last[name] < Math.max(ms, 100)) continue;
+      last[name] = now;
+      try {
+        if (name === 'tick') await one(db, 'SELECT alk_schedule_tick()', 'SELECT alk_schedule_tick()');
+        else if (name === 'sweep') await one(db, 'SELECT alk_sweep($1)', 'SELECT alk_sweep(?)', [queue]);
+        else {
+          if (pg) await db.query('CALL alk_sequence(NULL)'); // retention counts from offsets
+          while (!(signal && signal.aborted)
+                 && Number(await one(db, 'SELECT alk_prune(1000)', 'SELECT alk_prune(1000)')) === 1000);
+        }
+      } catch (e) {
+        process.emitWarning(`alkstore: the worker's ${name} failed (${e.message}); it runs again when next due`);
+      }
+    }
+  };
+  const nextChoreMs = () => Math.max(Math.min(idleMs, ...[tickEveryMs, sweepEveryMs].filter((v) => v != null)), 100);
   const listen = () => db.query('SELECT alk_listen_queue($1, 300)', [queue]);
   if (pg) await listen();
   let seen = pg ? null : db.pragma('data_version', { simple: true });
   while (!(signal && signal.aborted)) {
+    await chores();
     const jobs = await claim(db, queue, worker, 1);
     for (const job of jobs) {
       try {
@@ -187,12 +220,12 @@ async function work(db, queue, worker, handler, { signal, idleMs = 5000 } = {}) 
           if (signal) signal.removeEventListener('abort', done);
           resolve();
         };
-        const timer = setTimeout(done, Math.min(idleMs, 1000));
+        const timer = setTimeout(done, Math.min(nextChoreMs(), 1000));
         db.on('notification', done);
         if (signal) signal.addEventListener('abort', done, { once: true });
       });
     } else {
-      const deadline = Date.now() + idleMs;
+      const deadline = Date.now() + nextChoreMs();
       while (!(signal && signal.aborted) && Date.now() < deadline) {
         const now = db.pragma('data_version', { simple: true });
         if (now !== seen) { seen = now; break; }

@@ -47,6 +47,20 @@ async function main() {
   const warned = warnings.some((m) => m.includes('not JSON'));
   console.log(`non-JSON result: handled ${handled}, runs ${runs}, acked ${job === null}, warned ${warned}`);
 
+  // Chores: a schedule due every second fires while work() runs, with
+  // nobody else ticking (issue 64 item 5).
+  await one('SELECT alk_schedule($1, $2, $3::jsonb, $4::jsonb)', 'SELECT alk_schedule(?, ?, ?, ?)',
+    [`checks-tick-${kind}`, 'checks-ticked', '{"every_s": 1}', '{"from": "schedule"}']);
+  const ticked = new AbortController();
+  const timer = setTimeout(() => ticked.abort(), 10000);
+  let got = null;
+  await alkstore.work(db, 'checks-ticked', 'w', async (job) => {
+    got = job.payload;
+    ticked.abort();
+  }, { signal: ticked.signal, idleMs: 200 });
+  clearTimeout(timer);
+  console.log(`schedule: fired while work() ran: ${got !== null && got.from === 'schedule'}`);
+
   // An idle worker waits again and again: no listener is left behind.
   const idle = new AbortController();
   const worker = alkstore.work(db, 'checks-idle', 'w', async () => undefined, { signal: idle.signal, idleMs: 20 });

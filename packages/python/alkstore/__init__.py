@@ -205,8 +205,45 @@ def _result_or_none(result: Any, job_id: int) -> Any:
         return None
 
 
+class _Chores:
+    """What a worker does besides its jobs, each when its interval is up (the
+    Rust worker's chores, with its defaults): ticking schedules, sweeping
+    its queue (expired claims dead-lettered, due scheduled jobs made
+    pending) and pruning what outlived its retention. A chore that fails is
+    reported as a warning and tried again when next due: the jobs go on."""
+
+    def __init__(self, conn, queue, tick_every, sweep_every, prune_every):
+        self.conn, self.queue = conn, queue
+        sweep = None if queue.startswith("__alkstore_outbox:") else sweep_every
+        self.every = {"tick": tick_every, "sweep": sweep, "prune": prune_every}
+        self.last = {}
+
+    def run_due(self, stop):
+        now = time.monotonic()
+        for name, every in self.every.items():
+            if every is None or now - self.last.get(name, -1e18) < max(every, 0.1):
+                continue
+            self.last[name] = now
+            try:
+                if name == "tick":
+                    _one(self.conn, "SELECT alk_schedule_tick()")
+                elif name == "sweep":
+                    _one(self.conn, "SELECT alk_sweep(?)", (self.queue,))
+                else:
+                    # Offsets first (PostgreSQL): stream retention counts from them.
+                    if _is_postgres(self.conn):
+                        _execute(self.conn, "CALL alk_sequence(NULL)")
+                    while not stop.is_set() and _one(self.conn, "SELECT alk_prune(1000)") == 1000:
+                        pass
+            except Exception as e:  # noqa: BLE001 — a chore's failure is not the jobs'
+                warnings.warn(f"alkstore: the worker's {name} failed ({e}); "
+                              "it runs again when next due", RuntimeWarning, stacklevel=2)
+
+
 def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
-         stop: Optional[threading.Event] = None, idle_timeout: float = 5.0) -> int:
+         stop: Optional[threading.Event] = None, idle_timeout: float = 5.0,
+         tick_every: Optional[float] = 5.0, sweep_every: Optional[float] = 1.0,
+         prune_every: Optional[float] = 60.0) -> int:
     """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
     ``threading.Event``) is set: acks on return (the return value, if not
     None, is kept as the result), retries with the queue's backoff on an
@@ -214,7 +251,10 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     again after that long without spending an attempt. Waits for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another
-    connection changes it). Returns the number of jobs handled."""
+    connection changes it). Between jobs it ticks schedules every
+    ``tick_every`` seconds, sweeps its queue every ``sweep_every`` and prunes
+    every ``prune_every`` (the Rust worker's defaults; None: never).
+    Returns the number of jobs handled."""
     stop = stop or threading.Event()
     postgres = _is_postgres(conn)
     if postgres and not conn.autocommit:
@@ -227,7 +267,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     if postgres:
         _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
     seen = None if postgres else _one(conn, "PRAGMA data_version")
+    chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
     while not stop.is_set():
+        chores.run_due(stop)
         jobs = claim(conn, queue, worker, 1)
         for job in jobs:
             try:
@@ -242,11 +284,13 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
             handled += 1
         if jobs:
             continue
-        deadline = time.monotonic() + idle_timeout
+        # Idle until a wake-up, the idle timeout or the next chore.
+        waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
+        deadline = time.monotonic() + max(min(waits), 0.1)
         if postgres:
             # Renew the registration, then sleep in the driver until a wake-up.
             _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
-            for _ in conn.notifies(timeout=min(idle_timeout, 1.0), stop_after=1):
+            for _ in conn.notifies(timeout=min(deadline - time.monotonic(), 1.0), stop_after=1):
                 break
         else:
             while not stop.is_set() and time.monotonic() < deadline:

@@ -58,6 +58,22 @@ def main():
                       (job_id,)).fetchone()[0] is None
     print(f"non-JSON result: handled {handled}, runs {len(runs)}, acked {gone}, warned {warned}")
 
+    # Chores: a schedule due every second fires while work() runs, with
+    # nobody else ticking (issue 64 item 5).
+    q = "sql" if kind == "sqlite" else "pg"
+    sched = ("SELECT alk_schedule(?, ?, ?, ?)" if kind == "sqlite"
+             else "SELECT alk_schedule(%s, %s, %s::jsonb, %s::jsonb)")
+    db.execute(sched, (f"checks-tick-{q}", "checks-ticked", '{"every_s": 1}', '{"from": "schedule"}'))
+    stop, got = threading.Event(), []
+    threading.Timer(10.0, stop.set).start()
+
+    def scheduled(job):
+        got.append(job["payload"])
+        stop.set()
+
+    alkstore.work(db, "checks-ticked", "w", scheduled, stop=stop, idle_timeout=0.2)
+    print(f"schedule: fired while work() ran: {got[:1] == [{'from': 'schedule'}]}")
+
     if kind == "postgres":
         # Not in autocommit: refused at once, nothing claimed.
         other = connect(kind, target, autocommit=False)
