@@ -545,6 +545,13 @@ BEGIN
   RETURN FOUND OR NOT EXISTS (SELECT FROM alkstore.groups c WHERE c.queue = q AND c.group_key = g);
 END $$;
 
+-- Which of the sweep's three kinds a job's end is (sweep_candidates).
+CREATE OR REPLACE FUNCTION alkstore.sweep_kind(group_key text, dependents boolean) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN coalesce(dependents, false) THEN 'dependents'
+              WHEN group_key IS NOT NULL THEN 'grouped' ELSE 'alone' END
+$$;
+
 -- The jobs a sweep ends now: expired pending (waiting, scheduled, parked)
 -- jobs and final claims past their deadline, of queue q or of every queue.
 -- From indexes (jobs_deadline, jobs_waiting), not a scan of the table, and
@@ -582,13 +589,6 @@ LANGUAGE sql AS $$
      FOR UPDATE OF e SKIP LOCKED
   )
   SELECT * FROM (SELECT * FROM d UNION ALL SELECT * FROM w UNION ALL SELECT * FROM p) x LIMIT lim
-$$;
-
--- Which of the sweep's three kinds a job's end is (sweep_candidates).
-CREATE OR REPLACE FUNCTION alkstore.sweep_kind(group_key text, dependents boolean) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN coalesce(dependents, false) THEN 'dependents'
-              WHEN group_key IS NOT NULL THEN 'grouped' ELSE 'alone' END
 $$;
 
 -- The end of the candidates (alkstore.sweep_candidates: ids and the states
