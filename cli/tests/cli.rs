@@ -2,7 +2,7 @@
 //! every subcommand, `--json` output parsed, exit codes and error lines
 //! checked, and a running exporter scraped and compared with the database.
 
-use alkstore_tests::{fresh, pg_required};
+use alkstore_tests::{fresh, pg_database, pg_required};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Output, Stdio};
@@ -971,5 +971,33 @@ fn inspecting_a_sqlite_file_changes_nothing() {
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
+    );
+}
+
+/// Issue 64 item 14: a PostgreSQL database without alkstore is told how to
+/// install it, not `function alk_init() does not exist`; on a hot standby,
+/// `tail --from 0` reads (it failed registering a LISTEN, which a standby
+/// refuses).
+#[test]
+fn postgres_a_missing_install_and_a_standby_are_met_with_what_to_do() {
+    let Some(bare) = pg_database("alkstore_cli_bare") else {
+        assert!(!pg_required());
+        return;
+    };
+    let err = fails(&bare, &["queues"], "", 1);
+    assert!(
+        err.contains("alkstore is not installed in this database")
+            && err.contains("CREATE EXTENSION alkstore"),
+        "{err}"
+    );
+    let Ok(standby) = std::env::var("ALKSTORE_PG_STANDBY_URL") else {
+        assert!(!pg_required(), "ALKSTORE_PG_STANDBY_URL is not set");
+        return;
+    };
+    let out = cli(&standby, &["tail", "cli-standby-tail", "--from", "0"], "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

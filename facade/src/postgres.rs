@@ -90,7 +90,17 @@ impl PgStore {
         let pool = r2d2::Pool::builder()
             .max_size(8)
             .build(Manager::new(config, tls))?;
-        call_postgres(&mut *pool.get()?, "alk_init", &[])?;
+        call_postgres(&mut *pool.get()?, "alk_init", &[]).map_err(|e| match e {
+            // 42883 undefined_function: alkstore is not installed here.
+            Error::Engine { code, .. } if code == "42883" => Error::engine(
+                "postgres",
+                code,
+                "alkstore is not installed in this database: CREATE EXTENSION alkstore (the \
+                 extension), or run the plain SQL install (alkstore install --print-sql | psql); \
+                 docs/install.md",
+            ),
+            e => e,
+        })?;
         let waker = Arc::new(Waker::default());
         let (config, tls) = tls::config(listener_conninfo)?;
         let mut listener_config = postgres::Config::from(config);

@@ -2,7 +2,7 @@
 
 use crate::call;
 use crate::engine::{Engine, Kind};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lock::LockGuard;
 use crate::notify::Subscription;
 use crate::opts::{EnqueueOpts, ScheduleSpec};
@@ -277,9 +277,19 @@ pub(crate) fn wait_for<T>(
     timeout: Duration,
     mut look: impl FnMut() -> Result<Vec<T>>,
 ) -> Result<Vec<T>> {
+    // A look that will not wait registers nothing (a hot standby refuses
+    // LISTEN: a one-off read there must not fail for it).
+    if timeout.is_zero() {
+        return look();
+    }
     let deadline = Instant::now() + timeout;
     let key = kind.key(name);
-    engine.watch(kind, name)?;
+    match engine.watch(kind, name) {
+        // A hot standby: no LISTEN during recovery (SQLSTATE 25006), so the
+        // wait polls every fallback interval instead.
+        Err(Error::Engine { code, .. }) if code == "25006" => {}
+        other => other?,
+    }
     loop {
         let seen = engine.waker().seen(&key);
         let found = look()?;

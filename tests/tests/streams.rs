@@ -934,3 +934,37 @@ fn standby_state(url: &str) -> String {
         .unwrap();
     row.get(0)
 }
+
+/// Issue 57: `alk_publish` checks its arguments before anything else —
+/// on a hot standby a bad name is ALK01 (not "cannot execute
+/// pg_current_xact_id() during recovery"), and on the primary a refused
+/// call assigns no transaction id.
+#[test]
+fn postgres_a_refused_publish_is_its_code_on_a_standby_and_takes_no_xid() {
+    let (Ok(primary), Ok(standby)) = (
+        std::env::var("ALKSTORE_PG_URL"),
+        std::env::var("ALKSTORE_PG_STANDBY_URL"),
+    ) else {
+        assert!(!pg_required(), "ALKSTORE_PG_STANDBY_URL is not set");
+        return;
+    };
+    let mut r = Target::postgres(standby, "standby").connect();
+    assert_eq!(r.query_i64("SELECT pg_is_in_recovery()::int::bigint"), 1);
+    for (args, want) in [
+        (vec![t(""), j("{}")], "ALK01"),
+        (vec![t("__alkstore_x"), j("{}")], "ALK02"),
+        (vec![t("s"), Arg::Null], "ALK04"),
+    ] {
+        assert_eq!(r.code("alk_publish", &args), want, "standby {args:?}");
+    }
+    let mut p = postgres::Client::connect(&primary, postgres::NoTls).unwrap();
+    let mut tx = p.transaction().unwrap();
+    tx.batch_execute("SAVEPOINT s").unwrap();
+    assert!(tx.query_one("SELECT alk_publish('', '{}')", &[]).is_err());
+    tx.batch_execute("ROLLBACK TO SAVEPOINT s").unwrap();
+    let xid: Option<String> = tx
+        .query_one("SELECT pg_current_xact_id_if_assigned()::text", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(xid, None, "a refused alk_publish assigned a transaction id");
+}
