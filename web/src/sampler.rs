@@ -4,7 +4,9 @@
 //! loads cost the database nothing more. `alk_queues()` counts, so on a
 //! database of millions of jobs one reading takes a while: the sampler then
 //! waits [`BACKOFF`] times as long as the reading took before the next, so
-//! that it never keeps the database busier than 1 part in `BACKOFF + 1`. It keeps the last hour of each queue's depth and
+//! that it never keeps the database busier than 1 part in `BACKOFF + 1`
+//! (a change made from the dashboard brings the next reading forward to
+//! one reading's time, once per change). It keeps the last hour of each queue's depth and
 //! dead count, and counts completions as the fall of the total between
 //! samples (plus what the retained completed count grew by).
 
@@ -58,6 +60,7 @@ pub struct Point {
 pub struct Sampler {
     latest: watch::Receiver<Reading>,
     wake: Arc<Notify>,
+    poke: Arc<Notify>,
     history: Arc<Mutex<HashMap<String, VecDeque<Point>>>>,
 }
 
@@ -79,6 +82,8 @@ impl Sampler {
         let hist = history.clone();
         let wake = Arc::new(Notify::new());
         let woken = wake.clone();
+        let poke = Arc::new(Notify::new());
+        let poked = poke.clone();
         tokio::spawn(async move {
             let mut last: HashMap<String, (i64, i64)> = HashMap::new();
             loop {
@@ -102,23 +107,31 @@ impl Sampler {
                     return; // the router is gone
                 }
                 // Listeners are the receivers beyond the sampler's own.
-                // A change made here or a new listener wakes it early, but
-                // never sooner than the backoff allows.
-                let gap = (took * BACKOFF).max(MIN_GAP);
-                tokio::time::sleep(gap).await;
+                // A new listener wakes it early, but never sooner than the
+                // backoff allows; a change made here (a poke) sooner still,
+                // after one reading's own time, so that the operator who
+                // made it sees it (pokes come one per action).
+                let from = tokio::time::Instant::now();
                 let every = if tx.receiver_count() > 1 {
                     LIVE_EVERY
                 } else {
                     IDLE_EVERY
                 };
-                if every > gap {
-                    let _ = tokio::time::timeout(every - gap, woken.notified()).await;
+                let gap = (took * BACKOFF).max(MIN_GAP);
+                let mut next = from + gap.max(every);
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(next) => break,
+                        _ = woken.notified() => next = next.min(from + gap),
+                        _ = poked.notified() => next = next.min(from + took.max(MIN_GAP)),
+                    }
                 }
             }
         });
         Sampler {
             latest: rx,
             wake,
+            poke,
             history,
         }
     }
@@ -144,7 +157,7 @@ impl Sampler {
 
     /// Reads again now: after a change made here, listeners see it at once.
     pub fn poke(&self) {
-        self.wake.notify_one();
+        self.poke.notify_one();
     }
 
     /// A queue's points over the last hour, oldest first.

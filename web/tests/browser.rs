@@ -123,7 +123,11 @@ async fn text(c: &Client, css: &str) -> String {
         .unwrap()
 }
 
-/// Waits up to 10 s for `script` (a JS expression) to be true.
+/// Waits up to 60 s for `script` (a JS expression) to be true. On a loaded
+/// 2-core machine a shared database of thousands of queues makes one
+/// `alk_queues()` reading take 1.5 s and more, and the sampler then waits
+/// ten times that before reading again for a change made elsewhere (it
+/// gave up after 10 s in CI; 17 s is the wait at 5,000 queues here).
 async fn until(c: &Client, what: &str, script: &str) {
     let started = Instant::now();
     loop {
@@ -134,7 +138,7 @@ async fn until(c: &Client, what: &str, script: &str) {
         if v == Value::Bool(true) {
             return;
         }
-        if started.elapsed() > Duration::from_secs(10) {
+        if started.elapsed() > Duration::from_secs(60) {
             let flash = c
                 .execute(
                     "return [location.href, document.getElementById('flash')?.textContent];",
@@ -142,7 +146,7 @@ async fn until(c: &Client, what: &str, script: &str) {
                 )
                 .await
                 .unwrap();
-            panic!("waited 10 s for {what} ({script}); the page says {flash}");
+            panic!("waited 60 s for {what} ({script}); the page says {flash}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
