@@ -118,8 +118,10 @@ bash scripts/postgres.sh install
 eval "$(bash scripts/postgres.sh testdbs)"
 eval "$(bash scripts/postgres.sh standby)"
 eval "$(bash scripts/pgbouncer.sh start)"
-# The facade's fault test restarts the cluster under load with this.
+# The facade's fault test restarts the cluster under load with this, and
+# its outage test stops it for 15 s with these.
 export ALKSTORE_PG_RESTART='pg_ctlcluster 15 main restart'
+export ALKSTORE_PG_STOP='pg_ctlcluster 15 main stop' ALKSTORE_PG_START='pg_ctlcluster 15 main start'
 export ALKSTORE_PG_URL ALKSTORE_PG_PLAIN_URL ALKSTORE_PG_WORKER_URL ALKSTORE_PG_BOUNCER_URL ALKSTORE_PG_TLS_URL ALKSTORE_PG_TLS_CERT ALKSTORE_PG_STANDBY_URL ALKSTORE_REQUIRE_PG=1
 
 step "cross-engine suite: SQLite, PostgreSQL extension, plain SQL install, through PgBouncer; upgrades from 0.1.0"

@@ -26,6 +26,15 @@ type Manager = PostgresConnectionManager<Tls>;
 const REGISTRATION_TTL_S: f64 = 60.0;
 const RENEW_EVERY: Duration = Duration::from_secs(20);
 
+/// How long a call waits for a pooled connection (r2d2's default).
+const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
+/// r2d2 retries a lost connection with a doubling pause of at most half
+/// its `connection_timeout`: 2 s keeps that pause at 1 s, so that work
+/// resumes within a second of the server's return after an outage (with
+/// the default 30 s the pause grew to 15 s: a worker sat idle for 8–10 s
+/// after a restart). Calls still wait [`CHECKOUT_WAIT`] for a connection.
+const RECONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 enum Request {
     Watch(Kind, String, Sender<Result<()>>),
     Listen(String, Sender<Value>, Sender<Result<()>>),
@@ -89,8 +98,9 @@ impl PgStore {
         config.connect(tls.clone())?;
         let pool = r2d2::Pool::builder()
             .max_size(8)
+            .connection_timeout(RECONNECT_TIMEOUT)
             .build(Manager::new(config, tls))?;
-        call_postgres(&mut *pool.get()?, "alk_init", &[]).map_err(|e| match e {
+        call_postgres(&mut *pool.get_timeout(CHECKOUT_WAIT)?, "alk_init", &[]).map_err(|e| match e {
             // 42883 undefined_function: alkstore is not installed here.
             Error::Engine { code, .. } if code == "42883" => Error::engine(
                 "postgres",
@@ -126,7 +136,7 @@ impl PgStore {
 
     /// Opens a transaction and gives its client for business rows.
     pub fn transaction(&self) -> Result<PgTx> {
-        let mut client = self.engine.pool.get()?;
+        let mut client = self.engine.checkout()?;
         client.batch_execute("BEGIN")?;
         Ok(PgTx { client, open: true })
     }
@@ -146,13 +156,20 @@ impl PgEngine {
     }
 }
 
+impl PgEngine {
+    /// A pooled connection, waiting up to [`CHECKOUT_WAIT`] for one.
+    fn checkout(&self) -> Result<r2d2::PooledConnection<Manager>> {
+        Ok(self.pool.get_timeout(CHECKOUT_WAIT)?)
+    }
+}
+
 impl Engine for PgEngine {
     fn call(&self, f: &str, args: &[Arg]) -> Result<Value> {
-        call_postgres(&mut *self.pool.get()?, f, args)
+        call_postgres(&mut *self.checkout()?, f, args)
     }
 
     fn begin(&self) -> Result<Box<dyn TxHandle>> {
-        let mut client = self.pool.get()?;
+        let mut client = self.checkout()?;
         client.batch_execute("BEGIN")?;
         Ok(Box::new(PgTx { client, open: true }))
     }
@@ -181,7 +198,7 @@ impl Engine for PgEngine {
 
     fn listen(&self, channel_name: &str) -> Result<Subscription> {
         let pg_channel = call_postgres(
-            &mut *self.pool.get()?,
+            &mut *self.checkout()?,
             "alk_channel",
             &[channel_name.into()],
         )?;
