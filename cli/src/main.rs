@@ -143,6 +143,14 @@ enum Command {
         /// `alkstore_up 0` (below Prometheus's scrape_timeout).
         #[arg(long, default_value_t = 5.0)]
         scrape_timeout: f64,
+        /// Queues with series of their own (the largest backlogs); the rest
+        /// are summed under queue="__alkstore_other".
+        #[arg(long, default_value_t = 1000)]
+        max_queues: usize,
+        /// Streams with series of their own (the highest offsets); the rest
+        /// are folded under stream="__alkstore_other".
+        #[arg(long, default_value_t = 1000)]
+        max_streams: usize,
     },
     /// Serves the web dashboard (and its JSON API under /api).
     Web {
@@ -185,6 +193,8 @@ fn run(cli: Cli) -> Fallible {
     if let Command::Metrics {
         listen,
         scrape_timeout,
+        max_queues,
+        max_streams,
     } = &cli.command
     {
         if !(scrape_timeout.is_finite() && *scrape_timeout > 0.0) {
@@ -194,6 +204,10 @@ fn run(cli: Cli) -> Fallible {
             &url,
             listen,
             std::time::Duration::from_secs_f64(*scrape_timeout),
+            metrics::Bounds {
+                queues: *max_queues,
+                streams: *max_streams,
+            },
         );
     }
     if let Command::Web {

@@ -539,7 +539,11 @@ fn the_exporter_serves_the_database_figures() {
             store.stream(&s).unwrap().publish(&json!(i), None).unwrap();
         }
         store.stream(&s).unwrap().save_offset("reader", 1).unwrap();
-        let (mut exporter, addr) = exporter(&url);
+        // The shared databases hold other tests' queues and streams: no bound.
+        let (mut exporter, addr) = exporter_with(
+            &url,
+            &["--max-queues", "1000000", "--max-streams", "1000000"],
+        );
         let body = scrape(&addr);
         exporter.kill().unwrap();
         exporter.wait().unwrap();
@@ -587,6 +591,124 @@ fn the_exporter_serves_the_database_figures() {
         );
         assert!(body.contains("# TYPE alkstore_queue_jobs gauge"), "{body}");
     }
+}
+
+/// Issue 64 item 1: queues come into being by enqueueing, which any
+/// application role may do, and each had 7 series: 100,000 made a scrape
+/// 113 MB. Beyond `--max-queues` / `--max-streams` they are folded into
+/// `__alkstore_other`, the largest backlogs (longest streams) keeping their
+/// own series.
+#[test]
+fn the_exporter_bounds_its_series_whatever_an_application_creates() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("many.db").display());
+    let store = alkstore::open(&url).unwrap();
+    const QUEUES: i64 = 2000;
+    for n in 0..QUEUES {
+        let queue = store.queue(&format!("tenant-{n:04}")).unwrap();
+        queue
+            .enqueue(&alkstore::EnqueueOpts::new(), &json!(n))
+            .unwrap();
+        if n % 500 == 0 {
+            // Four with a backlog of 3, one of them with a dead job.
+            queue
+                .enqueue(&alkstore::EnqueueOpts::new(), &json!(n))
+                .unwrap();
+            queue
+                .enqueue(&alkstore::EnqueueOpts::new().max_attempts(1), &json!(n))
+                .unwrap();
+            let feed = store.stream(&format!("feed-{n:04}")).unwrap();
+            feed.publish(&json!(n), None).unwrap();
+            feed.publish(&json!(n), None).unwrap();
+        }
+    }
+    let dying = store.queue("tenant-1500").unwrap();
+    for job in dying.claim("w", 3).unwrap() {
+        dying.fail(job.id, "w", "boom").unwrap();
+    }
+    store.queue("tenant-1999").unwrap().pause().unwrap();
+    store
+        .stream("feed-1000")
+        .unwrap()
+        .save_offset("reader", 1)
+        .unwrap();
+    store
+        .stream("feed-1500")
+        .unwrap()
+        .save_offset("reader", 1)
+        .unwrap();
+    let (mut exporter, addr) = exporter_with(&url, &["--max-queues", "4", "--max-streams", "3"]);
+    let body = scrape(&addr);
+    exporter.kill().unwrap();
+    exporter.wait().unwrap();
+    let jobs = |q: &str, state: &str| {
+        sample(
+            &body,
+            &format!("alkstore_queue_jobs{{queue=\"{q}\",state=\"{state}\"}}"),
+        )
+    };
+    // Four queues with series of their own (the backlogs of 3), and the fold.
+    let series = body
+        .lines()
+        .filter(|l| l.starts_with("alkstore_queue_jobs{"))
+        .count();
+    assert_eq!(series, 5 * 5, "{body}");
+    for q in ["tenant-0000", "tenant-0500", "tenant-1000", "tenant-1500"] {
+        assert_eq!(
+            jobs(q, "pending") + jobs(q, "dead"),
+            3.0,
+            "{q}: its own series\n{body}"
+        );
+    }
+    assert_eq!(jobs("tenant-1500", "dead"), 3.0);
+    assert!(!body.contains("tenant-0001"), "{body}");
+    let other = "__alkstore_other";
+    assert_eq!(jobs(other, "pending"), (QUEUES - 4) as f64);
+    assert_eq!(jobs(other, "dead"), 0.0);
+    assert_eq!(
+        sample(
+            &body,
+            &format!("alkstore_queue_paused{{queue=\"{other}\"}}")
+        ),
+        1.0,
+        "one folded queue is paused"
+    );
+    assert_eq!(
+        sample(&body, "alkstore_exporter_folded{kind=\"queue\"}"),
+        (QUEUES - 4) as f64
+    );
+    // Four streams of two events each: three by name, one folded; the
+    // folded one's consumer lag is the fold's.
+    assert_eq!(
+        sample(&body, "alkstore_exporter_folded{kind=\"stream\"}"),
+        1.0
+    );
+    for s in ["feed-0000", "feed-0500", "feed-1000"] {
+        assert_eq!(
+            sample(
+                &body,
+                &format!("alkstore_stream_last_offset{{stream=\"{s}\"}}")
+            ),
+            2.0
+        );
+    }
+    assert!(!body.contains("feed-1500"), "{body}");
+    assert_eq!(
+        sample(
+            &body,
+            &format!("alkstore_stream_consumer_lag{{consumer=\"{other}\",stream=\"{other}\"}}")
+        ),
+        1.0,
+        "{body}"
+    );
+    assert_eq!(
+        sample(
+            &body,
+            "alkstore_stream_consumer_lag{consumer=\"reader\",stream=\"feed-1000\"}"
+        ),
+        1.0
+    );
+    assert!(body.len() < 20_000, "{} bytes", body.len());
 }
 
 #[test]
