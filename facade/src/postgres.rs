@@ -100,17 +100,19 @@ impl PgStore {
             .max_size(8)
             .connection_timeout(RECONNECT_TIMEOUT)
             .build(Manager::new(config, tls))?;
-        call_postgres(&mut *pool.get_timeout(CHECKOUT_WAIT)?, "alk_init", &[]).map_err(|e| match e {
-            // 42883 undefined_function: alkstore is not installed here.
-            Error::Engine { code, .. } if code == "42883" => Error::engine(
-                "postgres",
-                code,
-                "alkstore is not installed in this database: CREATE EXTENSION alkstore (the \
+        call_postgres(&mut *pool.get_timeout(CHECKOUT_WAIT)?, "alk_init", &[]).map_err(
+            |e| match e {
+                // 42883 undefined_function: alkstore is not installed here.
+                Error::Engine { code, .. } if code == "42883" => Error::engine(
+                    "postgres",
+                    code,
+                    "alkstore is not installed in this database: CREATE EXTENSION alkstore (the \
                  extension), or run the plain SQL install (alkstore install --print-sql | psql); \
                  docs/install.md",
-            ),
-            e => e,
-        })?;
+                ),
+                e => e,
+            },
+        )?;
         let waker = Arc::new(Waker::default());
         let (config, tls) = tls::config(listener_conninfo)?;
         let mut listener_config = postgres::Config::from(config);

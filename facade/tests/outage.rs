@@ -100,7 +100,11 @@ fn workers_resume_within_seconds_of_a_long_outage() {
                     .build()
                     .unwrap();
                 rt.block_on(async move {
-                    let (_, store) = async_common::tokio_stores().await.into_iter().next().unwrap();
+                    let (_, store) = async_common::tokio_stores()
+                        .await
+                        .into_iter()
+                        .next()
+                        .unwrap();
                     AsyncWorker::new(store.queue(q).unwrap(), "outage")
                         .run(
                             async move {
@@ -146,7 +150,11 @@ fn workers_resume_within_seconds_of_a_long_outage() {
         }
         stop.stop();
         eprintln!("handled after the server came back: {waits:?}");
-        assert_eq!(waits.len(), 2, "both workers handled a job after the outage");
+        assert_eq!(
+            waits.len(),
+            2,
+            "both workers handled a job after the outage"
+        );
         for (who, wait) in waits {
             assert!(
                 wait < RESUMED_WITHIN,
