@@ -58,8 +58,8 @@ check "python / postgres: snooze" examples/python/snooze.expected.txt \
   "$venv/bin/python" examples/python/snooze.py postgres "host=/var/run/postgresql dbname=$db"
 
 # alkstore.work's own checks (packages/python/tests/check_work.py).
-printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: fired while work() ran: True\n' \
-  > "$work/check-work-sqlite.expected"
+printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: fired while work() ran: True\n%s\n' \
+  'long handler: runs 1, attempts [1], lost claims 0, pending, running: (0, 0)' > "$work/check-work-sqlite.expected"
 check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
 cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"
@@ -144,8 +144,8 @@ check "node / postgres: snooze" examples/node/snooze.expected.txt \
 # alkstore.work's own checks (packages/node/test/check_work.js), with the
 # example project's pg and better-sqlite3.
 cp packages/node/test/check_work.js examples/node/check_work.js
-printf 'non-JSON result: handled 1, runs 1, acked true, warned true\nschedule: fired while work() ran: true\nidle: abort listeners at most 1: true\n' \
-  > "$work/check-work-node.expected"
+printf 'non-JSON result: handled 1, runs 1, acked true, warned true\nschedule: fired while work() ran: true\nidle: abort listeners at most 1: true\n%s\n' \
+  'long handler: runs 1, attempts [1], lost claims 0, pending, running: 0, 0' > "$work/check-work-node.expected"
 check "node / sqlite: work() checks" "$work/check-work-node.expected" \
   node --no-warnings examples/node/check_work.js sqlite "$work/check-work-node.db"
 db=$(fresh_pg node_checks)

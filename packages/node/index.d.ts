@@ -14,6 +14,8 @@ export function claim(db: Connection, queue: string, worker: string, maxJobs?: n
 export function ack(db: Connection, jobId: number, worker: string, result?: unknown): Promise<boolean>;
 export function retry(db: Connection, jobId: number, worker: string, error: string, delayS?: number | null): Promise<string | null>;
 export function fail(db: Connection, jobId: number, worker: string, error: string): Promise<boolean>;
+/** Extends a held job's claim; true if this worker still held it. */
+export function heartbeat(db: Connection, jobId: number, worker: string, extendS?: number | null): Promise<boolean>;
 /** Gives a held job back without spending an attempt (alk_release). */
 export function release(db: Connection, jobId: number, worker: string, delayS?: number | null): Promise<boolean>;
 /** release for many jobs: how many this worker held. */
@@ -21,7 +23,10 @@ export function releaseBatch(db: Connection, jobIds: number[], worker: string, d
 /** Returned by a work() handler: run the job again after `seconds`, no attempt spent. */
 export class Snooze { constructor(seconds: number); readonly seconds: number; }
 export function snooze(seconds: number): Snooze;
-/** handler: return a result to ack with it, or snooze(seconds); throw to retry. */
+/** handler: return a result to ack with it, or snooze(seconds); throw to retry.
+ * Heartbeats keep the job claimed while the handler runs; stats (yours) counts
+ * handled jobs and lost claims. */
 export function work(db: Connection, queue: string, worker: string, handler: (job: Job) => unknown,
   opts?: { signal?: AbortSignal; idleMs?: number; tickEveryMs?: number | null;
-    sweepEveryMs?: number | null; pruneEveryMs?: number | null }): Promise<number>;
+    sweepEveryMs?: number | null; pruneEveryMs?: number | null;
+    stats?: { handled?: number; lostClaims?: number } }): Promise<number>;

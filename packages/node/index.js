@@ -105,6 +105,13 @@ async function fail(db, jobId, worker, error) {
   return r === true || r === 1;
 }
 
+/** Extends a held job's claim (by the queue's visibility timeout, or extendS
+ * seconds); true if this worker still held it. */
+async function heartbeat(db, jobId, worker, extendS = null) {
+  const r = await one(db, 'SELECT alk_heartbeat($1, $2, $3)', 'SELECT alk_heartbeat(?, ?, ?)', [jobId, worker, extendS]);
+  return r === true || r === 1;
+}
+
 /** Gives a held job back without spending an attempt (alk_release): pending
  * again after delayS seconds (null: at once). True if this worker held an
  * unexpired claim on it. */
@@ -149,21 +156,69 @@ function keepable(result, jobId) {
   }
 }
 
+/** Milliseconds until a claim expires (claim_expires_at: RFC 3339 from SQLite,
+ * PostgreSQL's text form); 60 s if it cannot be read. */
+function msLeft(expiresAt) {
+  let text = String(expiresAt || '').replace(' ', 'T');
+  if (/[+-]\d\d$/.test(text)) text += ':00';
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? 60000 : at - Date.now();
+}
+
+/** Runs fn() with job's claim extended every third of the time it had left
+ * as the job started (at least 50 ms), as the Rust worker does: a handler
+ * may run past the visibility timeout without the job running again
+ * elsewhere. Resolves to [fn's result or throw, whether a beat found the
+ * claim gone]. */
+async function heldDuring(db, job, worker, fn) {
+  const every = Math.max(msLeft(job.claim_expires_at) / 3, 50);
+  let timer = null;
+  let done = false;
+  let lost = false;
+  const beat = async () => {
+    try {
+      if (!(await heartbeat(db, job.id, worker))) lost = true;
+    } catch (e) {
+      process.emitWarning(`alkstore: heartbeat of job ${job.id} failed (${e.message})`);
+    }
+    if (!done) timer = setTimeout(beat, every);
+  };
+  timer = setTimeout(beat, every);
+  try {
+    return [await fn(), lost];
+  } finally {
+    done = true;
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Runs handler(job) for each job of queue until signal aborts: acks on
  * return (a non-undefined return value is kept as the result), retries with
  * the queue's backoff on a throw; a returned snooze(seconds) gives the job
- * back to run again after that long without spending an attempt. Waits without busy polling: on PostgreSQL
+ * back to run again after that long without spending an attempt. While a
+ * handler runs, heartbeats keep its job claimed (every third of the
+ * visibility timeout, on the same connection, whenever the handler awaits);
+ * a claim found lost is a warning and counts in stats.lostClaims (stats: an
+ * object you pass; also stats.handled). Waits without busy polling: on PostgreSQL
  * by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA data_version.
  * Between jobs it ticks schedules every tickEveryMs, sweeps its queue every
  * sweepEveryMs and prunes every pruneEveryMs (the Rust worker's defaults;
  * null: never). Resolves to the number of jobs handled.
  */
 async function work(db, queue, worker, handler, {
-  signal, idleMs = 5000, tickEveryMs = 5000, sweepEveryMs = 1000, pruneEveryMs = 60000,
+  signal, idleMs = 5000, tickEveryMs = 5000, sweepEveryMs = 1000, pruneEveryMs = 60000, stats = {},
 } = {}) {
   const pg = isPostgres(db);
   let handled = 0;
+  stats.handled = stats.handled || 0;
+  stats.lostClaims = stats.lostClaims || 0;
+  const settled = (job, held, lost, how) => {
+    if (held && !lost) return;
+    stats.lostClaims += 1;
+    process.emitWarning(`alkstore: job ${job.id}: its claim was lost before the ${how} (it ran past its `
+      + 'visibility timeout without a heartbeat reaching the database); it may run again or have run elsewhere');
+  };
   // The Rust worker's chores, with its defaults (null: never); a failing
   // one is a warning and runs again when next due — the jobs go on.
   const every = {
@@ -199,14 +254,18 @@ async function work(db, queue, worker, handler, {
     await chores();
     const jobs = await claim(db, queue, worker, 1);
     for (const job of jobs) {
+      let lost = false;
       try {
-        const result = await handler(job);
-        if (result instanceof Snooze) await release(db, job.id, worker, result.seconds);
-        else await ack(db, job.id, worker, keepable(result, job.id));
+        let result;
+        [result, lost] = await heldDuring(db, job, worker, () => handler(job));
+        if (result instanceof Snooze) settled(job, await release(db, job.id, worker, result.seconds), lost, 'snooze');
+        else settled(job, await ack(db, job.id, worker, keepable(result, job.id)), lost, 'ack');
       } catch (e) {
-        await retry(db, job.id, worker, String(e && e.message ? e.message : e));
+        const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
+        settled(job, state !== null && state !== undefined, lost, 'retry');
       }
       handled += 1;
+      stats.handled += 1;
     }
     if (jobs.length) continue;
     if (pg) {
@@ -237,6 +296,6 @@ async function work(db, queue, worker, handler, {
 }
 
 module.exports = {
-  VERSION, AlkstoreError, loadablePath, load, version, enqueue, claim, ack, retry, fail,
+  VERSION, AlkstoreError, loadablePath, load, version, enqueue, claim, ack, retry, fail, heartbeat,
   release, releaseBatch, Snooze, snooze, work,
 };

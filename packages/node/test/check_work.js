@@ -69,7 +69,32 @@ async function main() {
   idle.abort();
   await worker;
   console.log(`idle: abort listeners at most 1: ${listeners <= 1}`);
-  if (kind !== 'sqlite') await db.end();
+
+  // A handler three times longer than the visibility timeout, with a second
+  // worker on its own connection waiting for the same queue: heartbeats keep
+  // the job claimed, so it runs once (issue 64 item 2).
+  await one('SELECT alk_queue_configure($1, $2::jsonb)', 'SELECT alk_queue_configure(?, ?)',
+    ['checks-long', '{"visibility_timeout_s": 1, "max_attempts": 5}']);
+  await alkstore.enqueue(db, 'checks-long', { n: 1 });
+  const other = await connect(kind, target);
+  const long = new AbortController();
+  const attempts = [];
+  const stats = [{}, {}];
+  const guard = setTimeout(() => long.abort(), 30000);
+  const handler = async (job) => {
+    attempts.push(job.attempts);
+    await new Promise((r) => setTimeout(r, 3000));
+    setTimeout(() => long.abort(), 2500);
+  };
+  await Promise.all([db, other].map((conn, i) => alkstore.work(conn, 'checks-long', `w${i}`, handler,
+    { signal: long.signal, idleMs: 100, stats: stats[i] })));
+  clearTimeout(guard);
+  const st = await one('SELECT alk_queue_stats($1)', 'SELECT alk_queue_stats(?)', ['checks-long']);
+  const counts = typeof st === 'string' ? JSON.parse(st) : st;
+  const lost = stats[0].lostClaims + stats[1].lostClaims;
+  console.log(`long handler: runs ${attempts.length}, attempts [${attempts}], lost claims ${lost}, `
+    + `pending, running: ${counts.pending}, ${counts.running}`);
+  if (kind !== 'sqlite') { await other.end(); await db.end(); }
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });

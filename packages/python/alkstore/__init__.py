@@ -11,9 +11,11 @@ transaction.
     [job] = alkstore.claim(db, "emails", "worker-1")
     alkstore.ack(db, job["id"], "worker-1")
 """
+import datetime
 import json
 import math
 import os
+import re
 import sys
 import threading
 import warnings
@@ -27,7 +29,8 @@ __version__ = "0.4.0"
 
 __all__ = [
     "AlkstoreError", "Job", "load", "loadable_path", "version",
-    "enqueue", "claim", "ack", "retry", "fail", "release", "release_batch", "Snooze", "work",
+    "enqueue", "claim", "ack", "retry", "fail", "heartbeat", "release", "release_batch", "Snooze",
+    "work",
 ]
 
 
@@ -163,6 +166,12 @@ def fail(conn: Any, job_id: int, worker: str, error: str) -> bool:
     return bool(_one(conn, "SELECT alk_fail(?, ?, ?)", (job_id, worker, error)))
 
 
+def heartbeat(conn: Any, job_id: int, worker: str, extend_s: Optional[float] = None) -> bool:
+    """Extends a held job's claim (by the queue's visibility timeout, or
+    ``extend_s``); True if this worker still held it."""
+    return bool(_one(conn, "SELECT alk_heartbeat(?, ?, ?)", (job_id, worker, extend_s)))
+
+
 def release(conn: Any, job_id: int, worker: str, delay_s: Optional[float] = None) -> bool:
     """Gives a held job back without spending an attempt (``alk_release``):
     pending again after ``delay_s`` (None: at once). True if this worker
@@ -205,6 +214,123 @@ def _result_or_none(result: Any, job_id: int) -> Any:
         return None
 
 
+_TIMESTAMP = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d(?::?\d\d)?)?$")
+
+
+def _seconds_left(expires_at: Any) -> float:
+    """Seconds until a claim expires (``claim_expires_at``: RFC 3339 from
+    SQLite, PostgreSQL's text form); 60 if it cannot be read."""
+    m = _TIMESTAMP.match(str(expires_at or ""))
+    if not m:
+        return 60.0
+    y, mo, d, h, mi, sec, frac, zone = m.groups()
+    micro = int((frac or "0")[:6].ljust(6, "0"))
+    offset = 0
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        offset = sign * (int(digits[:2]) * 3600 + int(digits[2:4] or 0) * 60)
+    at = datetime.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), micro,
+                           tzinfo=datetime.timezone(datetime.timedelta(seconds=offset)))
+    return (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+
+
+def _side_connection(conn: Any) -> Any:
+    """A connection of its own to the same database, for the heartbeat
+    thread (the handler may use the worker's meanwhile: a ``sqlite3``
+    connection serves one thread at a time, and a psycopg one would put the
+    heartbeat inside the handler's transaction). None for an SQLite
+    database in memory, which no other connection can reach."""
+    if _is_postgres(conn):
+        # The DSN leaves the password out; it is passed on by itself.
+        return type(conn).connect(conn.info.dsn, password=conn.info.password, autocommit=True)
+    files = [row for row in _execute(conn, "PRAGMA database_list").fetchall() if row[1] == "main"]
+    path = files[0][2] if files else ""
+    if not path:
+        return None
+    if _is_apsw(conn):
+        import apsw
+        side = apsw.Connection(path)
+    else:
+        import sqlite3
+        side = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    _execute(side, "PRAGMA busy_timeout = 30000")
+    return load(side)
+
+
+class _Heartbeat:
+    """Keeps the job in hand claimed while its handler runs, as the Rust
+    worker does: a thread with a connection of its own extends the claim
+    every third of the time the claim has left (at least 50 ms). Without
+    it a handler that ran past the visibility timeout ran again, at the
+    same time, on another worker (issue 64 item 2). A heartbeat that finds
+    the claim gone marks the job lost."""
+
+    def __init__(self, conn: Any, worker: str) -> None:
+        self.conn, self.worker = conn, worker
+        self.cond = threading.Condition()
+        self.job: Optional[tuple] = None  # (id, seconds between beats)
+        self.generation = 0
+        self.stopped = False
+        self.lost: set = set()
+        self.thread: Optional[threading.Thread] = None
+
+    def during(self, job: Job, fn: Callable[[], Any]) -> Any:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="alkstore-heartbeat", daemon=True)
+            self.thread.start()
+        # A third of what the claim has left as the job starts: each beat
+        # extends it by the visibility timeout again.
+        self._change((job["id"], max(_seconds_left(job["claim_expires_at"]) / 3, 0.05)))
+        try:
+            return fn()
+        finally:
+            self._change(None)
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        if self.thread is not None:
+            self.thread.join()
+
+    def _change(self, job: Optional[tuple]) -> None:
+        with self.cond:
+            self.job = job
+            self.generation += 1
+            self.cond.notify_all()
+
+    def _run(self) -> None:
+        side = None
+        try:
+            side = _side_connection(self.conn)
+        except Exception as e:  # noqa: BLE001 — the jobs go on without it
+            warnings.warn(f"alkstore: the worker's heartbeat cannot connect ({e}): a job that runs "
+                          "past its visibility timeout may run again", RuntimeWarning, stacklevel=2)
+        with self.cond:
+            while not self.stopped:
+                job, generation = self.job, self.generation
+                if job is None or side is None:
+                    self.cond.wait()
+                    continue
+                job_id, every = job
+                self.cond.wait_for(lambda: self.generation != generation or self.stopped, timeout=every)
+                if self.generation != generation or self.stopped:
+                    continue
+                self.cond.release()
+                try:
+                    if not _one(side, "SELECT alk_heartbeat(?, ?, NULL)", (job_id, self.worker)):
+                        self.lost.add(job_id)
+                except Exception as e:  # noqa: BLE001 — tried again at the next beat
+                    warnings.warn(f"alkstore: heartbeat of job {job_id} failed ({e})",
+                                  RuntimeWarning, stacklevel=2)
+                finally:
+                    self.cond.acquire()
+        if side is not None:
+            side.close()
+
+
 class _Chores:
     """What a worker does besides its jobs, each when its interval is up (the
     Rust worker's chores, with its defaults): ticking schedules, sweeping
@@ -243,12 +369,19 @@ class _Chores:
 def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
          stop: Optional[threading.Event] = None, idle_timeout: float = 5.0,
          tick_every: Optional[float] = 5.0, sweep_every: Optional[float] = 1.0,
-         prune_every: Optional[float] = 60.0) -> int:
+         prune_every: Optional[float] = 60.0, stats: Optional[Dict[str, int]] = None) -> int:
     """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
     ``threading.Event``) is set: acks on return (the return value, if not
     None, is kept as the result), retries with the queue's backoff on an
     exception; a returned ``Snooze(seconds)`` gives the job back to run
-    again after that long without spending an attempt. Waits for work without busy polling: on PostgreSQL by LISTEN
+    again after that long without spending an attempt. While a handler
+    runs, a heartbeat thread with a connection of its own keeps the job
+    claimed (every third of its visibility timeout), so a handler may run
+    longer than the timeout without the job running again elsewhere. A
+    claim found lost (the heartbeat could not reach the database in time,
+    or the job was given back meanwhile) is a ``RuntimeWarning`` and counts
+    in ``stats["lost_claims"]`` (``stats``: a dict you pass; also
+    ``stats["handled"]``). Waits for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another
     connection changes it). Between jobs it ticks schedules every
@@ -256,6 +389,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     every ``prune_every`` (the Rust worker's defaults; None: never).
     Returns the number of jobs handled."""
     stop = stop or threading.Event()
+    stats = {} if stats is None else stats
+    stats.setdefault("handled", 0)
+    stats.setdefault("lost_claims", 0)
     postgres = _is_postgres(conn)
     if postgres and not conn.autocommit:
         # Outside autocommit every claim and ack would wait in a transaction
@@ -268,35 +404,53 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
         _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
     seen = None if postgres else _one(conn, "PRAGMA data_version")
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
-    while not stop.is_set():
-        chores.run_due(stop)
-        jobs = claim(conn, queue, worker, 1)
-        for job in jobs:
-            try:
-                result = handler(job)
-            except Exception as e:  # noqa: BLE001 — any failure is a retry
-                retry(conn, job["id"], worker, f"{type(e).__name__}: {e}")
-            else:
-                if isinstance(result, Snooze):
-                    release(conn, job["id"], worker, result.seconds)
+    beat = _Heartbeat(conn, worker)
+
+    def settled(job_id: int, held: bool, how: str) -> None:
+        if held and job_id not in beat.lost:
+            return
+        beat.lost.discard(job_id)
+        stats["lost_claims"] += 1
+        warnings.warn(f"alkstore: job {job_id}: its claim was lost before the {how} (it ran past "
+                      "its visibility timeout without a heartbeat reaching the database); it may "
+                      "run again or have run elsewhere", RuntimeWarning, stacklevel=3)
+
+    try:
+        while not stop.is_set():
+            chores.run_due(stop)
+            jobs = claim(conn, queue, worker, 1)
+            for job in jobs:
+                try:
+                    result = beat.during(job, lambda: handler(job))
+                except Exception as e:  # noqa: BLE001 — any failure is a retry
+                    held = retry(conn, job["id"], worker, f"{type(e).__name__}: {e}") is not None
+                    settled(job["id"], held, "retry")
                 else:
-                    ack(conn, job["id"], worker, _result_or_none(result, job["id"]))
-            handled += 1
-        if jobs:
-            continue
-        # Idle until a wake-up, the idle timeout or the next chore.
-        waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
-        deadline = time.monotonic() + max(min(waits), 0.1)
-        if postgres:
-            # Renew the registration, then sleep in the driver until a wake-up.
-            _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
-            for _ in conn.notifies(timeout=min(deadline - time.monotonic(), 1.0), stop_after=1):
-                break
-        else:
-            while not stop.is_set() and time.monotonic() < deadline:
-                now = _one(conn, "PRAGMA data_version")
-                if now != seen:
-                    seen = now
+                    if isinstance(result, Snooze):
+                        held = release(conn, job["id"], worker, result.seconds)
+                        settled(job["id"], held, "snooze")
+                    else:
+                        held = ack(conn, job["id"], worker, _result_or_none(result, job["id"]))
+                        settled(job["id"], held, "ack")
+                handled += 1
+                stats["handled"] += 1
+            if jobs:
+                continue
+            # Idle until a wake-up, the idle timeout or the next chore.
+            waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
+            deadline = time.monotonic() + max(min(waits), 0.1)
+            if postgres:
+                # Renew the registration, then sleep in the driver until a wake-up.
+                _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+                for _ in conn.notifies(timeout=min(deadline - time.monotonic(), 1.0), stop_after=1):
                     break
-                time.sleep(0.02)
+            else:
+                while not stop.is_set() and time.monotonic() < deadline:
+                    now = _one(conn, "PRAGMA data_version")
+                    if now != seen:
+                        seen = now
+                        break
+                    time.sleep(0.02)
+    finally:
+        beat.stop()
     return handled

@@ -10,6 +10,7 @@ expects.
 import datetime
 import sys
 import threading
+import time
 import warnings
 
 import alkstore
@@ -73,6 +74,35 @@ def main():
 
     alkstore.work(db, "checks-ticked", "w", scheduled, stop=stop, idle_timeout=0.2)
     print(f"schedule: fired while work() ran: {got[:1] == [{'from': 'schedule'}]}")
+
+    # A handler three times longer than the visibility timeout, with a
+    # second worker waiting for the same queue: the heartbeat keeps the job
+    # claimed, so it runs once (issue 64 item 2: it ran 5 times).
+    conf = ("SELECT alk_queue_configure(?, ?)" if kind == "sqlite"
+            else "SELECT alk_queue_configure(%s, %s::jsonb)")
+    db.execute(conf, ("checks-long", '{"visibility_timeout_s": 1, "max_attempts": 5}'))
+    alkstore.enqueue(db, "checks-long", {"n": 1})
+    stop, runs, lock = threading.Event(), [], threading.Lock()
+    stats = [{}, {}]
+
+    def long(job):
+        with lock:
+            runs.append(job["attempts"])
+        time.sleep(3)
+        threading.Timer(2.5, stop.set).start()
+
+    workers = [threading.Thread(target=alkstore.work,
+                                args=(connect(kind, target), "checks-long", f"w{i}", long),
+                                kwargs={"stop": stop, "idle_timeout": 0.1, "stats": stats[i]})
+               for i in range(2)]
+    threading.Timer(30.0, stop.set).start()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    lost = sum(st["lost_claims"] for st in stats)
+    print(f"long handler: runs {len(runs)}, attempts {runs}, lost claims {lost}, "
+          f"pending, running: {pending(db, 'checks-long')}")
 
     if kind == "postgres":
         # Not in autocommit: refused at once, nothing claimed.
