@@ -1,42 +1,24 @@
 -- Operating it (contract v1.1 §D), see sqlite_ext/src/admin.rs.
 
--- Every queue with options, jobs or a pause, in name order: a skip scan of
--- each state's partial index (one seek per queue).
--- name: queue_names
-WITH RECURSIVE
-p(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'pending' ORDER BY queue LIMIT 1)
-         UNION ALL
-         SELECT (SELECT queue FROM alk_jobs WHERE state = 'pending' AND queue > p.q ORDER BY queue LIMIT 1)
-           FROM p WHERE p.q IS NOT NULL),
-r(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'running' ORDER BY queue LIMIT 1)
-         UNION ALL
-         SELECT (SELECT queue FROM alk_jobs WHERE state = 'running' AND queue > r.q ORDER BY queue LIMIT 1)
-           FROM r WHERE r.q IS NOT NULL),
-d(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'dead' ORDER BY queue LIMIT 1)
-         UNION ALL
-         SELECT (SELECT queue FROM alk_jobs WHERE state = 'dead' AND queue > d.q ORDER BY queue LIMIT 1)
-           FROM d WHERE d.q IS NOT NULL),
-c(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'completed' ORDER BY queue LIMIT 1)
-         UNION ALL
-         SELECT (SELECT queue FROM alk_jobs WHERE state = 'completed' AND queue > c.q ORDER BY queue LIMIT 1)
-           FROM c WHERE c.q IS NOT NULL),
-w(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'waiting' ORDER BY queue LIMIT 1)
-         UNION ALL
-         SELECT (SELECT queue FROM alk_jobs WHERE state = 'waiting' AND queue > w.q ORDER BY queue LIMIT 1)
-           FROM w WHERE w.q IS NOT NULL),
-b(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'blocked' ORDER BY queue LIMIT 1)
-         UNION ALL
-         SELECT (SELECT queue FROM alk_jobs WHERE state = 'blocked' AND queue > b.q ORDER BY queue LIMIT 1)
-           FROM b WHERE b.q IS NOT NULL),
-s(q) AS (SELECT (SELECT queue FROM alk_jobs WHERE state = 'scheduled' ORDER BY queue LIMIT 1)
-         UNION ALL
-         SELECT (SELECT queue FROM alk_jobs WHERE state = 'scheduled' AND queue > s.q ORDER BY queue LIMIT 1)
-           FROM s WHERE s.q IS NOT NULL)
-SELECT q FROM (
-  SELECT q FROM p UNION SELECT q FROM r UNION SELECT q FROM d UNION SELECT q FROM c UNION SELECT q FROM w
-  UNION SELECT q FROM s UNION SELECT q FROM b
-  UNION SELECT queue FROM alk_queues UNION SELECT queue FROM alk_paused
-) WHERE q IS NOT NULL ORDER BY q;
+-- Every queue with jobs (in any state), options or a pause, in name order,
+-- with its counts as queue_stats reads them (?1: now), in one pass over the
+-- jobs grouped by queue: queue_stats for each queue took 5.1 s for 100,000
+-- queues, which any writer can make. 'parked' jobs are pending.
+-- name: queues
+WITH c AS (
+  SELECT queue,
+         sum(state IN ('pending', 'waiting', 'blocked', 'scheduled') AND run_at <= ?1 OR state = 'parked') AS due,
+         sum(state IN ('pending', 'waiting', 'blocked', 'scheduled') AND run_at > ?1) AS ahead,
+         sum(state = 'running') AS running,
+         sum(state = 'dead') AS dead,
+         min(CASE WHEN state IN ('pending', 'scheduled') AND run_at <= ?1 THEN run_at END) AS oldest,
+         sum(state = 'completed') AS completed
+    FROM alk_jobs GROUP BY queue)
+SELECT n.queue, coalesce(c.due, 0), coalesce(c.ahead, 0), coalesce(c.running, 0), coalesce(c.dead, 0),
+       c.oldest, coalesce(c.completed, 0), EXISTS (SELECT 1 FROM alk_paused p WHERE p.queue = n.queue)
+  FROM (SELECT queue FROM c UNION SELECT queue FROM alk_queues UNION SELECT queue FROM alk_paused) n
+  LEFT JOIN c ON c.queue = n.queue
+ ORDER BY n.queue;
 
 -- Job pages in id order after ?2, at most ?3: one statement per state, so
 -- that each reads its state's index.

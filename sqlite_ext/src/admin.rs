@@ -35,20 +35,20 @@ fn state<'a>(
     }
 }
 
-/// `alk_queues()` → the stats document of every queue with options, jobs or a pause.
+/// `alk_queues()` → the stats document of every queue with options, jobs or
+/// a pause, counted in one statement (`queues`).
 pub fn queues(conn: &Conn, _args: &Args) -> Result<Out> {
-    let names: Vec<String> = {
-        let mut st = conn.stmt("queue_names")?;
-        let mut names = Vec::new();
-        while st.step_row()? {
-            names.push(st.text(0).to_owned());
-        }
-        names
-    };
-    let docs = names
-        .iter()
-        .map(|q| queue::stats_of(conn, q, q, false))
-        .collect::<Result<Vec<_>>>()?;
+    let now = now_ms();
+    let mut st = conn.stmt("queues")?;
+    st.bind_i64(1, now);
+    let mut docs = Vec::new();
+    while st.step_row()? {
+        let oldest = st.opt_i64(5).map(|run_at| {
+            alkstore_core::time::ms_to_seconds_json((now - run_at).max(0)).to_string()
+        });
+        let counts: [i64; 7] = std::array::from_fn(|i| st.i64(i as i32 + 1));
+        docs.push(queue::stats_obj(st.text(0), &counts, oldest.as_deref()).finish());
+    }
     Ok(Out::Text(format!("[{}]", docs.join(","))))
 }
 

@@ -972,15 +972,7 @@ pub fn stats_of(conn: &Conn, backing: &str, shown: &str, limits: bool) -> Result
         .map(|run_at| time::ms_to_seconds_json((now - run_at).max(0)).to_string());
     let counts: [i64; 7] = std::array::from_fn(|i| st.i64(i as i32));
     drop(st);
-    let obj = Obj::new()
-        .str("queue", Some(shown))
-        .int("pending", Some(counts[0]))
-        .int("scheduled", Some(counts[1]))
-        .int("running", Some(counts[2]))
-        .int("dead", Some(counts[3]))
-        .int("completed", Some(counts[5]))
-        .raw("paused", if counts[6] == 1 { "true" } else { "false" })
-        .raw("oldest_runnable_age_s", oldest.as_deref().unwrap_or("null"));
+    let obj = stats_obj(shown, &counts, oldest.as_deref());
     if !limits {
         return Ok(obj.finish());
     }
@@ -989,6 +981,22 @@ pub fn stats_of(conn: &Conn, backing: &str, shown: &str, limits: bool) -> Result
         .int("running_limit", running_limit)
         .time("next_slot_at", limit::next_slot_at(conn, backing, now)?)
         .finish())
+}
+
+/// A queue's stats document from the columns of `queue_stats` (and of
+/// `queues`, after its name): pending, scheduled, running, dead, (the
+/// oldest runnable `run_at`, read by the caller into `oldest`), completed,
+/// paused.
+pub fn stats_obj(shown: &str, counts: &[i64; 7], oldest: Option<&str>) -> Obj {
+    Obj::new()
+        .str("queue", Some(shown))
+        .int("pending", Some(counts[0]))
+        .int("scheduled", Some(counts[1]))
+        .int("running", Some(counts[2]))
+        .int("dead", Some(counts[3]))
+        .int("completed", Some(counts[5]))
+        .raw("paused", if counts[6] == 1 { "true" } else { "false" })
+        .raw("oldest_runnable_age_s", oldest.unwrap_or("null"))
 }
 
 /// Scheduled jobs one `alk_sweep` makes pending, as on PostgreSQL.

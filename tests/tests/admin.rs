@@ -10,6 +10,70 @@ fn find<'a>(rows: &'a Value, key: &str, name: &str) -> Option<&'a Value> {
 }
 
 per_engine! {
+    /// `alk_queues` counts every queue in one pass (issue 64 item 1); each
+    /// row must say what `alk_queue_stats` says of that queue, for jobs in
+    /// every state: pending, scheduled, running, dead, completed, waiting
+    /// behind a group's head, blocked on a dependency and parked at a key's
+    /// limit.
+    fn alk_queues_counts_each_queue_as_alk_queue_stats_does(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let (mixed, parked, empty_paused) = (fresh("adm-mix"), fresh("adm-park"), fresh("adm-pz"));
+        db.ok(
+            "alk_queue_configure",
+            &[t(&mixed), j(r#"{"retain_completed_s": 3600, "max_attempts": 1}"#)],
+        );
+        let first = db.int("alk_enqueue", &[t(&mixed), Arg::Null, j("1")]);
+        db.int("alk_enqueue", &[t(&mixed), j(r#"{"delay_s": 3600}"#), j("2")]);
+        db.int("alk_enqueue", &[t(&mixed), j(&format!(r#"{{"depends_on": [{first}]}}"#)), j("3")]);
+        for n in 0..3 {
+            db.int("alk_enqueue", &[t(&mixed), j(r#"{"group_key": "g"}"#), j(&n.to_string())]);
+        }
+        for n in 0..3 {
+            db.int("alk_enqueue", &[t(&mixed), Arg::Null, j(&format!("{}", 10 + n))]);
+        }
+        // Claim four (the first job, the group's head, two plain ones), ack
+        // one, fail one: running, completed and dead jobs.
+        let claimed = ids(&db.ok("alk_claim", &[t(&mixed), t("w"), Arg::Int(4)]));
+        assert_eq!(claimed.len(), 4, "[{e}]");
+        db.yes("alk_ack", &[Arg::Int(claimed[2]), t("w")]);
+        db.yes("alk_fail", &[Arg::Int(claimed[3]), t("w"), t("x")]);
+        db.ok("alk_queue_configure", &[t(&parked), j(r#"{"key_max_running": 1}"#)]);
+        for n in 0..3 {
+            db.int("alk_enqueue", &[t(&parked), j(r#"{"limit_key": "k"}"#), j(&n.to_string())]);
+        }
+        assert_eq!(ids(&db.ok("alk_claim", &[t(&parked), t("w"), Arg::Int(3)])).len(), 1, "[{e}]");
+        db.yes("alk_queue_pause", &[t(&empty_paused)]);
+        db.yes("alk_queue_pause", &[t(&parked)]);
+        let all = db.ok("alk_queues", &[]);
+        for q in [&mixed, &parked, &empty_paused] {
+            let row = find(&all, "queue", q).unwrap_or_else(|| panic!("[{e}] {q} missing"));
+            let stats = db.ok("alk_queue_stats", &[t(q)]);
+            for k in ["pending", "scheduled", "running", "dead", "completed", "paused"] {
+                assert_eq!(row[k], stats[k], "[{e}] {q} {k}: {row} vs {stats}");
+            }
+            let (a, b) = (&row["oldest_runnable_age_s"], &stats["oldest_runnable_age_s"]);
+            assert_eq!(a.is_null(), b.is_null(), "[{e}] {q}: {row} vs {stats}");
+            if let (Some(a), Some(b)) = (a.as_f64(), b.as_f64()) {
+                assert!((a - b).abs() < 30.0, "[{e}] {q}: {row} vs {stats}");
+            }
+        }
+        let row = find(&all, "queue", &mixed).unwrap();
+        // pending: a plain one, two group members waiting, the blocked one.
+        assert_eq!(
+            (&row["pending"], &row["scheduled"], &row["running"], &row["dead"], &row["completed"]),
+            (&json!(4), &json!(1), &json!(2), &json!(1), &json!(1)),
+            "[{e}] {row}"
+        );
+        let row = find(&all, "queue", &parked).unwrap();
+        assert_eq!(
+            (&row["pending"], &row["running"], &row["paused"]),
+            (&json!(2), &json!(1), &json!(true)),
+            "[{e}] {row}"
+        );
+    }
+
     fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause(_target) {
         let mut db = _target.connect();
         let db = &mut *db;
