@@ -39,8 +39,13 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// A heartbeat every third of the claim's remaining time (at least 50 ms).
 pub(crate) fn heartbeat_every(job: &Job) -> Duration {
+    (claim_left(job) / 3).max(Duration::from_millis(50))
+}
+
+/// How long the job's claim has left (60 s if its expiry cannot be read).
+pub(crate) fn claim_left(job: &Job) -> Duration {
     let left = alkstore_core::time::parse_rfc3339_ms(&job.claim_expires_at)
         .map(|at| at - alkstore_core::time::now_ms())
         .unwrap_or(60_000);
-    Duration::from_millis((left / 3).max(50) as u64)
+    Duration::from_millis(left.max(0) as u64)
 }

@@ -67,6 +67,8 @@ pub mod call;
 ))]
 mod claimant;
 #[cfg(feature = "blocking")]
+mod completer;
+#[cfg(feature = "blocking")]
 mod engine;
 mod error;
 #[cfg(feature = "blocking")]
@@ -82,6 +84,8 @@ mod opts;
 mod outbox;
 #[cfg(feature = "blocking")]
 pub mod postgres;
+#[cfg(feature = "blocking")]
+mod prefetch;
 #[cfg(feature = "blocking")]
 mod queue;
 pub mod sql;
@@ -145,6 +149,8 @@ pub use async_worker::PgTransaction;
     feature = "tokio-postgres"
 ))]
 pub use async_worker::{AsyncTransaction, AsyncWorker, DEFAULT_SHUTDOWN_TIMEOUT};
+#[cfg(feature = "blocking")]
+pub use completer::FlushWindow;
 pub use error::{Error, Result};
 #[cfg(feature = "blocking")]
 pub use horizon::{Horizon, HorizonHolder};
@@ -167,7 +173,7 @@ pub use store::{Stop, Store, TxHandle};
 pub use stream::{Stream, StreamSubscription};
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
-pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
+pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY, MAX_PREFETCH};
 pub use worker_core::{Handled, DEFAULT_SWEEP_EVERY, MIN_CHORE_EVERY};
 pub use workflow::Workflow;
 

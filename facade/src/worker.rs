@@ -1,11 +1,16 @@
-//! Queue workers: N concurrent handlers, heartbeats while a handler runs,
-//! retry with the stamped backoff on error, panics counted as errors, and a
-//! graceful stop that finishes the jobs in hand.
+//! Queue workers: N concurrent handlers fed by one claimer that claims for
+//! all of them at once (plus a local queue of prefetched jobs, contract
+//! v1.3 §P), acks batched within a flush window, heartbeats while a handler
+//! runs, retry with the stamped backoff on error, panics counted as errors,
+//! and a graceful stop that finishes the jobs in hand and gives back the
+//! prefetched ones.
 
 use crate::claimant::{heartbeat_every, panic_message, process_tag};
+use crate::completer::{Completer, FlushWindow};
 use crate::error::Result;
 use crate::heartbeat::Heartbeat;
 use crate::outbox::Outbox;
+use crate::prefetch::LocalQueue;
 use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
 use crate::types::Job;
@@ -44,10 +49,17 @@ pub struct Worker {
     outbox: Option<Outbox>,
     name: String,
     concurrency: usize,
+    /// The local queue's size (`None`: the concurrency).
+    prefetch: Option<usize>,
+    prefetch_ttl: Option<Duration>,
+    flush: FlushWindow,
     prune_every: Option<Duration>,
     tick_every: Option<Duration>,
     sweep_every: Option<Duration>,
 }
+
+/// The most jobs a worker's local queue holds (contract v1.3 §P).
+pub const MAX_PREFETCH: usize = 1000;
 
 /// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
 pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
@@ -56,16 +68,19 @@ pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 impl Worker {
-    /// A worker named `name`. Each handler claims as
-    /// `name-<host>-<pid>-<random>-<n>`: unique per process, so that a stalled
-    /// handler's late ack can never land on another replica's re-claim of the
-    /// same job (replicas all run "mailer").
+    /// A worker named `name`. It claims as `name-<host>-<pid>-<random>`:
+    /// unique per process, so that a stalled handler's late ack can never
+    /// land on another replica's re-claim of the same job (replicas all run
+    /// "mailer").
     pub fn new(queue: Queue, name: &str) -> Worker {
         Worker {
             queue,
             outbox: None,
             name: format!("{name}-{}", process_tag()),
             concurrency: 1,
+            prefetch: None,
+            prefetch_ttl: None,
+            flush: FlushWindow::DEFAULT,
             prune_every: Some(DEFAULT_PRUNE_EVERY),
             tick_every: Some(DEFAULT_TICK_EVERY),
             sweep_every: Some(DEFAULT_SWEEP_EVERY),
@@ -93,7 +108,7 @@ impl Worker {
         worker
     }
 
-    /// The prefix of this worker's claim names (`name-<host>-<pid>-<random>`).
+    /// The name this worker claims under (`name-<host>-<pid>-<random>`).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -101,6 +116,39 @@ impl Worker {
     /// How many jobs run at once (default 1).
     pub fn concurrency(mut self, n: usize) -> Worker {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// How many jobs the worker claims ahead of its free handlers, into a
+    /// local queue (contract v1.3 §P): each claim asks for what the
+    /// handlers and the local queue have room for, in one call. Default:
+    /// the concurrency; 0: claim only for free handlers; at most
+    /// [`MAX_PREFETCH`]. Prefetched jobs are claimed (they count as running
+    /// under the queue's limits) and a stopping worker gives them back at
+    /// once (`alk_release_batch`), without spending an attempt.
+    pub fn prefetch(mut self, n: usize) -> Worker {
+        self.prefetch = Some(n.min(MAX_PREFETCH));
+        self
+    }
+
+    /// How long a prefetched job may wait for a handler before the worker
+    /// gives it back for an idle worker elsewhere to take. Default: half
+    /// the time its claim had left (half the queue's visibility timeout);
+    /// a longer wait keeps it claimed with heartbeats.
+    pub fn prefetch_ttl(mut self, ttl: Duration) -> Worker {
+        self.prefetch_ttl = Some(ttl);
+        self
+    }
+
+    /// How long the acks of finished jobs wait to be sent together, one
+    /// `alk_ack_batch` in one transaction (contract v1.3 §P): at most
+    /// `window.wait`, or as soon as `window.max_jobs` wait. Default
+    /// [`FlushWindow::DEFAULT`] (10 ms or 100 jobs); a zero `wait` acks
+    /// each job on its own as its handler returns. Only plain acks wait:
+    /// results, retries and snoozes are sent at once. A worker killed
+    /// meanwhile loses those acks, and the jobs run again.
+    pub fn flush_window(mut self, window: FlushWindow) -> Worker {
+        self.flush = window;
         self
     }
 
@@ -244,69 +292,102 @@ impl Worker {
 
     fn run_inner(&self, stop: &Stop, handler: &Handler<'_>) -> Result<u64> {
         let handled = AtomicU64::new(0);
+        let local = LocalQueue::default();
+        let completer = Completer::default();
+        // Raised when a handler meets an error a wait cannot cure: the
+        // claimer stops, and the handlers after the job in hand.
+        let failed = Stop::new();
+        let worker = self.name.as_str();
+        let capacity = self.concurrency + self.prefetch.unwrap_or(self.concurrency);
         std::thread::scope(|s| -> Result<()> {
-            let threads: Vec<_> = (0..self.concurrency)
-                .map(|n| {
-                    let handled = &handled;
-                    // One handler per worker prunes and ticks.
-                    let chores = Chores::new(
-                        self.tick_every.filter(|_| n == 0),
-                        self.prune_every.filter(|_| n == 0),
-                        self.sweep_every
-                            .filter(|_| n == 0)
-                            .map(|every| (every, self.queue.name().to_string())),
-                    );
+            let flusher = self.flush.batches().then(|| {
+                s.spawn(|| {
+                    completer.run(self.flush, |ids| self.flush_acks(&ids, worker, stop));
+                })
+            });
+            let handlers: Vec<_> = (0..self.concurrency)
+                .map(|_| {
+                    let (local, completer, handled, failed) =
+                        (&local, &completer, &handled, &failed);
                     s.spawn(move || {
-                        let me = format!("{}-{n}", self.name);
-                        self.handle(&me, stop, handler, handled, chores)
+                        let run = Run {
+                            worker,
+                            stop,
+                            failed,
+                            local,
+                            completer,
+                            handled,
+                        };
+                        let result = self.handle(&run, handler);
+                        if result.is_err() {
+                            failed.stop();
+                        }
+                        result
                     })
                 })
                 .collect();
-            for t in threads {
-                t.join().expect("worker thread")?;
+            let claimed = self.claim_for(worker, stop, &failed, &local, capacity);
+            if claimed.is_err() {
+                failed.stop();
             }
-            Ok(())
+            let mut result = claimed;
+            for h in handlers {
+                let handled = h.join().expect("worker thread");
+                result = result.and(handled);
+            }
+            completer.close();
+            if let Some(flusher) = flusher {
+                flusher.join().expect("completer thread");
+            }
+            result
         })?;
         Ok(handled.into_inner())
     }
 
-    /// One handler thread, with its heartbeat thread beside it.
-    fn handle(
+    /// The claimer: runs the chores, keeps the local queue filled to
+    /// `capacity` (jobs running and waiting) with one claim at a time,
+    /// gives back prefetched jobs whose time is up and keeps the others
+    /// claimed; on stop, gives back what no handler took.
+    fn claim_for(
         &self,
         worker: &str,
         stop: &Stop,
-        handler: &Handler<'_>,
-        handled: &AtomicU64,
-        chores: Chores,
+        failed: &Stop,
+        local: &LocalQueue,
+        capacity: usize,
     ) -> Result<()> {
-        let heartbeat = Heartbeat::default();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                heartbeat.run(|id| {
-                    let _ = self.queue.heartbeat(id, worker, None);
-                })
-            });
-            // Stopped however the loop ends (a panic too: the scope would
-            // wait for the heartbeat thread for ever).
-            let _stop = heartbeat.stopper();
-            self.handle_jobs(worker, stop, handler, handled, chores, &heartbeat)
-        })
+        let result = self.claim_loop(worker, stop, failed, local, capacity);
+        self.give_back(&local.close(), worker);
+        result
     }
 
-    fn handle_jobs(
+    fn claim_loop(
         &self,
         worker: &str,
         stop: &Stop,
-        handler: &Handler<'_>,
-        handled: &AtomicU64,
-        mut chores: Chores,
-        heartbeat: &Heartbeat,
+        failed: &Stop,
+        local: &LocalQueue,
+        capacity: usize,
     ) -> Result<()> {
         let mut outage = Outage::default();
         let mut pacing = Pacing::new(self.queue.name());
-        while !stop.is_stopped() {
+        let mut chores = Chores::new(
+            self.tick_every,
+            self.prune_every,
+            self.sweep_every
+                .map(|every| (every, self.queue.name().to_string())),
+        );
+        while !stop.is_stopped() && !failed.is_stopped() {
             if let Err(e) = self.chores(&mut chores, stop) {
                 wait_out(&mut outage, e, stop)?;
+                continue;
+            }
+            self.give_back(&local.expired(), worker);
+            for id in local.due_beats() {
+                let _ = self.queue.heartbeat(id, worker, None);
+            }
+            let room = local.room(capacity, Duration::from_millis(200));
+            if room == 0 {
                 continue;
             }
             let claimed = {
@@ -316,8 +397,8 @@ impl Worker {
                 let _in = span.enter();
                 let wait = Duration::from_millis(200);
                 let claimed = match &self.outbox {
-                    Some(outbox) => outbox.claim_wait(worker, 1, wait),
-                    None => self.queue.claim_wait(worker, 1, wait),
+                    Some(outbox) => outbox.claim_wait(worker, room as i64, wait),
+                    None => self.queue.claim_wait(worker, room as i64, wait),
                 };
                 if let Ok(jobs) = &claimed {
                     span.record("claimed", jobs.len());
@@ -337,49 +418,139 @@ impl Worker {
                     wait_out(&mut outage, e, stop)?;
                 }
             }
-            for job in jobs {
-                // One span per job, with the handler's run and the ack (or
-                // retry) inside it, for the user's subscriber or OpenTelemetry.
-                let span = tracing::info_span!("alkstore.job", job.id = job.id, queue = %job.queue,
-                                               attempt = job.attempts, worker);
-                let _in = span.enter();
-                let outcome = {
-                    let _run = tracing::info_span!("alkstore.handler").entered();
-                    let outcome = heartbeat.during(job.id, heartbeat_every(&job), || {
-                        guarded(|| handler(&job, worker))
-                    });
-                    if let Err(e) = &outcome {
-                        tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
-                    }
-                    outcome
-                };
-                let _settle = tracing::info_span!(
-                    "alkstore.ack",
-                    outcome = match &outcome {
-                        Ok(Settle::Settle(Settlement::Release(_))) => "release",
-                        Ok(_) => "ack",
-                        Err(_) => "retry",
-                    }
-                )
-                .entered();
-                // A job whose ack or retry is lost with the connection stays
-                // claimed until its visibility timeout, then runs again:
-                // at least once, never lost.
-                let settlement = match outcome {
-                    Ok(Settle::Done) => None,
-                    Ok(Settle::Settle(settlement)) => Some(settlement),
-                    Err(e) => Some(Settlement::Retry(e)),
-                };
-                let settled = settlement.map_or(Ok(()), |s| {
-                    s.call(job.id, worker)?.run_on(&*self.queue.engine)
-                });
-                if let Err(e) = settled {
-                    wait_out(&mut outage, e, stop)?;
-                }
-                handled.fetch_add(1, Ordering::Relaxed);
-            }
+            local.push(jobs, self.prefetch_ttl);
         }
         Ok(())
+    }
+
+    /// Gives claims back without spending an attempt (`alk_release_batch`):
+    /// prefetched jobs no handler took. If that fails their claims expire
+    /// and they run again anyway, an attempt spent.
+    fn give_back(&self, ids: &[i64], worker: &str) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(e) = self.queue.release_batch(ids, worker, None) {
+            tracing::warn!(error = %e, jobs = ids.len(),
+                           "alkstore: could not give prefetched jobs back; they run again when their claims expire");
+        }
+    }
+
+    /// Acks a batch of finished jobs in one call, riding out an outage
+    /// until the worker stops; acks lost then leave their jobs to run again.
+    fn flush_acks(&self, ids: &[i64], worker: &str, stop: &Stop) {
+        let _span = tracing::debug_span!("alkstore.ack_batch", jobs = ids.len()).entered();
+        let mut outage = Outage::default();
+        loop {
+            match self.queue.ack_batch(ids, worker) {
+                Ok(acked) => {
+                    if acked < ids.len() as i64 {
+                        tracing::warn!(jobs = ids.len(), acked,
+                                       "alkstore: some jobs were no longer this worker's when their acks were sent");
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let pause = match outage.pause_after(e) {
+                        Ok(pause) if !stop.is_stopped() => pause,
+                        Ok(_) | Err(_) => {
+                            tracing::warn!(jobs = ids.len(),
+                                           "alkstore: acks lost; those jobs run again when their claims expire");
+                            return;
+                        }
+                    };
+                    std::thread::sleep(pause);
+                }
+            }
+        }
+    }
+
+    /// One handler thread, with its heartbeat thread beside it.
+    fn handle(&self, run: &Run<'_>, handler: &Handler<'_>) -> Result<()> {
+        let heartbeat = Heartbeat::default();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                heartbeat.run(|id| {
+                    let _ = self.queue.heartbeat(id, run.worker, None);
+                })
+            });
+            // Stopped however the loop ends (a panic too: the scope would
+            // wait for the heartbeat thread for ever).
+            let _stop = heartbeat.stopper();
+            self.handle_jobs(run, handler, &heartbeat)
+        })
+    }
+
+    fn handle_jobs(
+        &self,
+        run: &Run<'_>,
+        handler: &Handler<'_>,
+        heartbeat: &Heartbeat,
+    ) -> Result<()> {
+        let mut outage = Outage::default();
+        while let Some(job) = run
+            .local
+            .take(|| run.stop.is_stopped() || run.failed.is_stopped())
+        {
+            let settled = self.handle_job(&job, run, handler, heartbeat);
+            run.local.done();
+            if let Err(e) = settled {
+                wait_out(&mut outage, e, run.stop)?;
+            } else {
+                outage.over();
+            }
+            run.handled.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Runs one job's handler and settles the job: a plain ack waits for
+    /// the completer's next flush when acks are batched.
+    fn handle_job(
+        &self,
+        job: &Job,
+        run: &Run<'_>,
+        handler: &Handler<'_>,
+        heartbeat: &Heartbeat,
+    ) -> Result<()> {
+        let worker = run.worker;
+        // One span per job, with the handler's run and the ack (or
+        // retry) inside it, for the user's subscriber or OpenTelemetry.
+        let span = tracing::info_span!("alkstore.job", job.id = job.id, queue = %job.queue,
+                                       attempt = job.attempts, worker);
+        let _in = span.enter();
+        let outcome = {
+            let _run = tracing::info_span!("alkstore.handler").entered();
+            let outcome = heartbeat.during(job.id, heartbeat_every(job), || {
+                guarded(|| handler(job, worker))
+            });
+            if let Err(e) = &outcome {
+                tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
+            }
+            outcome
+        };
+        let _settle = tracing::info_span!(
+            "alkstore.ack",
+            outcome = match &outcome {
+                Ok(Settle::Settle(Settlement::Release(_))) => "release",
+                Ok(_) => "ack",
+                Err(_) => "retry",
+            }
+        )
+        .entered();
+        // A job whose ack or retry is lost with the connection stays
+        // claimed until its visibility timeout, then runs again:
+        // at least once, never lost.
+        let settlement = match outcome {
+            Ok(Settle::Done) => return Ok(()),
+            Ok(Settle::Settle(Settlement::Ack(None))) if self.flush.batches() => {
+                run.completer.add(job.id);
+                return Ok(());
+            }
+            Ok(Settle::Settle(settlement)) => settlement,
+            Err(e) => Settlement::Retry(e),
+        };
+        settlement.call(job.id, worker)?.run_on(&*self.queue.engine)
     }
 
     /// After a claim that got nothing: on a queue whose limits hold claims
@@ -432,6 +603,18 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// What a handler thread shares with the rest of its worker.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    /// The claim name every job of this worker is claimed under.
+    worker: &'a str,
+    stop: &'a Stop,
+    failed: &'a Stop,
+    local: &'a LocalQueue,
+    completer: &'a Completer,
+    handled: &'a AtomicU64,
 }
 
 /// A handler as the workers run it, given the job and the claim name it

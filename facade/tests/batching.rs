@@ -1,0 +1,303 @@
+//! The blocking worker's local queue and batched acks (contract v1.3 §P,
+//! issue 59), on SQLite, PostgreSQL and PostgreSQL through PgBouncer: a
+//! prefetched job stays claimed past its visibility timeout, a stopping
+//! worker gives its prefetched jobs back at once, a worker killed with acks
+//! waiting loses none of its jobs, a zero flush window acks each job as its
+//! handler returns, and limits and groups hold with prefetch.
+
+mod common;
+use alkstore::{EnqueueOpts, FlushWindow, QueueOpts, Stop, Worker};
+use common::*;
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+fn no_flush() -> FlushWindow {
+    FlushWindow {
+        wait: Duration::ZERO,
+        max_jobs: 1,
+    }
+}
+
+/// A job that waits in the local queue longer than the visibility timeout
+/// (its time to live set longer) is kept claimed by heartbeats: another
+/// worker polling all along never gets it, and it runs once, on its first
+/// attempt.
+#[test]
+fn a_prefetched_job_is_held_past_its_visibility_timeout() {
+    for target in targets() {
+        let store = target.open();
+        let q = store.queue(&fresh("prefetch-held")).unwrap();
+        q.configure(&QueueOpts::new().visibility_timeout(ms(1000)))
+            .unwrap();
+        let first = q.enqueue(&EnqueueOpts::new(), &json!(1)).unwrap();
+        let second = q.enqueue(&EnqueueOpts::new(), &json!(2)).unwrap();
+        let stop = Stop::new();
+        let (runs, stolen) = (Mutex::new(vec![]), Mutex::new(vec![]));
+        let started = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // One handler, one job prefetched, that may wait 10 s.
+                Worker::new(store.queue(q.name()).unwrap(), "holder")
+                    .prefetch(1)
+                    .prefetch_ttl(Duration::from_secs(10))
+                    .run(&stop, |job| {
+                        runs.lock().unwrap().push((job.id, job.attempts));
+                        started.fetch_add(1, Ordering::SeqCst);
+                        if job.id == first {
+                            std::thread::sleep(ms(3000)); // three visibility timeouts
+                        } else {
+                            stop.stop();
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+            });
+            // The thief starts once the worker holds both jobs.
+            while started.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(ms(10));
+            }
+            while !stop.is_stopped() {
+                stolen
+                    .lock()
+                    .unwrap()
+                    .extend(q.claim("thief", 1).unwrap().into_iter().map(|j| j.id));
+                std::thread::sleep(ms(50));
+            }
+        });
+        assert_eq!(
+            *stolen.lock().unwrap(),
+            Vec::<i64>::new(),
+            "[{}]",
+            target.name()
+        );
+        assert_eq!(
+            *runs.lock().unwrap(),
+            vec![(first, 1), (second, 1)],
+            "[{}]",
+            target.name()
+        );
+        for id in [first, second] {
+            assert_eq!(q.get_job(id).unwrap(), None, "[{}] acked", target.name());
+        }
+    }
+}
+
+/// A stopping worker gives back what it prefetched and did not start
+/// (`alk_release_batch`): pending at once, no attempt spent, claimable by
+/// another worker without waiting for the claims to expire.
+#[test]
+fn a_stopping_worker_gives_back_its_prefetched_jobs_at_once() {
+    for target in targets() {
+        let store = target.open();
+        let q = store.queue(&fresh("prefetch-stop")).unwrap();
+        // A long visibility timeout: only a give-back frees them in time.
+        q.configure(&QueueOpts::new().visibility_timeout(Duration::from_secs(300)))
+            .unwrap();
+        let ids: Vec<i64> = (0..6)
+            .map(|n| q.enqueue(&EnqueueOpts::new(), &json!(n)).unwrap())
+            .collect();
+        let stop = Stop::new();
+        let started = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                Worker::new(store.queue(q.name()).unwrap(), "stopper")
+                    .prefetch(5)
+                    .run(&stop, |_job| {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        // Hold the first job until the local queue is full.
+                        let until = Instant::now() + Duration::from_secs(30);
+                        while q.stats().unwrap()["running"] != json!(6) && Instant::now() < until {
+                            std::thread::sleep(ms(20));
+                        }
+                        stop.stop();
+                        Ok(())
+                    })
+                    .unwrap()
+            });
+        });
+        assert_eq!(started.load(Ordering::SeqCst), 1, "[{}]", target.name());
+        let took = q.claim("other", 10).unwrap();
+        let mut got: Vec<(i64, i64)> = took.iter().map(|j| (j.id, j.attempts)).collect();
+        got.sort();
+        let want: Vec<(i64, i64)> = ids[1..].iter().map(|&id| (id, 1)).collect();
+        assert_eq!(
+            got,
+            want,
+            "[{}] given back, no attempt spent",
+            target.name()
+        );
+    }
+}
+
+/// Not a test on its own: a worker with a 60 s flush window whose handlers
+/// return at once, killed by the parent while their acks wait.
+#[test]
+#[ignore = "started as a child process by a_worker_killed_with_acks_waiting_loses_no_job"]
+fn child_handles_with_a_long_flush_window() {
+    let store = open_child();
+    let queue = store
+        .queue(&std::env::var("ALK_CHILD_NAME").unwrap())
+        .unwrap();
+    let ready = std::env::var("ALK_CHILD_READY").unwrap();
+    let handled = AtomicUsize::new(0);
+    Worker::new(queue, "doomed")
+        .concurrency(4)
+        .flush_window(FlushWindow {
+            wait: Duration::from_secs(60),
+            max_jobs: 1000,
+        })
+        .run(&Stop::new(), |_job| {
+            if handled.fetch_add(1, Ordering::SeqCst) + 1 == 10 {
+                std::fs::write(&ready, "ready").unwrap();
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// SIGKILL while acks wait for their flush: none of those jobs is lost;
+/// each runs again once its claim expires (at least once).
+#[test]
+fn a_worker_killed_with_acks_waiting_loses_no_job() {
+    for target in targets() {
+        let name = fresh("flush-kill");
+        let store = target.open();
+        let q = store.queue(&name).unwrap();
+        q.configure(&QueueOpts::new().visibility_timeout(ms(2000)))
+            .unwrap();
+        let ids: Vec<i64> = (0..10)
+            .map(|n| q.enqueue(&EnqueueOpts::new(), &json!(n)).unwrap())
+            .collect();
+        let ready = tempfile::tempdir().unwrap().keep().join("ready");
+        let mut c = target.spawn_child(
+            "child_handles_with_a_long_flush_window",
+            &[
+                ("ALK_CHILD_NAME", &name),
+                ("ALK_CHILD_READY", ready.to_str().unwrap()),
+            ],
+        );
+        wait_for_file(&mut c, &ready);
+        c.kill().unwrap();
+        c.wait().unwrap();
+        // Handled, but not acked: still claimed by the dead worker.
+        assert_eq!(
+            q.stats().unwrap()["running"],
+            json!(10),
+            "[{}]",
+            target.name()
+        );
+        let mut again = vec![];
+        let until = Instant::now() + Duration::from_secs(30);
+        while again.len() < ids.len() && Instant::now() < until {
+            for job in q.claim_wait("survivor", 10, ms(500)).unwrap() {
+                assert!(q.ack(job.id, "survivor").unwrap());
+                again.push(job.id);
+            }
+        }
+        again.sort();
+        assert_eq!(again, ids, "[{}] every job ran again", target.name());
+    }
+}
+
+/// With a zero flush window each job is acked as its handler returns (as
+/// before batching): the next handler finds the previous job gone.
+#[test]
+fn a_zero_flush_window_acks_each_job_as_its_handler_returns() {
+    for target in targets() {
+        let store = target.open();
+        let q = store.queue(&fresh("no-flush")).unwrap();
+        let ids: Vec<i64> = (0..5)
+            .map(|n| q.enqueue(&EnqueueOpts::new(), &json!(n)).unwrap())
+            .collect();
+        let stop = Stop::new();
+        let seen = Mutex::new(vec![]);
+        Worker::new(store.queue(q.name()).unwrap(), "single")
+            .prefetch(0)
+            .flush_window(no_flush())
+            .run(&stop, |job| {
+                let mut seen = seen.lock().unwrap();
+                // The job before this one is acked already.
+                let before = seen.last().copied();
+                let gone = before.map(|id| q.get_job(id).unwrap().is_none());
+                seen.push(job.id);
+                if seen.len() == ids.len() {
+                    stop.stop();
+                }
+                assert_ne!(gone, Some(false), "the previous job is not acked yet");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(*seen.lock().unwrap(), ids, "[{}]", target.name());
+        // And with the default window the last acks land before run returns.
+        let more: Vec<i64> = (0..5)
+            .map(|n| q.enqueue(&EnqueueOpts::new(), &json!(n)).unwrap())
+            .collect();
+        let stop = Stop::new();
+        let n = AtomicUsize::new(0);
+        Worker::new(store.queue(q.name()).unwrap(), "batched")
+            .run(&stop, |_job| {
+                if n.fetch_add(1, Ordering::SeqCst) + 1 == more.len() {
+                    stop.stop();
+                }
+                Ok(())
+            })
+            .unwrap();
+        for id in more {
+            assert_eq!(q.get_job(id).unwrap(), None, "[{}] acked", target.name());
+        }
+    }
+}
+
+/// A queue's running limit counts prefetched jobs (they are claimed), and a
+/// group's jobs still run one after another in order, with prefetch.
+#[test]
+fn limits_and_groups_hold_with_prefetch() {
+    for target in targets() {
+        let store = target.open();
+        let q = store.queue(&fresh("prefetch-limits")).unwrap();
+        q.configure(&QueueOpts::new().max_running(Some(2))).unwrap();
+        for n in 0..12 {
+            q.enqueue(&EnqueueOpts::new(), &json!(n)).unwrap();
+        }
+        for n in 0..6 {
+            q.enqueue(&EnqueueOpts::new().group_key("g"), &json!({ "g": n }))
+                .unwrap();
+        }
+        let stop = Stop::new();
+        let (most, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let (running, group) = (AtomicUsize::new(0), Mutex::new(vec![]));
+        Worker::new(store.queue(q.name()).unwrap(), "limited")
+            .concurrency(4)
+            .prefetch(8)
+            .run(&stop, |job| {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let held = q.stats().unwrap()["running"].as_u64().unwrap() as usize;
+                most.fetch_max(held, Ordering::SeqCst);
+                if let Some(g) = job.payload["g"].as_i64() {
+                    group.lock().unwrap().push(g);
+                }
+                std::thread::sleep(ms(20));
+                running.fetch_sub(1, Ordering::SeqCst);
+                if done.fetch_add(1, Ordering::SeqCst) + 1 == 18 {
+                    stop.stop();
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(
+            most.load(Ordering::SeqCst) <= 2,
+            "[{}] {} held at once under max_running 2",
+            target.name(),
+            most.load(Ordering::SeqCst)
+        );
+        assert_eq!(
+            *group.lock().unwrap(),
+            vec![0, 1, 2, 3, 4, 5],
+            "[{}]",
+            target.name()
+        );
+    }
+}
