@@ -157,13 +157,17 @@ printf "{ to: 'ada@example.com' } true\n" > "$work/roundtrip-node.expected"
 check "node / README round trip" "$work/roundtrip-node.expected" \
   bash -c "cd '$work' && NODE_PATH='$PWD/examples/node/node_modules' node roundtrip.js"
 
-# npm install ./packages/node into a project of its own: the install script
-# builds the library (better-sqlite3 from the example project).
+# The README's route, npm install ./packages/node better-sqlite3, into a
+# project of its own: the install script builds the library (better-sqlite3
+# from the example project's copy: no download). alkstore is a symlink
+# there, and alkstore.version() requires better-sqlite3 from the
+# application (issue 64 item 13: it failed with MODULE_NOT_FOUND).
 rm -rf packages/node/lib
 mkdir -p "$work/node-app"
 repo=$PWD
 (cd "$work/node-app" && npm init -y >/dev/null &&
-  npm install --no-audit --no-fund --loglevel=error "$repo/packages/node" 2>&1 | grep -v install-scripts || true)
+  npm install --no-audit --no-fund --loglevel=error "$repo/packages/node" \
+    "$repo/examples/node/node_modules/better-sqlite3" 2>&1 | grep -v install-scripts || true)
 cat > "$work/node-app/installed.js" <<'JS'
 const Database = require('better-sqlite3');
 const alkstore = require('alkstore');
@@ -171,9 +175,11 @@ const db = alkstore.load(new Database(':memory:'));
 db.prepare("SELECT alk_enqueue('mail', NULL, ?)").pluck().get(JSON.stringify({ to: 'ada@example.com' }));
 const job = JSON.parse(db.prepare("SELECT alk_claim('mail', 'w', 1)").pluck().get())[0];
 console.log(job.payload, db.prepare("SELECT alk_ack(?, 'w')").pluck().get(job.id) === 1);
+alkstore.version().then((v) => console.log('version', v.package === v.library));
 JS
-check "node / npm install ./packages/node, round trip" "$work/roundtrip-node.expected" \
-  bash -c "cd '$work/node-app' && NODE_PATH='$PWD/examples/node/node_modules' node installed.js"
+printf "%s\nversion true\n" "$(cat "$work/roundtrip-node.expected")" > "$work/installed-node.expected"
+check "node / npm install ./packages/node better-sqlite3, round trip" "$work/installed-node.expected" \
+  bash -c "cd '$work/node-app' && node installed.js"
 rm -rf packages/node/lib
 
 echo "examples: $passed passed, $failed failed"

@@ -42,12 +42,26 @@ function load(db) {
   return db;
 }
 
+/** A module of the application's (better-sqlite3): from here first, then from
+ * where the application runs. Installed from a directory (`npm install
+ * ./packages/node`), this package is a symlink, and Node resolves its
+ * requires from the link's target, which has no node_modules of its own. */
+function appRequire(name) {
+  try {
+    return require(name);
+  } catch (e) {
+    if (e.code !== 'MODULE_NOT_FOUND') throw e;
+    const paths = [process.cwd(), ...(require.main ? require.main.paths : [])];
+    return require(require.resolve(name, { paths }));
+  }
+}
+
 /** {package, library, schema}: this package's version and the connection's alkstore
  * (with none: the bundled SQLite library's). Refuses a library of another version. */
 async function version(db) {
   let v;
   if (db === undefined) {
-    const Database = require('better-sqlite3');
+    const Database = appRequire('better-sqlite3');
     const probe = load(new Database(':memory:'));
     v = JSON.parse(probe.prepare('SELECT alk_version()').pluck().get());
     probe.close();
