@@ -320,6 +320,18 @@ pub fn serve(url: &str, listen: &str, timeout: Duration, bounds: Bounds) -> Fall
         "alkstore: metrics on http://{}/metrics",
         server.server_addr()
     );
+    if let Some(addr) = server
+        .server_addr()
+        .to_ip()
+        .filter(|a| !a.ip().is_loopback())
+    {
+        // The exporter has no authentication (Prometheus scrapes it as is):
+        // whoever reaches the address reads the queue names and counts.
+        eprintln!(
+            "alkstore: warning: {addr} is not a loopback address and the exporter asks no one for \
+             credentials: keep it behind a firewall or an authenticating proxy (docs/operating.md)"
+        );
+    }
     let errors = IntCounter::new(
         "alkstore_exporter_scrape_errors_total",
         "Scrapes that could not read the database in time.",

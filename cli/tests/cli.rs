@@ -775,6 +775,36 @@ fn a_hundred_thousand_queues_leave_the_exporter_up_and_small() {
     assert!(peak_kb < 200 * 1024, "the exporter peaked at {peak_kb} kB");
 }
 
+/// Issue 64 item 12: the exporter has no authentication, so listening
+/// beyond loopback is said at start; on loopback nothing is.
+#[test]
+fn the_exporter_warns_when_it_listens_beyond_loopback() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("w.db").display());
+    for (listen, warns) in [("0.0.0.0:0", true), ("127.0.0.1:0", false)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+            .args(["--url", &url, "metrics", "--listen", listen])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        assert!(first.contains("metrics on http://"), "{first}");
+        // The warning comes right after; a loopback exporter says nothing
+        // more until a scrape fails.
+        std::thread::sleep(Duration::from_millis(300));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let rest: Vec<String> = lines.map_while(|l| l.ok()).collect();
+        assert_eq!(
+            rest.iter().any(|l| l.contains("not a loopback address")),
+            warns,
+            "{listen}: {rest:?}"
+        );
+    }
+}
+
 #[test]
 fn the_exporter_counts_failed_scrapes() {
     // A database that cannot be read any more: its jobs table dropped.
