@@ -38,6 +38,11 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// A heartbeat every third of the claim's remaining time (at least 50 ms).
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 pub(crate) fn heartbeat_every(job: &Job) -> Duration {
     (claim_left(job) / 3).max(Duration::from_millis(50))
 }

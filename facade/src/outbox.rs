@@ -84,9 +84,10 @@ impl Outbox {
 
     /// Delivers until `stop` is raised, waiting for messages without
     /// polling; returns how many were processed. One message at a time, as
-    /// a [`Worker::outbox`](crate::Worker::outbox) with one handler (so with
-    /// heartbeats and a claim name unique to this process); no schedule
-    /// ticks or pruning. For more handlers, use that worker.
+    /// a [`Worker::outbox`](crate::Worker::outbox) with one handler and no
+    /// prefetch (so with heartbeats and a claim name unique to this
+    /// process); no schedule ticks or pruning. For more handlers, use that
+    /// worker.
     pub fn run(
         &self,
         worker: &str,
@@ -95,6 +96,7 @@ impl Outbox {
     ) -> Result<u64> {
         let deliver = std::sync::Mutex::new(deliver);
         crate::Worker::outbox(self.clone(), worker)
+            .prefetch(0)
             .prune_every(None)
             .tick_every(None)
             .run(stop, |job| {
@@ -103,8 +105,9 @@ impl Outbox {
             })
     }
 
-    /// Pauses delivery: claims return nothing until [`resume`](Self::resume).
-    /// True if it was running.
+    /// Pauses delivery: claims return nothing until [`resume`](Self::resume)
+    /// (messages a worker already claimed, prefetched ones included, are
+    /// still delivered). True if it was running.
     pub fn pause(&self) -> Result<bool> {
         call::outbox_pause(&self.name)?.run_on(&*self.queue.engine)
     }

@@ -1,48 +1,80 @@
 //! A blocking worker's local queue (contract v1.3 §P): jobs claimed ahead
 //! of free handlers, in one claim, handed to the handlers in claim order.
-//! Every job in it stays claimed: one whose claim runs low before a handler
-//! takes it gets a heartbeat, and one that no handler took within its time
-//! to live is given back (`alk_release_batch`), so that a busy worker does
-//! not sit on work an idle one could run. A stopping worker gives back what
-//! it holds here.
+//! Every job in it stays claimed: a keeper gives back (`alk_release_batch`)
+//! each job no handler took within its time to live — by default half its
+//! claim's time, so that it never needs a heartbeat — and keeps claimed,
+//! with heartbeats, those allowed to wait longer. A stopping worker gives
+//! back what is left here. Ids are held once: a job this worker still runs
+//! or holds is never queued again when a claim of its own returns it.
 
 use crate::types::Job;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// The shortest time to live: a shorter one would give jobs back and claim
+/// them again in a loop.
+const MIN_TTL: Duration = Duration::from_millis(100);
+/// The shortest interval between heartbeats.
+const MIN_BEAT: Duration = Duration::from_millis(50);
+/// How long a handler waits at a time before looking at the stop flag.
+const TAKE_WAIT: Duration = Duration::from_millis(50);
 
 /// A job waiting for a handler.
 struct Waiting {
     job: Job,
+    /// How long a claim (or a heartbeat) holds it: its claim's time left
+    /// when it came.
+    lease: Duration,
+    /// Until when its claim holds, as far as this worker knows.
+    claim_until: Instant,
     /// Given back if no handler took it by then.
     give_back_at: Instant,
-    /// When its claim next needs extending, and how often.
-    beat_at: Instant,
-    beat_every: Duration,
+    ttl: Duration,
+    /// When its claim next needs extending: only if it may wait longer than
+    /// a third of its lease.
+    beat_at: Option<Instant>,
 }
 
 #[derive(Default)]
 struct State {
     waiting: VecDeque<Waiting>,
+    /// Ids waiting or running.
+    held: HashSet<i64>,
     /// Jobs taken by handlers and not yet done.
     running: usize,
     /// No more jobs are handed out.
     closed: bool,
+    /// After a give-back, claims are for free handlers only until then: the
+    /// jobs given back are for idle workers elsewhere, not to be claimed
+    /// again here at once.
+    prefetch_paused_until: Option<Instant>,
 }
 
-/// The local queue shared by a worker's claimer and its handlers.
+/// The local queue shared by a worker's claimer, keeper and handlers.
 #[derive(Default)]
 pub(crate) struct LocalQueue {
     state: Mutex<State>,
     changed: Condvar,
 }
 
-/// How long a handler waits at a time before looking at the stop flag.
-const TAKE_WAIT: Duration = Duration::from_millis(50);
-
 impl LocalQueue {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many jobs may be held at once: the handlers, plus the prefetch
+    /// unless a give-back paused it.
+    pub(crate) fn capacity(&self, concurrency: usize, prefetch: usize) -> usize {
+        let paused = self
+            .lock()
+            .prefetch_paused_until
+            .is_some_and(|until| Instant::now() < until);
+        if paused {
+            concurrency
+        } else {
+            concurrency + prefetch
+        }
     }
 
     /// How many more jobs fit beside those waiting and running, when at
@@ -57,10 +89,9 @@ impl LocalQueue {
         free(&state)
     }
 
-    /// Adds claimed jobs. Each is given back after `ttl` if no handler took
-    /// it (default: half the time its claim had left, so that it never
-    /// needs a heartbeat); meanwhile a third of that time between heartbeats
-    /// keeps it claimed.
+    /// Adds claimed jobs (but those already held here). Each is given back
+    /// after `ttl` if no handler took it (default: half the time its claim
+    /// had left).
     pub(crate) fn push(&self, jobs: Vec<Job>, ttl: Option<Duration>) {
         if jobs.is_empty() {
             return;
@@ -68,12 +99,18 @@ impl LocalQueue {
         let now = Instant::now();
         let mut state = self.lock();
         for job in jobs {
-            let left = crate::claimant::claim_left(&job);
-            let ttl = ttl.unwrap_or(left / 2);
+            if !state.held.insert(job.id) {
+                continue; // re-claimed by this worker while it held it
+            }
+            let lease = crate::claimant::claim_left(&job).max(MIN_BEAT);
+            let ttl = ttl.unwrap_or(lease / 2).max(MIN_TTL);
+            let far = now + Duration::from_secs(365 * 24 * 3600);
             state.waiting.push_back(Waiting {
-                give_back_at: now + ttl,
-                beat_every: (left / 3).max(Duration::from_millis(50)),
-                beat_at: now + (left / 3).max(Duration::from_millis(50)),
+                give_back_at: now.checked_add(ttl).unwrap_or(far),
+                beat_at: (ttl > lease / 3).then(|| now + (lease / 3).max(MIN_BEAT)),
+                claim_until: now + lease,
+                lease,
+                ttl,
                 job,
             });
         }
@@ -81,17 +118,30 @@ impl LocalQueue {
         self.changed.notify_all();
     }
 
-    /// The next job for a handler, counted as running until [`done`](Self::done);
-    /// `None` once `stopped()` says so or the queue is closed.
-    pub(crate) fn take(&self, stopped: impl Fn() -> bool) -> Option<Job> {
+    /// The next job for a handler, counted as running until
+    /// [`done`](Self::done), with how often to extend its claim while it
+    /// runs; `None` once `stopped()` says so or the queue is closed. A job
+    /// whose claim lapsed while it waited is dropped, not run: another
+    /// worker may hold it now.
+    pub(crate) fn take(&self, stopped: impl Fn() -> bool) -> Option<(Job, Duration)> {
         let mut state = self.lock();
         loop {
             if state.closed || stopped() {
                 return None;
             }
             if let Some(w) = state.waiting.pop_front() {
+                let now = Instant::now();
+                if w.claim_until <= now {
+                    state.held.remove(&w.job.id);
+                    tracing::warn!(job.id = w.job.id,
+                                   "alkstore: a prefetched job's claim lapsed before a handler took it; left to whoever claims it");
+                    self.changed.notify_all();
+                    continue;
+                }
                 state.running += 1;
-                return Some(w.job);
+                let left = w.claim_until - now;
+                let every = (w.lease / 3).min(left / 2).max(MIN_BEAT);
+                return Some((w.job, every));
             }
             state = self
                 .changed
@@ -101,24 +151,40 @@ impl LocalQueue {
         }
     }
 
-    /// A handler is done with the job it took: room for another claim.
-    pub(crate) fn done(&self) {
-        self.lock().running -= 1;
+    /// A handler is done with job `id`: room for another claim.
+    pub(crate) fn done(&self, id: i64) {
+        let mut state = self.lock();
+        state.running -= 1;
+        state.held.remove(&id);
+        drop(state);
         self.changed.notify_all();
     }
 
-    /// Removes the waiting jobs whose time to live is up: to give back.
+    /// Removes the waiting jobs whose time to live is up, to give back,
+    /// and pauses the prefetch for as long as they were allowed to wait.
     pub(crate) fn expired(&self) -> Vec<i64> {
         let now = Instant::now();
         let mut state = self.lock();
         let mut out = Vec::new();
+        let mut pause = None::<Duration>;
         state.waiting.retain(|w| {
             let keep = w.give_back_at > now;
             if !keep {
                 out.push(w.job.id);
+                pause = Some(pause.map_or(w.ttl, |p| p.max(w.ttl)));
             }
             keep
         });
+        for id in &out {
+            state.held.remove(id);
+        }
+        if let Some(pause) = pause {
+            state.prefetch_paused_until = now.checked_add(pause);
+        }
+        drop(state);
+        if !out.is_empty() {
+            self.changed.notify_all();
+        }
         out
     }
 
@@ -129,12 +195,43 @@ impl LocalQueue {
         let mut state = self.lock();
         let mut out = Vec::new();
         for w in state.waiting.iter_mut() {
-            if w.beat_at <= now {
-                w.beat_at = now + w.beat_every;
+            if let Some(at) = w.beat_at.filter(|at| *at <= now) {
+                w.beat_at = Some(at.max(now) + (w.lease / 3).max(MIN_BEAT));
                 out.push(w.job.id);
             }
         }
         out
+    }
+
+    /// What a heartbeat of waiting job `id` found: its claim extended, or
+    /// gone (cancelled, deleted, its claim lapsed): then it is dropped.
+    pub(crate) fn beat(&self, id: i64, held: bool) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        if held {
+            if let Some(w) = state.waiting.iter_mut().find(|w| w.job.id == id) {
+                w.claim_until = now + w.lease;
+            }
+        } else if let Some(at) = state.waiting.iter().position(|w| w.job.id == id) {
+            state.waiting.remove(at);
+            state.held.remove(&id);
+            drop(state);
+            self.changed.notify_all();
+        }
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Waits up to `timeout`, or until the queue is closed.
+    pub(crate) fn nap(&self, timeout: Duration) {
+        let state = self.lock();
+        let _ = self
+            .changed
+            .wait_timeout_while(state, timeout, |s| !s.closed)
+            .unwrap_or_else(|e| e.into_inner());
     }
 
     /// No more jobs for the handlers: returns those still waiting, to give
@@ -142,7 +239,10 @@ impl LocalQueue {
     pub(crate) fn close(&self) -> Vec<i64> {
         let mut state = self.lock();
         state.closed = true;
-        let out = state.waiting.drain(..).map(|w| w.job.id).collect();
+        let out: Vec<i64> = state.waiting.drain(..).map(|w| w.job.id).collect();
+        for id in &out {
+            state.held.remove(id);
+        }
         drop(state);
         self.changed.notify_all();
         out

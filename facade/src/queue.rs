@@ -164,7 +164,8 @@ impl Queue {
     }
 
     /// Pauses the queue: claims return nothing until [`resume`](Self::resume);
-    /// everything else keeps working. True if it was running.
+    /// everything else keeps working (jobs already claimed, a worker's
+    /// prefetched ones included, still run). True if it was running.
     pub fn pause(&self) -> Result<bool> {
         call::queue_pause(&self.name)?.run_on(&*self.engine)
     }

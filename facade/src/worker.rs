@@ -5,7 +5,7 @@
 //! and a graceful stop that finishes the jobs in hand and gives back the
 //! prefetched ones.
 
-use crate::claimant::{heartbeat_every, panic_message, process_tag};
+use crate::claimant::{panic_message, process_tag};
 use crate::completer::{Completer, FlushWindow};
 use crate::error::Result;
 use crate::heartbeat::Heartbeat;
@@ -60,6 +60,15 @@ pub struct Worker {
 
 /// The most jobs a worker's local queue holds (contract v1.3 §P).
 pub const MAX_PREFETCH: usize = 1000;
+
+/// The most jobs one claim asks for (`alk_claim`'s own bound).
+const MAX_CLAIM: usize = 1000;
+
+/// How often the keeper looks at the local queue.
+const KEEP_EVERY: Duration = Duration::from_millis(100);
+
+/// Tries of one batch of acks before each is tried on its own.
+const FLUSH_TRIES: usize = 10;
 
 /// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
 pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
@@ -152,9 +161,9 @@ impl Worker {
         self
     }
 
-    /// How often one of the handlers deletes what outlived its retention
+    /// How often the worker deletes what outlived its retention
     /// (contract v1.1 §C5: completed and dead jobs, idempotency keys, old
-    /// notifications), in batches of 1000 rows between claims. Default
+    /// notifications), in batches of 1000 rows, between claims. Default
     /// [`DEFAULT_PRUNE_EVERY`], the first time at start; `None`: never (prune
     /// elsewhere, e.g. from pg_cron).
     /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
@@ -164,7 +173,7 @@ impl Worker {
         self
     }
 
-    /// How often one of the handlers ticks schedules (contract v1.1 §F:
+    /// How often the worker ticks schedules (contract v1.1 §F:
     /// each due occurrence enqueued once, however many workers tick).
     /// Default [`DEFAULT_TICK_EVERY`]; `None`: never.
     /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
@@ -174,7 +183,7 @@ impl Worker {
         self
     }
 
-    /// How often one of the handlers sweeps the worker's queue
+    /// How often the worker sweeps its queue
     /// (`alk_sweep`): expired jobs are dead-lettered, and jobs scheduled
     /// ahead that came due are made pending (contract v1.2 §H; claims take
     /// them either way, faster once pending). Default
@@ -298,13 +307,13 @@ impl Worker {
         // claimer stops, and the handlers after the job in hand.
         let failed = Stop::new();
         let worker = self.name.as_str();
-        let capacity = self.concurrency + self.prefetch.unwrap_or(self.concurrency);
         std::thread::scope(|s| -> Result<()> {
             let flusher = self.flush.batches().then(|| {
                 s.spawn(|| {
                     completer.run(self.flush, |ids| self.flush_acks(&ids, worker, stop));
                 })
             });
+            s.spawn(|| self.keep(worker, &local));
             let handlers: Vec<_> = (0..self.concurrency)
                 .map(|_| {
                     let (local, completer, handled, failed) =
@@ -326,7 +335,7 @@ impl Worker {
                     })
                 })
                 .collect();
-            let claimed = self.claim_for(worker, stop, &failed, &local, capacity);
+            let claimed = self.claim_for(worker, stop, &failed, &local, &completer);
             if claimed.is_err() {
                 failed.stop();
             }
@@ -344,21 +353,48 @@ impl Worker {
         Ok(handled.into_inner())
     }
 
-    /// The claimer: runs the chores, keeps the local queue filled to
-    /// `capacity` (jobs running and waiting) with one claim at a time,
-    /// gives back prefetched jobs whose time is up and keeps the others
-    /// claimed; on stop, gives back what no handler took.
+    /// The claimer: runs the chores and keeps the handlers and the local
+    /// queue filled, with one claim at a time; on stop, gives back what no
+    /// handler took.
     fn claim_for(
         &self,
         worker: &str,
         stop: &Stop,
         failed: &Stop,
         local: &LocalQueue,
-        capacity: usize,
+        completer: &Completer,
     ) -> Result<()> {
-        let result = self.claim_loop(worker, stop, failed, local, capacity);
+        // If the claimer panics, the handlers, the keeper and the completer
+        // end too (the scope would wait for them for ever).
+        struct OnPanic<'a>(&'a LocalQueue, &'a Completer, &'a Stop);
+        impl Drop for OnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.2.stop();
+                    let _ = self.0.close();
+                    self.1.close();
+                }
+            }
+        }
+        let _on_panic = OnPanic(local, completer, failed);
+        let result = self.claim_loop(worker, stop, failed, local);
         self.give_back(&local.close(), worker);
         result
+    }
+
+    /// The keeper, until the local queue closes: gives back the prefetched
+    /// jobs whose time to live is up and keeps the others claimed.
+    fn keep(&self, worker: &str, local: &LocalQueue) {
+        while !local.is_closed() {
+            self.give_back(&local.expired(), worker);
+            for id in local.due_beats() {
+                // An error leaves it as it is: the next beat tries again.
+                if let Ok(held) = self.queue.heartbeat(id, worker, None) {
+                    local.beat(id, held);
+                }
+            }
+            local.nap(KEEP_EVERY);
+        }
     }
 
     fn claim_loop(
@@ -367,8 +403,8 @@ impl Worker {
         stop: &Stop,
         failed: &Stop,
         local: &LocalQueue,
-        capacity: usize,
     ) -> Result<()> {
+        let prefetch = self.prefetch.unwrap_or(self.concurrency);
         let mut outage = Outage::default();
         let mut pacing = Pacing::new(self.queue.name());
         let mut chores = Chores::new(
@@ -382,11 +418,11 @@ impl Worker {
                 wait_out(&mut outage, e, stop)?;
                 continue;
             }
-            self.give_back(&local.expired(), worker);
-            for id in local.due_beats() {
-                let _ = self.queue.heartbeat(id, worker, None);
-            }
-            let room = local.room(capacity, Duration::from_millis(200));
+            let capacity = local.capacity(self.concurrency, prefetch);
+            // alk_claim takes at most MAX_BATCH jobs a call.
+            let room = local
+                .room(capacity, Duration::from_millis(200))
+                .min(MAX_CLAIM);
             if room == 0 {
                 continue;
             }
@@ -437,11 +473,12 @@ impl Worker {
     }
 
     /// Acks a batch of finished jobs in one call, riding out an outage
-    /// until the worker stops; acks lost then leave their jobs to run again.
+    /// for a while (about 5 s); then each job on its own, once. Acks lost
+    /// leave their jobs to run again when their claims expire.
     fn flush_acks(&self, ids: &[i64], worker: &str, stop: &Stop) {
         let _span = tracing::debug_span!("alkstore.ack_batch", jobs = ids.len()).entered();
         let mut outage = Outage::default();
-        loop {
+        for _ in 0..FLUSH_TRIES {
             match self.queue.ack_batch(ids, worker) {
                 Ok(acked) => {
                     if acked < ids.len() as i64 {
@@ -450,18 +487,21 @@ impl Worker {
                     }
                     return;
                 }
-                Err(e) => {
-                    let pause = match outage.pause_after(e) {
-                        Ok(pause) if !stop.is_stopped() => pause,
-                        Ok(_) | Err(_) => {
-                            tracing::warn!(jobs = ids.len(),
-                                           "alkstore: acks lost; those jobs run again when their claims expire");
-                            return;
-                        }
-                    };
-                    std::thread::sleep(pause);
-                }
+                Err(e) => match outage.pause_after(e) {
+                    Ok(pause) if !stop.is_stopped() => std::thread::sleep(pause),
+                    _ => break,
+                },
             }
+        }
+        let lost = ids
+            .iter()
+            .filter(|&&id| self.queue.ack(id, worker).is_err())
+            .count();
+        if lost > 0 {
+            tracing::warn!(
+                jobs = lost,
+                "alkstore: acks lost; those jobs run again when their claims expire"
+            );
         }
     }
 
@@ -488,12 +528,12 @@ impl Worker {
         heartbeat: &Heartbeat,
     ) -> Result<()> {
         let mut outage = Outage::default();
-        while let Some(job) = run
+        while let Some((job, beat_every)) = run
             .local
             .take(|| run.stop.is_stopped() || run.failed.is_stopped())
         {
-            let settled = self.handle_job(&job, run, handler, heartbeat);
-            run.local.done();
+            let settled = self.handle_job(&job, beat_every, run, handler, heartbeat);
+            run.local.done(job.id);
             if let Err(e) = settled {
                 wait_out(&mut outage, e, run.stop)?;
             } else {
@@ -509,6 +549,7 @@ impl Worker {
     fn handle_job(
         &self,
         job: &Job,
+        beat_every: Duration,
         run: &Run<'_>,
         handler: &Handler<'_>,
         heartbeat: &Heartbeat,
@@ -521,9 +562,7 @@ impl Worker {
         let _in = span.enter();
         let outcome = {
             let _run = tracing::info_span!("alkstore.handler").entered();
-            let outcome = heartbeat.during(job.id, heartbeat_every(job), || {
-                guarded(|| handler(job, worker))
-            });
+            let outcome = heartbeat.during(job.id, beat_every, || guarded(|| handler(job, worker)));
             if let Err(e) = &outcome {
                 tracing::warn!(error = %e, "alkstore: handler failed; the job will be retried");
             }

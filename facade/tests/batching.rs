@@ -301,3 +301,95 @@ fn limits_and_groups_hold_with_prefetch() {
         );
     }
 }
+
+/// The most a worker may prefetch, at a concurrency that makes its first
+/// claim ask for more than one call takes (1,000): claims are split, and
+/// the jobs all run.
+#[test]
+fn the_largest_prefetch_claims_in_calls_of_at_most_a_thousand() {
+    for target in targets() {
+        let store = target.open();
+        let q = store.queue(&fresh("prefetch-max")).unwrap();
+        let jobs: Vec<serde_json::Value> = (0..1500).map(|n| json!(n)).collect();
+        for chunk in jobs.chunks(500) {
+            q.enqueue_batch(&EnqueueOpts::new(), chunk).unwrap();
+        }
+        let stop = Stop::new();
+        let done = AtomicUsize::new(0);
+        let handled = Worker::new(store.queue(q.name()).unwrap(), "hoarder")
+            .concurrency(8)
+            .prefetch(alkstore::MAX_PREFETCH)
+            .run(&stop, |_job| {
+                if done.fetch_add(1, Ordering::SeqCst) + 1 == 1500 {
+                    stop.stop();
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(handled, 1500, "[{}]", target.name());
+        assert_eq!(
+            q.stats().unwrap()["pending"],
+            json!(0),
+            "[{}]",
+            target.name()
+        );
+    }
+}
+
+/// A prefetched job no handler took within its time to live is given back
+/// (no attempt spent) and goes to an idle worker, not back into the same
+/// local queue: the busy worker claims only for free handlers for a while.
+#[test]
+fn a_job_given_back_after_its_time_to_live_goes_to_an_idle_worker() {
+    for target in targets() {
+        let store = target.open();
+        let q = store.queue(&fresh("prefetch-ttl")).unwrap();
+        let first = q.enqueue(&EnqueueOpts::new(), &json!(1)).unwrap();
+        let second = q.enqueue(&EnqueueOpts::new(), &json!(2)).unwrap();
+        let stop = Stop::new();
+        let busy_ran = Mutex::new(vec![]);
+        let idle_got = Mutex::new(vec![]);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                Worker::new(store.queue(q.name()).unwrap(), "busy")
+                    .prefetch(1)
+                    .prefetch_ttl(ms(300))
+                    .run(&stop, |job| {
+                        busy_ran.lock().unwrap().push(job.id);
+                        // Busy for longer than the time to live.
+                        let until = Instant::now() + Duration::from_secs(20);
+                        while !stop.is_stopped() && Instant::now() < until {
+                            std::thread::sleep(ms(20));
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+            });
+            // The idle worker comes once the busy one holds both.
+            let until = Instant::now() + Duration::from_secs(20);
+            while q.stats().unwrap()["running"] != json!(2) && Instant::now() < until {
+                std::thread::sleep(ms(20));
+            }
+            let until = Instant::now() + Duration::from_secs(20);
+            while idle_got.lock().unwrap().is_empty() && Instant::now() < until {
+                for job in q.claim_wait("idle", 1, ms(200)).unwrap() {
+                    idle_got.lock().unwrap().push((job.id, job.attempts));
+                    assert!(q.ack(job.id, "idle").unwrap());
+                }
+            }
+            stop.stop();
+        });
+        assert_eq!(
+            *busy_ran.lock().unwrap(),
+            vec![first],
+            "[{}]",
+            target.name()
+        );
+        assert_eq!(
+            *idle_got.lock().unwrap(),
+            vec![(second, 1)],
+            "[{}]",
+            target.name()
+        );
+    }
+}
