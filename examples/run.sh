@@ -63,7 +63,7 @@ printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: f
 check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
 cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"
-printf 'not autocommit: refused (True); pending, running: (1, 0)\n' >> "$work/check-work-pg.expected"
+printf 'reconnect: handled after its connection was killed: True, reconnects 1\nnot autocommit: refused (True); pending, running: (1, 0)\n' >> "$work/check-work-pg.expected"
 db=$(fresh_pg python_checks)
 check "python / postgres: work() checks" "$work/check-work-pg.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py postgres "host=/var/run/postgresql dbname=$db"
@@ -148,8 +148,10 @@ printf 'non-JSON result: handled 1, runs 1, acked true, warned true\nschedule: f
   'long handler: runs 1, attempts [1], lost claims 0, pending, running: 0, 0' > "$work/check-work-node.expected"
 check "node / sqlite: work() checks" "$work/check-work-node.expected" \
   node --no-warnings examples/node/check_work.js sqlite "$work/check-work-node.db"
+cp "$work/check-work-node.expected" "$work/check-work-node-pg.expected"
+printf 'reconnect: handled after its connection was killed: true, reconnects 1\n' >> "$work/check-work-node-pg.expected"
 db=$(fresh_pg node_checks)
-check "node / postgres: work() checks" "$work/check-work-node.expected" \
+check "node / postgres: work() checks" "$work/check-work-node-pg.expected" \
   node --no-warnings examples/node/check_work.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"
 rm -f examples/node/check_work.js
 readme_block node-roundtrip > "$work/roundtrip.js"

@@ -214,7 +214,10 @@ async function heldDuring(db, job, worker, fn) {
  * handler runs, heartbeats keep its job claimed (every third of the
  * visibility timeout, on the same connection, whenever the handler awaits);
  * a claim found lost is a warning and counts in stats.lostClaims (stats: an
- * object you pass; also stats.handled). Waits without busy polling: on PostgreSQL
+ * object you pass; also stats.handled). On PostgreSQL a lost connection (a
+ * restart, a killed backend) does not end the process: work() connects a new
+ * Client from the same parameters (the one you passed stays closed) with a
+ * pause that doubles up to 5 s, counted in stats.reconnects. Waits without busy polling: on PostgreSQL
  * by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA data_version.
  * Between jobs it ticks schedules every tickEveryMs, sweeps its queue every
  * sweepEveryMs and prunes every pruneEveryMs (the Rust worker's defaults;
@@ -264,47 +267,92 @@ async function work(db, queue, worker, handler, {
   const listen = () => db.query('SELECT alk_listen_queue($1, 300)', [queue]);
   if (pg) await listen();
   let seen = pg ? null : db.pragma('data_version', { simple: true });
-  while (!(signal && signal.aborted)) {
-    await chores();
-    const jobs = await claim(db, queue, worker, 1);
-    for (const job of jobs) {
-      let lost = false;
+  // pg emits 'error' on a client whose connection is lost (a restart, a
+  // killed backend), which ends the process when nobody listens: work()
+  // listens, connects again from the same parameters and goes on.
+  const swallow = () => {};
+  if (pg) db.on('error', swallow);
+  const dead = async () => {
+    try {
+      await db.query('SELECT 1');
+      return false;
+    } catch (e) {
+      return true;
+    }
+  };
+  let pause = 0;
+  try {
+    while (!(signal && signal.aborted)) {
       try {
-        let result;
-        [result, lost] = await heldDuring(db, job, worker, () => handler(job));
-        if (result instanceof Snooze) settled(job, await release(db, job.id, worker, result.seconds), lost, 'snooze');
-        else settled(job, await ack(db, job.id, worker, keepable(result, job.id)), lost, 'ack');
+        if (pause) {
+          const fresh = new db.constructor(db.connectionParameters);
+          fresh.on('error', swallow);
+          await fresh.connect();
+          db.removeListener('error', swallow);
+          db = fresh;
+          await listen();
+          stats.reconnects = (stats.reconnects || 0) + 1;
+          pause = 0;
+        }
+        await chores();
+        const jobs = await claim(db, queue, worker, 1);
+        for (const job of jobs) {
+          let lost = false;
+          try {
+            let result;
+            [result, lost] = await heldDuring(db, job, worker, () => handler(job));
+            if (result instanceof Snooze) settled(job, await release(db, job.id, worker, result.seconds), lost, 'snooze');
+            else settled(job, await ack(db, job.id, worker, keepable(result, job.id)), lost, 'ack');
+          } catch (e) {
+            const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
+            settled(job, state !== null && state !== undefined, lost, 'retry');
+          }
+          handled += 1;
+          stats.handled += 1;
+        }
+        if (jobs.length) continue;
+        if (pg) {
+          await listen();
+          await new Promise((resolve) => {
+            // Every listener added here is removed however the wait ends: an idle
+            // worker waits again and again.
+            const done = () => {
+              clearTimeout(timer);
+              db.removeListener('notification', done);
+              if (signal) signal.removeEventListener('abort', done);
+              resolve();
+            };
+            const timer = setTimeout(done, Math.min(nextChoreMs(), 1000));
+            db.on('notification', done);
+            if (signal) signal.addEventListener('abort', done, { once: true });
+          });
+        } else {
+          const deadline = Date.now() + nextChoreMs();
+          while (!(signal && signal.aborted) && Date.now() < deadline) {
+            const now = db.pragma('data_version', { simple: true });
+            if (now !== seen) { seen = now; break; }
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        }
       } catch (e) {
-        const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
-        settled(job, state !== null && state !== undefined, lost, 'retry');
-      }
-      handled += 1;
-      stats.handled += 1;
-    }
-    if (jobs.length) continue;
-    if (pg) {
-      await listen();
-      await new Promise((resolve) => {
-        // Every listener added here is removed however the wait ends: an idle
-        // worker waits again and again.
-        const done = () => {
-          clearTimeout(timer);
-          db.removeListener('notification', done);
-          if (signal) signal.removeEventListener('abort', done);
-          resolve();
-        };
-        const timer = setTimeout(done, Math.min(nextChoreMs(), 1000));
-        db.on('notification', done);
-        if (signal) signal.addEventListener('abort', done, { once: true });
-      });
-    } else {
-      const deadline = Date.now() + nextChoreMs();
-      while (!(signal && signal.aborted) && Date.now() < deadline) {
-        const now = db.pragma('data_version', { simple: true });
-        if (now !== seen) { seen = now; break; }
-        await new Promise((r) => setTimeout(r, 20));
+        if (!pg || !(pause || await dead())) throw e;
+        // Wait and try again, a pause that doubles up to 5 s. Jobs whose ack
+        // was lost with the connection run again once their claims expire.
+        pause = Math.min(Math.max(pause * 2, 100), 5000);
+        process.emitWarning(`alkstore: work() lost its connection (${e.message}); connecting again in ${pause} ms`);
+        await new Promise((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            if (signal) signal.removeEventListener('abort', done);
+            resolve();
+          };
+          const timer = setTimeout(done, pause);
+          if (signal) signal.addEventListener('abort', done, { once: true });
+        });
       }
     }
+  } finally {
+    if (pg) db.removeListener('error', swallow);
   }
   return handled;
 }

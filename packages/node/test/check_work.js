@@ -94,7 +94,34 @@ async function main() {
   const lost = stats[0].lostClaims + stats[1].lostClaims;
   console.log(`long handler: runs ${attempts.length}, attempts [${attempts}], lost claims ${lost}, `
     + `pending, running: ${counts.pending}, ${counts.running}`);
-  if (kind !== 'sqlite') { await other.end(); await db.end(); }
+  if (kind !== 'sqlite') {
+    // Its connection killed under it (issue 64 item 11: the process died of
+    // an unhandled 'error' event): work() connects again and goes on.
+    const wconn = await connect(kind, target);
+    const pid = (await wconn.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const again = new AbortController();
+    const got = [];
+    const st = {};
+    const guard2 = setTimeout(() => again.abort(), 60000);
+    const running = alkstore.work(wconn, 'checks-reconnect', 'w', async (job) => { got.push(job.payload.n); },
+      { signal: again.signal, idleMs: 200, stats: st });
+    const until = async (cond, ms) => {
+      const end = Date.now() + ms;
+      while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    };
+    await alkstore.enqueue(db, 'checks-reconnect', { n: 1 });
+    await until(() => got.length === 1, 20000);
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    await alkstore.enqueue(db, 'checks-reconnect', { n: 2 });
+    await until(() => got.length === 2, 30000);
+    again.abort();
+    await running;
+    clearTimeout(guard2);
+    console.log(`reconnect: handled after its connection was killed: ${JSON.stringify(got) === '[1,2]'}, `
+      + `reconnects ${st.reconnects || 0}`);
+    await other.end();
+    await db.end();
+  }
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });

@@ -236,27 +236,37 @@ def _seconds_left(expires_at: Any) -> float:
     return (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
 
 
-def _side_connection(conn: Any) -> Any:
-    """A connection of its own to the same database, for the heartbeat
-    thread (the handler may use the worker's meanwhile: a ``sqlite3``
-    connection serves one thread at a time, and a psycopg one would put the
-    heartbeat inside the handler's transaction). None for an SQLite
-    database in memory, which no other connection can reach."""
+def _connector(conn: Any) -> Optional[Callable[[], Any]]:
+    """How to open another connection to the connection's database (read
+    now, while it is up): psycopg's DSN and password, or the same SQLite
+    file with the extension loaded. None for an SQLite database in memory,
+    which no other connection can reach."""
     if _is_postgres(conn):
         # The DSN leaves the password out; it is passed on by itself.
-        return type(conn).connect(conn.info.dsn, password=conn.info.password, autocommit=True)
+        dsn, password, kind = conn.info.dsn, conn.info.password, type(conn)
+        return lambda: kind.connect(dsn, password=password, autocommit=True)
     files = [row for row in _execute(conn, "PRAGMA database_list").fetchall() if row[1] == "main"]
     path = files[0][2] if files else ""
     if not path:
         return None
-    if _is_apsw(conn):
-        import apsw
-        side = apsw.Connection(path)
-    else:
-        import sqlite3
-        side = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    _execute(side, "PRAGMA busy_timeout = 30000")
-    return load(side)
+    apsw_conn = _is_apsw(conn)
+
+    def open_sqlite():
+        if apsw_conn:
+            import apsw
+            side = apsw.Connection(path)
+        else:
+            import sqlite3
+            side = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        _execute(side, "PRAGMA busy_timeout = 30000")
+        return load(side)
+    return open_sqlite
+
+
+def _broken(conn: Any) -> bool:
+    """Whether a psycopg connection was lost (a server restart, a killed
+    backend): work() then connects again."""
+    return _is_postgres(conn) and bool(getattr(conn, "broken", False) or conn.closed)
 
 
 class _Heartbeat:
@@ -267,8 +277,8 @@ class _Heartbeat:
     same time, on another worker (issue 64 item 2). A heartbeat that finds
     the claim gone marks the job lost."""
 
-    def __init__(self, conn: Any, worker: str) -> None:
-        self.conn, self.worker = conn, worker
+    def __init__(self, connect: Optional[Callable[[], Any]], worker: str) -> None:
+        self.connect, self.worker = connect, worker
         self.cond = threading.Condition()
         self.job: Optional[tuple] = None  # (id, seconds between beats)
         self.generation = 0
@@ -303,15 +313,10 @@ class _Heartbeat:
 
     def _run(self) -> None:
         side = None
-        try:
-            side = _side_connection(self.conn)
-        except Exception as e:  # noqa: BLE001 — the jobs go on without it
-            warnings.warn(f"alkstore: the worker's heartbeat cannot connect ({e}): a job that runs "
-                          "past its visibility timeout may run again", RuntimeWarning, stacklevel=2)
         with self.cond:
             while not self.stopped:
                 job, generation = self.job, self.generation
-                if job is None or side is None:
+                if job is None or self.connect is None:
                     self.cond.wait()
                     continue
                 job_id, every = job
@@ -320,11 +325,15 @@ class _Heartbeat:
                     continue
                 self.cond.release()
                 try:
+                    if side is None:
+                        side = self.connect()
                     if not _one(side, "SELECT alk_heartbeat(?, ?, NULL)", (job_id, self.worker)):
                         self.lost.add(job_id)
                 except Exception as e:  # noqa: BLE001 — tried again at the next beat
                     warnings.warn(f"alkstore: heartbeat of job {job_id} failed ({e})",
                                   RuntimeWarning, stacklevel=2)
+                    if side is not None and _broken(side):
+                        side = None  # connect again at the next beat
                 finally:
                     self.cond.acquire()
         if side is not None:
@@ -381,7 +390,11 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     claim found lost (the heartbeat could not reach the database in time,
     or the job was given back meanwhile) is a ``RuntimeWarning`` and counts
     in ``stats["lost_claims"]`` (``stats``: a dict you pass; also
-    ``stats["handled"]``). Waits for work without busy polling: on PostgreSQL by LISTEN
+    ``stats["handled"]``). On PostgreSQL a lost connection (a server
+    restart, a killed backend) is ridden out: work() connects again from the
+    same DSN (the connection you passed stays closed; handlers that use it
+    must do the same) with a pause that doubles up to 5 s, and counts it in
+    ``stats["reconnects"]``. Waits for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another
     connection changes it). Between jobs it ticks schedules every
@@ -400,11 +413,13 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
             "alkstore.work needs a psycopg connection in autocommit mode: "
             "psycopg.connect(..., autocommit=True), or conn.autocommit = True")
     handled = 0
+    connect = _connector(conn)
     if postgres:
         _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
     seen = None if postgres else _one(conn, "PRAGMA data_version")
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
-    beat = _Heartbeat(conn, worker)
+    beat = _Heartbeat(connect, worker)
+    pause = 0.0
 
     def settled(job_id: int, held: bool, how: str) -> None:
         if held and job_id not in beat.lost:
@@ -417,40 +432,58 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
 
     try:
         while not stop.is_set():
-            chores.run_due(stop)
-            jobs = claim(conn, queue, worker, 1)
-            for job in jobs:
-                try:
-                    result = beat.during(job, lambda: handler(job))
-                except Exception as e:  # noqa: BLE001 — any failure is a retry
-                    held = retry(conn, job["id"], worker, f"{type(e).__name__}: {e}") is not None
-                    settled(job["id"], held, "retry")
-                else:
-                    if isinstance(result, Snooze):
-                        held = release(conn, job["id"], worker, result.seconds)
-                        settled(job["id"], held, "snooze")
+            try:
+                if pause:
+                    # The connection was lost (a restart, a killed backend):
+                    # a new one from the same DSN, LISTENing again. Jobs whose
+                    # ack was lost with it run again once their claims expire.
+                    conn = connect()
+                    _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+                    chores.conn = conn
+                    stats["reconnects"] = stats.get("reconnects", 0) + 1
+                    pause = 0.0
+                chores.run_due(stop)
+                jobs = claim(conn, queue, worker, 1)
+                for job in jobs:
+                    try:
+                        result = beat.during(job, lambda: handler(job))
+                    except Exception as e:  # noqa: BLE001 — any failure is a retry
+                        held = retry(conn, job["id"], worker, f"{type(e).__name__}: {e}") is not None
+                        settled(job["id"], held, "retry")
                     else:
-                        held = ack(conn, job["id"], worker, _result_or_none(result, job["id"]))
-                        settled(job["id"], held, "ack")
-                handled += 1
-                stats["handled"] += 1
-            if jobs:
-                continue
-            # Idle until a wake-up, the idle timeout or the next chore.
-            waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
-            deadline = time.monotonic() + max(min(waits), 0.1)
-            if postgres:
-                # Renew the registration, then sleep in the driver until a wake-up.
-                _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
-                for _ in conn.notifies(timeout=min(deadline - time.monotonic(), 1.0), stop_after=1):
-                    break
-            else:
-                while not stop.is_set() and time.monotonic() < deadline:
-                    now = _one(conn, "PRAGMA data_version")
-                    if now != seen:
-                        seen = now
+                        if isinstance(result, Snooze):
+                            held = release(conn, job["id"], worker, result.seconds)
+                            settled(job["id"], held, "snooze")
+                        else:
+                            held = ack(conn, job["id"], worker, _result_or_none(result, job["id"]))
+                            settled(job["id"], held, "ack")
+                    handled += 1
+                    stats["handled"] += 1
+                if jobs:
+                    continue
+                # Idle until a wake-up, the idle timeout or the next chore.
+                waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
+                deadline = time.monotonic() + max(min(waits), 0.1)
+                if postgres:
+                    # Renew the registration, then sleep in the driver until a wake-up.
+                    _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+                    for _ in conn.notifies(timeout=min(deadline - time.monotonic(), 1.0), stop_after=1):
                         break
-                    time.sleep(0.02)
+                else:
+                    while not stop.is_set() and time.monotonic() < deadline:
+                        now = _one(conn, "PRAGMA data_version")
+                        if now != seen:
+                            seen = now
+                            break
+                        time.sleep(0.02)
+            except Exception as e:  # noqa: BLE001 — only a lost connection is ridden out
+                if not (postgres and (_broken(conn) or pause)):
+                    raise
+                # Wait and try again, a pause that doubles up to 5 s.
+                pause = min(max(pause * 2, 0.1), 5.0)
+                warnings.warn(f"alkstore: work() lost its connection ({e}); connecting again "
+                              f"in {pause:.1f} s", RuntimeWarning, stacklevel=2)
+                stop.wait(pause)
     finally:
         beat.stop()
     return handled

@@ -105,6 +105,31 @@ def main():
           f"pending, running: {pending(db, 'checks-long')}")
 
     if kind == "postgres":
+        # Its connection killed under it (issue 64 item 11: work() ended):
+        # it connects again and handles what comes next.
+        wconn = connect(kind, target)
+        pid = wconn.info.backend_pid
+        # (work() says so with a warning; expected here.)
+        warnings.filterwarnings("ignore", message="alkstore: work\\(\\) lost its connection")
+        stop, got, st = threading.Event(), [], {}
+        t = threading.Thread(target=alkstore.work, args=(wconn, "checks-reconnect", "w",
+                                                         lambda job: got.append(job["payload"]["n"])),
+                             kwargs={"stop": stop, "idle_timeout": 0.2, "stats": st})
+        t.start()
+        alkstore.enqueue(db, "checks-reconnect", {"n": 1})
+        until = time.monotonic() + 20
+        while got != [1] and time.monotonic() < until:
+            time.sleep(0.05)
+        db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        alkstore.enqueue(db, "checks-reconnect", {"n": 2})
+        until = time.monotonic() + 30
+        while got != [1, 2] and time.monotonic() < until:
+            time.sleep(0.05)
+        stop.set()
+        t.join()
+        print(f"reconnect: handled after its connection was killed: {got == [1, 2]}, "
+              f"reconnects {st.get('reconnects', 0)}")
+
         # Not in autocommit: refused at once, nothing claimed.
         other = connect(kind, target, autocommit=False)
         alkstore.enqueue(db, "checks-autocommit", {"n": 1})
