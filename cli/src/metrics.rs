@@ -13,6 +13,7 @@
 
 use crate::output::visible;
 use crate::Fallible;
+use axum::http::{header, StatusCode};
 use prometheus::{
     Encoder, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -310,41 +311,62 @@ type Reply = mpsc::Sender<alkstore::Result<Registry>>;
 /// concurrently; one collector thread reads the database for all of them, so
 /// a stalled database holds one connection attempt, not one per scrape. The
 /// exporter starts whether or not the database is up and reconnects after a
-/// failure.
+/// failure. Connections are tokio tasks (hyper, through axum), not threads:
+/// with tiny_http, 300 connections left half-open held 302 threads.
 pub fn serve(url: &str, listen: &str, timeout: Duration, bounds: Bounds) -> Fallible {
     // A URL that can never work is refused now, not at each scrape.
     alkstore::url::DbUrl::parse(url)?;
-    let server =
-        tiny_http::Server::http(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    eprintln!(
-        "alkstore: metrics on http://{}/metrics",
-        server.server_addr()
-    );
-    if let Some(addr) = server
-        .server_addr()
-        .to_ip()
-        .filter(|a| !a.ip().is_loopback())
-    {
-        // The exporter has no authentication (Prometheus scrapes it as is):
-        // whoever reaches the address reads the queue names and counts.
-        eprintln!(
-            "alkstore: warning: {addr} is not a loopback address and the exporter asks no one for \
-             credentials: keep it behind a firewall or an authenticating proxy (docs/operating.md)"
-        );
-    }
-    let errors = IntCounter::new(
-        "alkstore_exporter_scrape_errors_total",
-        "Scrapes that could not read the database in time.",
-    )
-    .expect("metric");
-    let (scrapes, waiting) = mpsc::channel::<Reply>();
-    let url = url.to_string();
-    std::thread::spawn(move || collector(&url, &waiting, bounds));
-    for request in server.incoming_requests() {
-        let (scrapes, errors) = (scrapes.clone(), errors.clone());
-        std::thread::spawn(move || answer(request, &scrapes, &errors, timeout));
-    }
-    Ok(())
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        let addr = listener.local_addr()?;
+        eprintln!("alkstore: metrics on http://{addr}/metrics");
+        if !addr.ip().is_loopback() {
+            // The exporter has no authentication (Prometheus scrapes it as
+            // is): whoever reaches the address reads the queue names and
+            // counts.
+            eprintln!(
+                "alkstore: warning: {addr} is not a loopback address and the exporter asks no \
+                 one for credentials: keep it behind a firewall or an authenticating proxy \
+                 (docs/operating.md)"
+            );
+        }
+        let errors = IntCounter::new(
+            "alkstore_exporter_scrape_errors_total",
+            "Scrapes that could not read the database in time.",
+        )
+        .expect("metric");
+        let (scrapes, waiting) = mpsc::channel::<Reply>();
+        let url = url.to_string();
+        std::thread::spawn(move || collector(&url, &waiting, bounds));
+        let scrapes = std::sync::Arc::new(std::sync::Mutex::new(scrapes));
+        let app = axum::Router::new()
+            .route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let (scrapes, errors) = (scrapes.clone(), errors.clone());
+                    async move {
+                        // The wait for the collector blocks: off the runtime.
+                        let (status, body) = tokio::task::spawn_blocking(move || {
+                            let scrapes = scrapes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                            answer(&scrapes, &errors, timeout)
+                        })
+                        .await
+                        .unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Vec::new()));
+                        let format = TextEncoder::new().format_type().to_string();
+                        (status, [(header::CONTENT_TYPE, format)], body)
+                    }
+                }),
+            )
+            .fallback(|| async { (StatusCode::NOT_FOUND, "see /metrics\n") });
+        axum::serve(listener, app).await?;
+        Ok(())
+    })
 }
 
 /// Reads the database for every scrape waiting, one read at a time; a read
@@ -374,17 +396,13 @@ fn collector(url: &str, waiting: &mpsc::Receiver<Reply>, bounds: Bounds) {
     }
 }
 
+/// One scrape's answer: the collector's registry within `timeout`, or
+/// `alkstore_up 0`; with the exporter's own counter.
 fn answer(
-    request: tiny_http::Request,
     scrapes: &mpsc::Sender<Reply>,
     errors: &IntCounter,
     timeout: Duration,
-) {
-    if request.url() != "/metrics" {
-        let _ = request
-            .respond(tiny_http::Response::from_string("see /metrics\n").with_status_code(404));
-        return;
-    }
+) -> (StatusCode, Vec<u8>) {
     let (reply, answer) = mpsc::channel();
     let _ = scrapes.send(reply);
     let up =
@@ -408,17 +426,8 @@ fn answer(
     registry.register(Box::new(up)).expect("unique");
     registry.register(Box::new(errors.clone())).expect("unique");
     let mut body = Vec::new();
-    if TextEncoder::new()
-        .encode(&registry.gather(), &mut body)
-        .is_err()
-    {
-        let _ = request.respond(tiny_http::Response::empty(500));
-        return;
+    match TextEncoder::new().encode(&registry.gather(), &mut body) {
+        Ok(()) => (StatusCode::OK, body),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, Vec::new()),
     }
-    let header = tiny_http::Header::from_bytes(
-        &b"Content-Type"[..],
-        TextEncoder::new().format_type().as_bytes(),
-    )
-    .expect("header");
-    let _ = request.respond(tiny_http::Response::from_data(body).with_header(header));
 }

@@ -805,6 +805,45 @@ fn the_exporter_warns_when_it_listens_beyond_loopback() {
     }
 }
 
+/// Issue 64 item 12: connections left half-open (a request never
+/// finished) hold no thread each (tiny_http's did: 300 held 302 threads),
+/// and a scrape is still answered beside them.
+#[test]
+fn half_open_connections_hold_no_threads_in_the_exporter() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("h.db").display());
+    let (mut exporter, addr) = exporter(&url);
+    let _ = scrape(&addr); // up and answering
+    let threads = |pid: u32| -> i64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let before = threads(exporter.id());
+    let held: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            c.write_all(b"GET /metr").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let during = threads(exporter.id());
+    let body = scrape(&addr);
+    drop(held);
+    exporter.kill().unwrap();
+    exporter.wait().unwrap();
+    assert_eq!(sample(&body, "alkstore_up"), 1.0);
+    assert!(
+        during < before + 20,
+        "300 half-open connections: {before} threads before, {during} with them"
+    );
+}
+
 #[test]
 fn the_exporter_counts_failed_scrapes() {
     // A database that cannot be read any more: its jobs table dropped.
