@@ -272,6 +272,7 @@ async function work(db, queue, worker, handler, {
   // listens, connects again from the same parameters and goes on.
   const swallow = () => {};
   if (pg) db.on('error', swallow);
+  const given = db; // a client made here is work()'s to end
   const dead = async () => {
     try {
       await db.query('SELECT 1');
@@ -289,6 +290,7 @@ async function work(db, queue, worker, handler, {
           fresh.on('error', swallow);
           await fresh.connect();
           db.removeListener('error', swallow);
+          if (db !== given) db.end().catch(() => {});
           db = fresh;
           await listen();
           stats.reconnects = (stats.reconnects || 0) + 1;
@@ -353,6 +355,8 @@ async function work(db, queue, worker, handler, {
     }
   } finally {
     if (pg) db.removeListener('error', swallow);
+    // A client work() made keeps the process alive until it ends.
+    if (pg && db !== given) await db.end().catch(() => {});
   }
   return handled;
 }

@@ -430,6 +430,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                       "its visibility timeout without a heartbeat reaching the database); it may "
                       "run again or have run elsewhere", RuntimeWarning, stacklevel=3)
 
+    given = conn  # a connection made here is work()'s to close
     try:
         while not stop.is_set():
             try:
@@ -437,6 +438,8 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                     # The connection was lost (a restart, a killed backend):
                     # a new one from the same DSN, LISTENing again. Jobs whose
                     # ack was lost with it run again once their claims expire.
+                    if conn is not given:
+                        conn.close()
                     conn = connect()
                     _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
                     chores.conn = conn
@@ -486,4 +489,6 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                 stop.wait(pause)
     finally:
         beat.stop()
+        if conn is not given:
+            conn.close()
     return handled
