@@ -34,33 +34,30 @@ const JOB_COLUMNS: [&str; 7] = [
 
 pub fn queues(store: &Store, out: &Output) -> Fallible {
     let mut rows = store.call("alk_queues", &[])?;
+    // Every queue's limits in one more query (one per queue took 66 s for
+    // 20,000 queues): the ones set, as an object, or null.
+    let limits: std::collections::HashMap<String, Value> = store
+        .call("alk_queue_limits", &[])?
+        .as_array()
+        .map_or(&[][..], |r| r)
+        .iter()
+        .filter_map(|row| {
+            let queue = row["queue"].as_str()?.to_owned();
+            let set: serde_json::Map<String, Value> = alkstore::LIMIT_KEYS
+                .iter()
+                .filter(|k| !row[**k].is_null())
+                .map(|k| ((*k).to_owned(), row[*k].clone()))
+                .collect();
+            (!set.is_empty()).then_some((queue, Value::Object(set)))
+        })
+        .collect();
     let rows = rows.as_array_mut().map_or(&mut [][..], |r| r);
     for row in rows.iter_mut() {
-        let limits = limits_of(store, row["queue"].as_str().unwrap_or_default())?;
-        row["limits"] = limits;
+        let queue = row["queue"].as_str().unwrap_or_default();
+        row["limits"] = limits.get(queue).cloned().unwrap_or(Value::Null);
     }
     out.rows(rows, &QUEUE_COLUMNS);
     Ok(())
-}
-
-/// The queue's limits that are set, as an object, or null when none is
-/// (and for an outbox's queue, which takes no options).
-fn limits_of(store: &Store, queue: &str) -> Fallible<Value> {
-    let opts = match store.queue(queue).and_then(|q| q.opts()) {
-        Ok(opts) => opts,
-        Err(alkstore::Error::ReservedName(_)) => return Ok(Value::Null), // an outbox's queue
-        Err(e) => return Err(e.into()),
-    };
-    let set: serde_json::Map<String, Value> = alkstore::LIMIT_KEYS
-        .iter()
-        .filter(|k| !opts[**k].is_null())
-        .map(|k| ((*k).to_owned(), opts[*k].clone()))
-        .collect();
-    Ok(if set.is_empty() {
-        Value::Null
-    } else {
-        Value::Object(set)
-    })
 }
 
 /// Reads a queue's (or an outbox's) counts.

@@ -246,6 +246,7 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_prune", Both, &["integer"], 1, Int, User),
     // Operating it (v1.1 §D).
     f("alk_queues", Both, &[], 0, Rows, Admin),
+    f("alk_queue_limits", Both, &[], 0, Rows, Admin),
     f(
         "alk_list_jobs",
         Both,

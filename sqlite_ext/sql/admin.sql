@@ -20,6 +20,13 @@ SELECT n.queue, coalesce(c.due, 0), coalesce(c.ahead, 0), coalesce(c.running, 0)
   LEFT JOIN c ON c.queue = n.queue
  ORDER BY n.queue;
 
+-- Every queue with a limit set, in name order (alk_queue_limits).
+-- name: queue_limits_all
+SELECT queue, max_running, rate_max, rate_per_ms, key_max_running, key_rate_max, key_rate_per_ms
+  FROM alk_queue_limits
+ WHERE coalesce(max_running, rate_max, key_max_running, key_rate_max) IS NOT NULL
+ ORDER BY queue;
+
 -- Job pages in id order after ?2, at most ?3: one statement per state, so
 -- that each reads its state's index.
 -- name: list_jobs_any

@@ -52,6 +52,28 @@ pub fn queues(conn: &Conn, _args: &Args) -> Result<Out> {
     Ok(Out::Text(format!("[{}]", docs.join(","))))
 }
 
+/// `alk_queue_limits()` → every queue with a limit set, its limits as
+/// `alk_queue_opts` shows them, in name order.
+pub fn queue_limits(conn: &Conn, _args: &Args) -> Result<Out> {
+    let mut st = conn.stmt("queue_limits_all")?;
+    let mut docs = Vec::new();
+    while st.step_row()? {
+        let limits = alkstore_core::QueueLimits {
+            max_running: st.opt_i64(1),
+            rate_max: st.opt_i64(2),
+            rate_per_ms: st.opt_i64(3),
+            key_max_running: st.opt_i64(4),
+            key_rate_max: st.opt_i64(5),
+            key_rate_per_ms: st.opt_i64(6),
+        };
+        let mut doc = serde_json::Map::new();
+        doc.insert("queue".into(), st.text(0).into());
+        limits.add_json(&mut doc);
+        docs.push(serde_json::Value::Object(doc).to_string());
+    }
+    Ok(Out::Text(format!("[{}]", docs.join(","))))
+}
+
 /// `alk_list_jobs(queue[, state[, after_id[, max_jobs]]])` → job documents in id order.
 pub fn list_jobs(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.listed_queue(0)?;

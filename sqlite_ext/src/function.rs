@@ -69,6 +69,7 @@ pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
     (c"alk_outbox_resume", WRITES, pause::outbox_resume),
     (c"alk_prune", WRITES, prune::prune),
     (c"alk_queues", READS, admin::queues),
+    (c"alk_queue_limits", READS, admin::queue_limits),
     (c"alk_list_jobs", READS, admin::list_jobs),
     (c"alk_requeue_dead_all", WRITES, admin::requeue_dead_all),
     (c"alk_purge", WRITES, admin::purge),

@@ -74,6 +74,60 @@ per_engine! {
         );
     }
 
+    /// `alk_queue_limits()`: every queue with a limit set, its limits as
+    /// `alk_queue_opts` shows them (what `alkstore queues` reads in one
+    /// query); none for a queue without, or whose limits were all removed.
+    fn alk_queue_limits_lists_the_limits_alk_queue_opts_shows(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let (capped, rated, keyed, plain, removed) = (
+            fresh("lim-cap"),
+            fresh("lim-rate"),
+            fresh("lim-key"),
+            fresh("lim-none"),
+            fresh("lim-gone"),
+        );
+        db.ok("alk_queue_configure", &[t(&capped), j(r#"{"max_running": 3}"#)]);
+        db.ok("alk_queue_configure", &[t(&rated), j(r#"{"rate_max": 10, "rate_per_s": 1.5}"#)]);
+        db.ok(
+            "alk_queue_configure",
+            &[t(&keyed), j(r#"{"key_max_running": 1, "key_rate_max": 2, "key_rate_per_s": 60}"#)],
+        );
+        db.ok("alk_queue_configure", &[t(&plain), j(r#"{"max_attempts": 2}"#)]);
+        db.ok("alk_queue_configure", &[t(&removed), j(r#"{"max_running": 1}"#)]);
+        db.ok("alk_queue_configure", &[t(&removed), j(r#"{"max_running": null}"#)]);
+        let all = db.ok("alk_queue_limits", &[]);
+        let names: Vec<&str> = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["queue"].as_str().unwrap())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "[{e}] in name order");
+        for q in [&capped, &rated, &keyed] {
+            let row = find(&all, "queue", q).unwrap_or_else(|| panic!("[{e}] {q} missing"));
+            let opts = db.ok("alk_queue_opts", &[t(q)]);
+            for k in ["max_running", "rate_max", "rate_per_s", "key_max_running", "key_rate_max", "key_rate_per_s"] {
+                assert_eq!(
+                    row[k].as_f64(),
+                    opts[k].as_f64(),
+                    "[{e}] {q} {k}: {row} vs {opts}"
+                );
+            }
+        }
+        for q in [&plain, &removed] {
+            assert!(find(&all, "queue", q).is_none(), "[{e}] {q} listed: {all}");
+        }
+        assert_eq!(
+            find(&all, "queue", &rated).unwrap()["rate_per_s"].as_f64(),
+            Some(1.5),
+            "[{e}]"
+        );
+    }
+
     fn alk_queues_lists_every_queue_with_options_jobs_or_a_pause(_target) {
         let mut db = _target.connect();
         let db = &mut *db;

@@ -89,6 +89,7 @@ BEGIN
     ('alk_outbox_resume(text)', 'alkstore_admin'),
     ('alk_prune(integer)', 'alkstore_user'),
     ('alk_queues()', 'alkstore_admin'),
+    ('alk_queue_limits()', 'alkstore_admin'),
     ('alk_list_jobs(text, text, bigint, integer)', 'alkstore_admin'),
     ('alk_requeue_dead_all(text)', 'alkstore_admin'),
     ('alk_purge(text, text)', 'alkstore_admin'),
