@@ -162,7 +162,7 @@ pub use opts::{EnqueueOpts, QueueOpts, ScheduleSpec, StreamOpts};
 #[cfg(feature = "blocking")]
 pub use outbox::Outbox;
 #[cfg(feature = "blocking")]
-pub use postgres::{PgStore, PgTx};
+pub use postgres::{PgStore, PgStoreBuilder, PgTx, DEFAULT_POOL_SIZE};
 #[cfg(feature = "blocking")]
 pub use queue::Queue;
 #[cfg(feature = "blocking")]

@@ -35,6 +35,45 @@ const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
 /// after a restart). Calls still wait [`CHECKOUT_WAIT`] for a connection.
 const RECONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The pool's size unless [`PgStoreBuilder::pool_size`] says otherwise.
+pub const DEFAULT_POOL_SIZE: u32 = 8;
+
+/// How a [`PgStore`] connects: [`PgStore::builder`].
+#[derive(Clone, Debug)]
+pub struct PgStoreBuilder {
+    conninfo: String,
+    listener: Option<String>,
+    pool_size: u32,
+}
+
+impl PgStoreBuilder {
+    /// The wake-up listener's own connection string: the server itself
+    /// when `conninfo` is a transaction-pooling PgBouncer
+    /// ([`PgStore::connect_with_listener`]). By default, `conninfo`.
+    pub fn listener(mut self, listener_conninfo: &str) -> Self {
+        self.listener = Some(listener_conninfo.to_owned());
+        self
+    }
+
+    /// At most this many connections for calls and transactions (default
+    /// [`DEFAULT_POOL_SIZE`]; the listener's is one more). A worker's
+    /// handlers hold none while they run, so a worker of any concurrency
+    /// works with one; your own transactions each hold one until they end,
+    /// and a call that finds all taken waits up to 30 s. Zero is refused
+    /// when connecting (`InvalidArgument`).
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// Connects: one connection at once, to fail with its reason (a refused
+    /// login, a certificate), then the pool and the listener.
+    pub fn connect(self) -> Result<PgStore> {
+        let listener = self.listener.as_deref().unwrap_or(&self.conninfo);
+        PgStore::open(&self.conninfo, listener, self.pool_size)
+    }
+}
+
 enum Request {
     Watch(Kind, String, Sender<Result<()>>),
     Listen(String, Sender<Value>, Sender<Result<()>>),
@@ -91,13 +130,42 @@ impl PgStore {
     /// Behind transaction pooling a `LISTEN` holds for one transaction only,
     /// so a listener through the pooler would miss its wake-ups.
     pub fn connect_with_listener(conninfo: &str, listener_conninfo: &str) -> Result<PgStore> {
+        PgStore::builder(conninfo)
+            .listener(listener_conninfo)
+            .connect()
+    }
+
+    /// Settings beyond the connection string: the pool's size, a listener
+    /// made elsewhere.
+    ///
+    /// ```no_run
+    /// # fn demo() -> alkstore::Result<()> {
+    /// let store = alkstore::PgStore::builder("postgres://app@localhost/app")
+    ///     .pool_size(4)
+    ///     .connect()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(conninfo: &str) -> PgStoreBuilder {
+        PgStoreBuilder {
+            conninfo: conninfo.to_owned(),
+            listener: None,
+            pool_size: DEFAULT_POOL_SIZE,
+        }
+    }
+
+    fn open(conninfo: &str, listener_conninfo: &str, pool_size: u32) -> Result<PgStore> {
+        if pool_size == 0 {
+            return Err(Error::InvalidArgument(
+                "pool_size must be at least 1".into(),
+            ));
+        }
         let (config, tls) = tls::config(conninfo)?;
         let config = postgres::Config::from(config);
         // One connection first: a refused login or certificate fails here,
         // with its reason, not after the pool's 30 s of retries.
         config.connect(tls.clone())?;
         let pool = r2d2::Pool::builder()
-            .max_size(8)
+            .max_size(pool_size)
             .connection_timeout(RECONNECT_TIMEOUT)
             .build(Manager::new(config, tls))?;
         call_postgres(&mut *pool.get_timeout(CHECKOUT_WAIT)?, "alk_init", &[]).map_err(

@@ -393,3 +393,94 @@ fn a_job_given_back_after_its_time_to_live_goes_to_an_idle_worker() {
         );
     }
 }
+
+/// The pool's size is a setting (issue 64 item 10, contract v1.3 §P): zero
+/// is refused, and a worker of concurrency 8 drains its queue on a pool of
+/// one connection, its handlers running side by side, the server never
+/// seeing more than that one connection from the pool (the listener has
+/// its own name).
+#[test]
+fn a_worker_of_any_concurrency_works_on_a_pool_of_one() {
+    for target in targets() {
+        let Target::Postgres(pg) = &target else {
+            continue;
+        };
+        if pg.pooled() {
+            continue; // PgBouncer names its own server connections
+        }
+        let app = fresh("pool-of-one").replace('-', "_");
+        let url = if pg.direct.contains("://") {
+            let sep = if pg.direct.contains('?') { '&' } else { '?' };
+            format!("{}{sep}application_name={app}", pg.direct)
+        } else {
+            format!("{} application_name={app}", pg.direct)
+        };
+        let refused = alkstore::PgStore::builder(&url).pool_size(0).connect();
+        assert!(
+            matches!(refused, Err(alkstore::Error::InvalidArgument(_))),
+            "{:?}",
+            refused.err()
+        );
+        let store: alkstore::Store = alkstore::PgStore::builder(&url)
+            .pool_size(1)
+            .connect()
+            .unwrap()
+            .into();
+        let q = store.queue(&fresh("pool-of-one")).unwrap();
+        const JOBS: usize = 200;
+        for i in 0..JOBS {
+            q.enqueue(&EnqueueOpts::new(), &json!(i)).unwrap();
+        }
+        let stop = Stop::new();
+        let (done, running, most_running) = (
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
+        let most_connections = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut watcher = postgres::Client::connect(&pg.direct, postgres::NoTls).unwrap();
+                while !stop.is_stopped() {
+                    let n: i64 = watcher
+                        .query_one(
+                            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                            &[&app],
+                        )
+                        .unwrap()
+                        .get(0);
+                    most_connections.fetch_max(n as usize, Ordering::SeqCst);
+                    std::thread::sleep(ms(5));
+                }
+            });
+            Worker::new(store.queue(q.name()).unwrap(), "pool-of-one")
+                .concurrency(8)
+                .run(&stop, |_job| {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most_running.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(ms(20));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    if done.fetch_add(1, Ordering::SeqCst) + 1 == JOBS {
+                        stop.stop();
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        });
+        assert_eq!(done.load(Ordering::SeqCst), JOBS, "[{}]", target.name());
+        let stats = q.stats().unwrap();
+        assert_eq!(stats["pending"], 0, "{stats}");
+        assert_eq!(stats["running"], 0, "{stats}");
+        assert!(
+            most_running.load(Ordering::SeqCst) >= 4,
+            "handlers ran side by side on one connection: {}",
+            most_running.load(Ordering::SeqCst)
+        );
+        assert_eq!(
+            most_connections.load(Ordering::SeqCst),
+            1,
+            "[{}]",
+            target.name()
+        );
+    }
+}
