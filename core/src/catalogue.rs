@@ -404,6 +404,18 @@ pub fn get(name: &str) -> Option<&'static Function> {
     FUNCTIONS.iter().find(|f| f.name == name)
 }
 
+/// The argument of `function` that holds enqueue options, by position. A
+/// NUL in an option's string is refused as the options' error (ALK03) on
+/// every engine; PostgreSQL's `jsonb` cannot hold one and would refuse the
+/// document with its own 22P05, so callers refuse it before sending.
+pub fn enqueue_opts_arg(function: &str) -> Option<usize> {
+    match function {
+        "alk_enqueue" | "alk_enqueue_batch" | "alk_outbox_enqueue" => Some(1),
+        "alk_schedule" => Some(4),
+        _ => None,
+    }
+}
+
 /// The arguments of `function` that are names, by position, with their
 /// kind: both engines check them as names (contract §2), so callers that
 /// must refuse something before it reaches an engine (a NUL character,

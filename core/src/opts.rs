@@ -476,17 +476,26 @@ pub(crate) fn duration(key: &str, value: &Value, positive: bool) -> Result<i64, 
     Ok(ms)
 }
 
+/// A JSON number's whole value, however it is written; `None` for a
+/// fraction, anything else, or a value that is not exact.
+fn whole(value: &Value) -> Option<i64> {
+    let x = value.as_number()?;
+    if x.is_i64() {
+        return x.as_i64();
+    }
+    if x.is_u64() {
+        return None; // above i64::MAX
+    }
+    // 7.0 or 7e0 is read as a float: whole, and below 2^63 (which would
+    // round to i64::MAX; PostgreSQL's bigint refuses it). Beyond 2^53 a
+    // float is not exact: there a whole number is written plainly.
+    let n = x.as_f64()?;
+    (n.fract() == 0.0 && (i64::MIN as f64..-(i64::MIN as f64)).contains(&n)).then_some(n as i64)
+}
+
 pub(crate) fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64, ContractError> {
-    let n = number(key, value)?;
-    // Exactly, not through f64: 2^63 rounds to i64::MAX as a float, and
-    // PostgreSQL's bigint refuses it.
-    let exact = match value.as_number() {
-        Some(x) if x.is_i64() => x.as_i64(),
-        Some(x) if x.is_u64() => None,
-        _ => (n.fract() == 0.0 && (i64::MIN as f64..-(i64::MIN as f64)).contains(&n))
-            .then_some(n as i64),
-    };
-    match exact {
+    number(key, value)?;
+    match whole(value) {
         Some(i) if (min..=max).contains(&i) => Ok(i),
         _ => err(
             Code::InvalidOptions,
@@ -499,8 +508,17 @@ pub(crate) fn int_in(key: &str, value: &Value, min: i64, max: i64) -> Result<i64
 }
 
 /// A key option: a non-empty string of at most [`MAX_KEY_BYTES`] bytes.
+/// No NUL: PostgreSQL's `jsonb` cannot hold one (it refuses the document
+/// before alkstore runs), so SQLite refuses it too (issue 57).
 fn key_text(key: &str, value: &Value) -> Result<String, ContractError> {
     match value {
+        Value::String(s) if s.contains('\0') => err(
+            Code::InvalidOptions,
+            format!(
+                "{key} must not contain NUL (\\u0000), got {}",
+                crate::names::quote(s)
+            ),
+        ),
         Value::String(s) if !s.is_empty() && s.len() <= MAX_KEY_BYTES => Ok(s.clone()),
         Value::String(s) if !s.is_empty() => err(
             Code::InvalidOptions,
@@ -540,7 +558,9 @@ fn depends_on(value: &Value) -> Result<Vec<i64>, ContractError> {
     }
     let mut ids = Vec::with_capacity(items.len());
     for item in items {
-        let id = match item.as_i64() {
+        // A whole number however it is written (7, 7.0, 7e0), as every
+        // whole-number option: PostgreSQL's jsonb reads 7e0 as 7.
+        let id = match whole(item) {
             Some(id) if id >= 1 => id,
             _ => return bad(),
         };
@@ -608,6 +628,9 @@ mod tests {
             json!({"limit_key": ""}),
             json!({"limit_key": 7}),
             json!({"limit_key": "k".repeat(1025)}),
+            json!({"limit_key": "a\u{0}b"}),
+            json!({"group_key": "\u{0}"}),
+            json!({"idempotency_key": "k\u{0}"}),
             json!({"depends_on": []}),
             json!({"depends_on": null}),
             json!({"depends_on": 7}),
@@ -627,6 +650,10 @@ mod tests {
         let opts = json!({"depends_on": [5, 3, 5, 9223372036854775807i64]});
         let parsed = EnqueueOpts::parse(Some(&opts)).unwrap();
         assert_eq!(parsed.depends_on, Some(vec![5, 3, i64::MAX]));
+        // A whole number however written, as PostgreSQL's jsonb reads it.
+        let written: Value = serde_json::from_str(r#"{"depends_on": [1e0, 2.0, 3E1]}"#).unwrap();
+        let parsed = EnqueueOpts::parse(Some(&written)).unwrap();
+        assert_eq!(parsed.depends_on, Some(vec![1, 2, 30]));
         let many = json!({"depends_on": (1..=100).collect::<Vec<i64>>()});
         assert_eq!(
             EnqueueOpts::parse(Some(&many))

@@ -89,6 +89,19 @@ pub(crate) fn no_nul(f: &str, args: &[Arg]) -> Result<()> {
             }
         }
     }
+    // A NUL in an enqueue option is the options' error, as SQLite's.
+    if let Some(Arg::Json(opts)) = catalogue::enqueue_opts_arg(f).and_then(|i| args.get(i)) {
+        if opts.contains("\\u0000") {
+            if let Ok(opts) = serde_json::from_str::<Value>(opts) {
+                match f {
+                    "alk_enqueue_batch" => {
+                        alkstore_core::opts::EnqueueOpts::parse_batch(Some(&opts))
+                    }
+                    _ => alkstore_core::opts::EnqueueOpts::parse(Some(&opts)),
+                }?;
+            }
+        }
+    }
     match args
         .iter()
         .position(|a| matches!(a, Arg::Text(s) if s.contains('\0')))

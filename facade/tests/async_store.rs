@@ -197,6 +197,11 @@ async fn a_nul_character_is_refused_alike_by_every_async_driver_on<DB: AsyncEngi
     assert_eq!(err.code(), Some("ALK04"), "[{target}] {err}");
     tx.rollback().await.unwrap();
     let queue = store.queue(&name).unwrap();
+    let err = queue
+        .enqueue(&alkstore::EnqueueOpts::new().limit_key("k\u{0}"), &json!(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("ALK03"), "[{target}] {err}");
     let id = queue
         .enqueue(&alkstore::EnqueueOpts::new(), &json!(1))
         .await

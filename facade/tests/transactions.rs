@@ -296,6 +296,19 @@ fn a_nul_character_is_refused_alike_on_every_engine_and_changes_nothing() {
             .enqueue(&EnqueueOpts::new(), &json!({ "text": "a\u{0}b" }))
             .unwrap_err();
         assert_eq!(err.code(), Some("ALK04"), "[{who}] {err}");
+        // A key option with a NUL: the options' error on both (issue 57).
+        for opts in [
+            EnqueueOpts::new().limit_key("k\u{0}"),
+            EnqueueOpts::new().group_key("\u{0}"),
+            EnqueueOpts::new().idempotency_key("a\u{0}"),
+        ] {
+            let err = queue.enqueue(&opts, &json!(1)).unwrap_err();
+            assert_eq!(err.code(), Some("ALK03"), "[{who}] {err}");
+            assert!(
+                err.to_string().contains("must not contain NUL"),
+                "[{who}] {err}"
+            );
+        }
         let stream = store.stream(&fresh("nul")).unwrap();
         let err = stream.publish(&json!(1), Some("k\u{0}")).unwrap_err();
         assert_eq!(err.code(), Some("ALK05"), "[{who}] {err}");

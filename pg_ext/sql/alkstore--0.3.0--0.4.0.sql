@@ -409,7 +409,9 @@ BEGIN
 END $$;
 
 -- depends_on (contract v1.2 §J): a JSON array of 1 to max_dependencies()
--- job ids, each a whole number >= 1; duplicates dropped, first kept.
+-- job ids, each a whole number >= 1 however written (7, 7.0, 7e0, as
+-- alkstore.whole reads every whole-number option); duplicates dropped,
+-- first kept.
 CREATE OR REPLACE FUNCTION alkstore.depends_on_opt(v jsonb) RETURNS bigint[]
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -419,10 +421,10 @@ BEGIN
   IF jsonb_typeof(v) = 'array' AND jsonb_array_length(v) BETWEEN 1 AND alkstore.max_dependencies() THEN
     -- One statement (each costs more to start than the checks in it).
     SELECT bool_and(x.id IS NOT NULL), array_agg(x.id) INTO ok, ids
-      FROM (SELECT CASE WHEN jsonb_typeof(e) = 'number' AND (e #>> '{}') ~ '^[0-9]{1,19}$' THEN
-                     CASE WHEN (e #>> '{}')::numeric BETWEEN 1 AND 9223372036854775807
-                          THEN (e #>> '{}')::bigint END END AS id
-              FROM jsonb_array_elements(v) e) x;
+      FROM (SELECT CASE WHEN m.n BETWEEN 1 AND 9223372036854775807 AND m.n = trunc(m.n)
+                        THEN m.n::bigint END AS id
+              FROM jsonb_array_elements(v) e,
+                   LATERAL (SELECT CASE WHEN jsonb_typeof(e) = 'number' THEN (e #>> '{}')::numeric END AS n) m) x;
   END IF;
   IF ok IS NOT TRUE THEN
     PERFORM alkstore.raise('ALK03', format('depends_on must be a JSON array of 1 to %s job ids, got %s',

@@ -216,6 +216,40 @@ per_engine! {
         ack(db, a);
     }
 
+    /// One rule on every engine (issue 57 item 5): a job id is a whole
+    /// number however it is written (PostgreSQL's jsonb reads 1e0 as 1,
+    /// SQLite refused it), and a key option holding NUL is refused with
+    /// nothing written, ALK03 (SQLite accepted it; PostgreSQL's jsonb
+    /// cannot hold one: the call layer refuses it before sending, and raw
+    /// SQL there meets jsonb's own 22P05 before any function runs).
+    fn the_engines_read_the_same_odd_input_alike(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        let q = fresh("deps-written");
+        let a = enqueue(db, &q, Arg::Null);
+        let b = enqueue(db, &q, Arg::Null);
+        for written in [format!("[{a}e0]"), format!("[{a}.0]"), format!("[{a}.000, {b}E0]")] {
+            let id = enqueue(db, &q, j(&format!(r#"{{"depends_on": {written}}}"#)));
+            let waits: Vec<i64> = serde_json::from_value(job(db, id)["waiting_for"].clone()).unwrap();
+            assert!(waits == vec![a] || waits == vec![a, b], "[{e}] {written}: {waits:?}");
+            assert!(db.yes("alk_cancel", &[Arg::Int(id)]));
+        }
+        let counts = |db: &mut dyn Db| {
+            let s = db.ok("alk_queue_stats", &[t(&q)]);
+            (s["pending"].clone(), s["running"].clone(), s["dead"].clone())
+        };
+        let before = counts(db);
+        for key in ["limit_key", "group_key", "idempotency_key"] {
+            let opts = j(&format!(r#"{{"{key}": "a\u0000b"}}"#));
+            let code = db.code("alk_enqueue", &[t(&q), opts.clone(), j("{}")]);
+            let expected = "ALK03";
+            assert_eq!(code, expected, "[{e}] {key}");
+            assert_eq!(db.code("alk_enqueue_batch", &[t(&q), opts, j("[1]")]), expected, "[{e}] {key}");
+        }
+        assert_eq!(counts(db), before, "[{e}] nothing written");
+    }
+
     fn requeues_revive_only_what_is_requeued(_target) {
         let mut db = _target.connect();
         let db = &mut *db;
