@@ -126,6 +126,12 @@ FROM alk_jobs
 WHERE queue = ?1 AND state = 'running' AND claim_expires_at <= ?2
 ORDER BY priority DESC, run_at, id LIMIT ?3;
 
+-- An expired claim about to be claimed again: the attempt's error, under
+-- the worker that held it (alk_jobs_errors appends it to errors).
+-- name: note_expired_claim
+UPDATE alk_jobs SET last_error = 'claim expired (worker ' || claimed_by || ')'
+WHERE id = ?1 AND state = 'running' AND claim_expires_at <= ?2 AND attempts < max_attempts;
+
 -- Claims one candidate, re-checking that it is still claimable. No
 -- RETURNING (it costs a temporary table per call): the caller knows the
 -- values from the candidate row and checks sqlite3_changes.

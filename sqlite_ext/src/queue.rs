@@ -249,6 +249,8 @@ struct Candidate {
     order: (std::cmp::Reverse<i64>, i64, i64),
     /// Must be dead-lettered instead (statement that does it, if so).
     dead_letter: Option<&'static str>,
+    /// A running job whose claim expired (not one waiting to run).
+    expired: bool,
     attempts: i64,
     max_attempts: i64,
     visibility_timeout_ms: i64,
@@ -397,6 +399,14 @@ fn claim_candidates(
     now: i64,
 ) -> Result<Vec<i64>> {
     let mut won = Vec::with_capacity(candidates.len());
+    // An expired claim's attempt gets its error first, under the worker
+    // that held it (its last_error trigger records it; issue 57).
+    for c in candidates.iter().filter(|c| c.expired) {
+        let mut st = conn.stmt("note_expired_claim")?;
+        st.bind_i64(1, c.order.2);
+        st.bind_i64(2, now);
+        st.run()?;
+    }
     match candidates {
         [] => {}
         [one] => {
@@ -508,6 +518,7 @@ fn read_candidates(
         all.push(Candidate {
             order: (std::cmp::Reverse(st.i64(1)), st.i64(2), st.i64(0)),
             dead_letter,
+            expired: !waiting,
             attempts,
             max_attempts,
             visibility_timeout_ms: st.i64(6),

@@ -1050,6 +1050,46 @@ fn ack_batch_deletes_or_keeps_whether_or_not_any_queue_keeps_acked_jobs() {
 // ---- every error a job met (alk_job_errors) ----
 
 per_engine! {
+    /// A claim that expired leaves its trace (issue 57): the next claim
+    /// records "claim expired (worker <name>)" as that attempt's error and
+    /// last_error, on a plain queue and on a limited one (its own claim
+    /// path); a job claimed from pending records nothing.
+    fn an_expired_claim_is_recorded_as_its_attempts_error(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let e = db.engine();
+        for limits in [r#"{}"#, r#"{"max_running": 5}"#] {
+            let q = fresh("expired-trace");
+            db.ok("alk_queue_configure", &[t(&q), j(r#"{"visibility_timeout_s": 0.05}"#)]);
+            db.ok("alk_queue_configure", &[t(&q), j(limits)]);
+            let id = enqueue(db, &q, r#"{"max_attempts": 5}"#, "{}");
+            let quiet = enqueue(db, &q, r#"{"max_attempts": 5}"#, "{}");
+            assert_eq!(claim(db, &q, "first-worker", 1), vec![id], "[{e}] {limits}");
+            std::thread::sleep(std::time::Duration::from_millis(120));
+            // The expired claim comes first (claim order), then the pending one.
+            assert_eq!(claim(db, &q, "second-worker", 2), vec![id, quiet], "[{e}] {limits}");
+            let errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
+            let seen: Vec<(i64, &str)> = errors
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| (x["attempt"].as_i64().unwrap(), x["error"].as_str().unwrap()))
+                .collect();
+            assert_eq!(seen, vec![(1, "claim expired (worker first-worker)")], "[{e}] {limits} {errors}");
+            let doc = job(db, id);
+            assert_eq!(doc["last_error"], "claim expired (worker first-worker)", "[{e}] {limits}");
+            assert_eq!(doc["attempts"], 2, "[{e}] {limits}");
+            assert_eq!(db.ok("alk_job_errors", &[Arg::Int(quiet)]), json!([]), "[{e}] {limits}");
+            // And once more, one claim at a time: attempt 2's trace names its worker.
+            std::thread::sleep(std::time::Duration::from_millis(120));
+            let again = claim(db, &q, "third-worker", 1);
+            assert_eq!(again, vec![id], "[{e}] {limits}");
+            let errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
+            assert_eq!(errors[1]["attempt"], 2, "[{e}] {limits} {errors}");
+            assert_eq!(errors[1]["error"], "claim expired (worker second-worker)", "[{e}] {limits} {errors}");
+        }
+    }
+
     fn every_error_a_job_met_is_kept_oldest_first_across_requeues(_target) {
         let mut db = _target.connect();
         let db = &mut *db;
