@@ -43,6 +43,8 @@ struct State {
     held: HashSet<i64>,
     /// Jobs taken by handlers and not yet done.
     running: usize,
+    /// Jobs handlers finished, ever (for [`Sizer`]).
+    finished: u64,
     /// No more jobs are handed out.
     closed: bool,
     /// After a give-back, claims are for free handlers only until then: the
@@ -155,6 +157,7 @@ impl LocalQueue {
     pub(crate) fn done(&self, id: i64) {
         let mut state = self.lock();
         state.running -= 1;
+        state.finished += 1;
         state.held.remove(&id);
         drop(state);
         self.changed.notify_all();
@@ -246,5 +249,54 @@ impl LocalQueue {
         drop(state);
         self.changed.notify_all();
         out
+    }
+}
+
+/// How much of the handlers' work the default prefetch holds: enough for
+/// fast jobs to be claimed hundreds at a time, and for slow ones no more
+/// than the concurrency, so that a worker does not sit on jobs an idle
+/// worker elsewhere could run.
+const HORIZON: Duration = Duration::from_millis(100);
+/// How often the handlers' pace is measured.
+const MEASURE_EVERY: Duration = Duration::from_millis(100);
+
+/// The prefetch a worker claims for: the one set, or by default what its
+/// handlers finish in [`HORIZON`] at the pace measured as they run (a
+/// moving average), at least the concurrency and at most `max`.
+pub(crate) struct Sizer {
+    fixed: Option<usize>,
+    floor: usize,
+    max: usize,
+    at: Instant,
+    seen: u64,
+    /// Jobs finished per second.
+    pace: f64,
+}
+
+impl Sizer {
+    pub(crate) fn new(fixed: Option<usize>, concurrency: usize, max: usize) -> Sizer {
+        Sizer {
+            fixed,
+            floor: concurrency.min(max),
+            max,
+            at: Instant::now(),
+            seen: 0,
+            pace: 0.0,
+        }
+    }
+
+    /// The prefetch now.
+    pub(crate) fn prefetch(&mut self, local: &LocalQueue) -> usize {
+        if let Some(n) = self.fixed {
+            return n;
+        }
+        let elapsed = self.at.elapsed();
+        if elapsed >= MEASURE_EVERY {
+            let finished = local.lock().finished;
+            let pace = (finished - self.seen) as f64 / elapsed.as_secs_f64();
+            self.pace = (self.pace + pace) / 2.0;
+            (self.at, self.seen) = (Instant::now(), finished);
+        }
+        ((self.pace * HORIZON.as_secs_f64()) as usize).clamp(self.floor, self.max)
     }
 }

@@ -10,7 +10,7 @@ use crate::completer::{Completer, FlushWindow};
 use crate::error::Result;
 use crate::heartbeat::Heartbeat;
 use crate::outbox::Outbox;
-use crate::prefetch::LocalQueue;
+use crate::prefetch::{LocalQueue, Sizer};
 use crate::queue::Queue;
 use crate::store::{Stop, TxHandle};
 use crate::types::Job;
@@ -131,8 +131,10 @@ impl Worker {
     /// How many jobs the worker claims ahead of its free handlers, into a
     /// local queue (contract v1.3 §P): each claim asks for what the
     /// handlers and the local queue have room for, in one call. Default:
-    /// the concurrency; 0: claim only for free handlers; at most
-    /// [`MAX_PREFETCH`]. Prefetched jobs are claimed (they count as running
+    /// what the handlers finish in about 100 ms, at the pace measured as
+    /// they run — hundreds of fast jobs, no more than the concurrency of
+    /// slow ones — at least the concurrency; 0: claim only for free
+    /// handlers; at most [`MAX_PREFETCH`]. Prefetched jobs are claimed (they count as running
     /// under the queue's limits) and a stopping worker gives them back at
     /// once (`alk_release_batch`), without spending an attempt.
     pub fn prefetch(mut self, n: usize) -> Worker {
@@ -404,7 +406,7 @@ impl Worker {
         failed: &Stop,
         local: &LocalQueue,
     ) -> Result<()> {
-        let prefetch = self.prefetch.unwrap_or(self.concurrency);
+        let mut sizer = Sizer::new(self.prefetch, self.concurrency, MAX_PREFETCH);
         let mut outage = Outage::default();
         let mut pacing = Pacing::new(self.queue.name());
         let mut chores = Chores::new(
@@ -418,7 +420,7 @@ impl Worker {
                 wait_out(&mut outage, e, stop)?;
                 continue;
             }
-            let capacity = local.capacity(self.concurrency, prefetch);
+            let capacity = local.capacity(self.concurrency, sizer.prefetch(local));
             // alk_claim takes at most MAX_BATCH jobs a call.
             let room = local
                 .room(capacity, Duration::from_millis(200))

@@ -484,3 +484,48 @@ fn a_worker_of_any_concurrency_works_on_a_pool_of_one() {
         );
     }
 }
+
+/// The default prefetch follows the handlers' pace: fast jobs are claimed
+/// far beyond the concurrency (the claims held reach hundreds), slow ones
+/// never beyond twice the concurrency, so that a worker does not sit on
+/// jobs an idle worker elsewhere could run.
+#[test]
+fn the_default_prefetch_follows_the_handlers_pace() {
+    for target in targets() {
+        let store = target.open();
+        for (jobs, handler_ms, most_allowed, least_expected) in
+            [(4000usize, 0u64, usize::MAX, 50usize), (16, 50, 4, 1)]
+        {
+            let q = store.queue(&fresh("pace")).unwrap();
+            let payloads: Vec<_> = (0..jobs).map(|i| json!(i)).collect();
+            for chunk in payloads.chunks(1000) {
+                q.enqueue_batch(&EnqueueOpts::new(), chunk).unwrap();
+            }
+            let (stop, done, most) = (Stop::new(), AtomicUsize::new(0), AtomicUsize::new(0));
+            // Each job acked as its handler returns: the claims counted
+            // running are those held, waiting or running.
+            Worker::new(store.queue(q.name()).unwrap(), "pace")
+                .concurrency(if handler_ms == 0 { 1 } else { 2 })
+                .flush_window(no_flush())
+                .run(&stop, |_job| {
+                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    if n % 50 == 0 || handler_ms > 0 {
+                        let held = q.stats().unwrap()["running"].as_u64().unwrap() as usize;
+                        most.fetch_max(held, Ordering::SeqCst);
+                    }
+                    std::thread::sleep(ms(handler_ms));
+                    if n == jobs {
+                        stop.stop();
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            let most = most.load(Ordering::SeqCst);
+            assert!(
+                most <= most_allowed && most >= least_expected,
+                "[{}] {jobs} jobs of {handler_ms} ms: at most {most} claimed at once",
+                target.name()
+            );
+        }
+    }
+}
