@@ -38,21 +38,22 @@ for db in bw_alk bw_gw; do
 done
 q bw_alk -c "CREATE EXTENSION alkstore"
 (cd "$dir" && PGHOST=$host PGUSER=$user PGDATABASE=bw_gw npx --no-install graphile-worker --schema-only >/dev/null)
-cargo bench -q --locked -p alkstore --features sqlx-postgres --bench drain --no-run 2>/dev/null
+# Built once: a source edited while this runs changes nothing measured.
+drain=$(cargo bench --locked -p alkstore --features sqlx-postgres --bench drain --no-run 2>&1 |
+  grep -o 'target/release/deps/drain-[0-9a-f]*' | tail -1)
+[ -x "$drain" ] || { echo "could not build facade/benches/drain.rs" >&2; exit 1; }
 
-cell=0
 fill_alk() { # queue
   q bw_alk -c "SELECT sum(cardinality(alk_enqueue_batch('$1', NULL,
       (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(k * 1000 + 1, k * 1000 + 1000) i))))
     FROM generate_series(0, $jobs / 1000 - 1) k" >/dev/null
 }
 alk() { # kind concurrency -> jobs/s
-  cell=$((cell + 1))
-  local queue="bw-$1-$2-$cell"
+  local queue="bw-$1-$2-$RANDOM$RANDOM"
   fill_alk "$queue"
   q bw_alk -c "VACUUM ANALYZE alkstore.jobs" 2>/dev/null
   ALK_DRAIN_URL=$(url bw_alk) ALK_DRAIN_QUEUE=$queue ALK_DRAIN_JOBS=$jobs ALK_DRAIN_CONCURRENCY=$2 \
-    ALK_DRAIN_KIND=$1 cargo bench -q --locked -p alkstore --features sqlx-postgres --bench drain 2>/dev/null | tail -1
+    ALK_DRAIN_KIND=$1 "$drain" --bench | tail -1
 }
 gw() { # default|batched concurrency -> jobs/s
   q bw_gw -c "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('work', json_build_object('n', i),

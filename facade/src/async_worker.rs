@@ -8,10 +8,15 @@ use crate::async_store::{
     AsyncConn, AsyncEngine, AsyncOutbox, AsyncQueue, AsyncTransactionEnd, DefaultEngine,
 };
 use crate::async_tx::AsyncTxHandle;
-use crate::claimant::{heartbeat_every, panic_message, process_tag};
+use crate::claimant::{panic_message, process_tag};
+use crate::completer::{Completer, FlushWindow};
 use crate::error::{Error, Result};
+use crate::prefetch::{LocalQueue, Sizer};
 use crate::types::Job;
-use crate::worker_core::{Chore, Chores, Handled, Outage, Pacing, Settlement, PRUNE_BATCH};
+use crate::worker_core::{
+    Chore, Chores, Handled, Outage, Pacing, Settlement, FLUSH_TRIES, KEEP_EVERY, MAX_CLAIM,
+    MAX_PREFETCH, PRUNE_BATCH,
+};
 use serde_json::Value;
 use std::fmt::Display;
 use std::future::Future;
@@ -72,6 +77,9 @@ pub struct AsyncWorker<DB: AsyncEngine = DefaultEngine> {
     sweep_every: Option<Duration>,
     shutdown_timeout: Duration,
     poll_every: Duration,
+    prefetch: Option<usize>,
+    prefetch_ttl: Option<Duration>,
+    flush_window: FlushWindow,
 }
 
 /// How long handlers may run on after shutdown was asked for, unless told
@@ -79,7 +87,7 @@ pub struct AsyncWorker<DB: AsyncEngine = DefaultEngine> {
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl<DB: AsyncEngine> AsyncWorker<DB> {
-    /// A worker named `name` (claims as `name-<host>-<pid>-<random>-<n>`,
+    /// A worker named `name` (claims as `name-<host>-<pid>-<random>`,
     /// unique per process, like the blocking [`Worker`](crate::Worker)).
     pub fn new(queue: AsyncQueue<DB>, name: &str) -> AsyncWorker<DB> {
         AsyncWorker {
@@ -91,6 +99,9 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             sweep_every: Some(crate::DEFAULT_SWEEP_EVERY),
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             poll_every: crate::async_store::FALLBACK_POLL,
+            prefetch: None,
+            prefetch_ttl: None,
+            flush_window: FlushWindow::DEFAULT,
         }
     }
 
@@ -109,6 +120,37 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// heartbeats): size the pool for it.
     pub fn concurrency(mut self, n: usize) -> AsyncWorker<DB> {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// How many jobs the worker claims ahead of its free handlers, into a
+    /// local queue (contract v1.3 §P), as the blocking
+    /// [`Worker::prefetch`](crate::Worker::prefetch): by default what the
+    /// handlers finish in about 100 ms at their measured pace, at least
+    /// the concurrency; 0: claim only for free handlers; at most
+    /// [`MAX_PREFETCH`](crate::MAX_PREFETCH). Prefetched jobs are claimed,
+    /// kept claimed by heartbeats while they wait, and given back at once
+    /// (`alk_release_batch`) when the worker stops.
+    pub fn prefetch(mut self, n: usize) -> AsyncWorker<DB> {
+        self.prefetch = Some(n.min(MAX_PREFETCH));
+        self
+    }
+
+    /// How long a prefetched job may wait for a handler before it is given
+    /// back (default: half its claim's time), as
+    /// [`Worker::prefetch_ttl`](crate::Worker::prefetch_ttl).
+    pub fn prefetch_ttl(mut self, ttl: Duration) -> AsyncWorker<DB> {
+        self.prefetch_ttl = Some(ttl);
+        self
+    }
+
+    /// How long and how many acks of jobs that succeeded wait to be sent
+    /// together (`alk_ack_batch`), as
+    /// [`Worker::flush_window`](crate::Worker::flush_window): default 10 ms
+    /// or 100 jobs; a zero wait acks each job as its handler returns. A
+    /// transactional handler's job is always acked in its transaction.
+    pub fn flush_window(mut self, window: FlushWindow) -> AsyncWorker<DB> {
+        self.flush_window = window;
         self
     }
 
@@ -266,13 +308,44 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
 
     async fn run_inner(&self, shutdown: impl Future + Send, handler: Handler<DB>) -> Result<u64> {
         let (stop_tx, stop) = watch::channel(false);
+        // Acks of plain handlers go out together; a transactional handler's
+        // job is acked in its transaction.
+        let completer = (matches!(handler, Handler::Plain(_)) && self.flush_window.batches())
+            .then(|| Arc::new(Completer::default()));
         let ctx = Arc::new(Slots {
             queue: self.queue.clone(),
             handler,
             shutdown_timeout: self.shutdown_timeout,
             poll_every: self.poll_every,
             handled: AtomicU64::new(0),
+            me: self.name.clone(),
+            concurrency: self.concurrency,
+            local: LocalQueue::default(),
+            claiming: tokio::sync::Mutex::new(Sizer::new(
+                self.prefetch,
+                self.concurrency,
+                MAX_PREFETCH,
+            )),
+            fed: tokio::sync::Notify::new(),
+            prefetch_ttl: self.prefetch_ttl,
+            completer: completer.clone(),
         });
+        let flusher = completer.map(|completer| {
+            let (ctx, window, rt) = (
+                ctx.clone(),
+                self.flush_window,
+                tokio::runtime::Handle::current(),
+            );
+            let thread = completer.clone();
+            let task = tokio::task::spawn_blocking(move || {
+                thread.run(window, |ids| rt.block_on(ctx.flush_acks(&ids)))
+            });
+            // Closed however the run ends, its future dropped too: the
+            // completer's thread would otherwise keep the runtime from
+            // shutting down.
+            (CloseOnDrop(completer), task)
+        });
+        let keeper = tokio::spawn(ctx.clone().keep(stop.clone()));
         let mut slots = tokio::task::JoinSet::new();
         for n in 0..self.concurrency {
             // One handler per worker prunes and ticks.
@@ -283,8 +356,7 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
                     .filter(|_| n == 0)
                     .map(|every| (every, self.queue.name().to_string())),
             );
-            let me = format!("{}-{n}", self.name);
-            slots.spawn(ctx.clone().slot(me, stop.clone(), chores));
+            slots.spawn(ctx.clone().slot(stop.clone(), chores));
         }
         let mut shutdown = std::pin::pin!(shutdown);
         let mut failed = None;
@@ -307,10 +379,27 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
                 },
             }
         }
+        // Every handler is done: what was prefetched goes back, the acks
+        // still waiting go out.
+        let _ = stop_tx.send(true);
+        let _ = keeper.await;
+        if let Some((completer, task)) = flusher {
+            drop(completer);
+            let _ = task.await;
+        }
         match failed {
             Some(e) => Err(e),
             None => Ok(ctx.handled.load(Ordering::Relaxed)),
         }
+    }
+}
+
+/// Closes a completer when dropped: it flushes what waits and ends.
+struct CloseOnDrop(Arc<Completer>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -330,6 +419,18 @@ struct Slots<DB: AsyncEngine> {
     shutdown_timeout: Duration,
     poll_every: Duration,
     handled: AtomicU64,
+    /// The worker's claim name: every slot claims, acks and beats as it.
+    me: String,
+    concurrency: usize,
+    /// Jobs claimed ahead of free handlers (contract v1.3 §P).
+    local: LocalQueue,
+    /// Held by the slot that claims for all of them, with the prefetch's size.
+    claiming: tokio::sync::Mutex<Sizer>,
+    /// Told when a claim filled the local queue, or it closed.
+    fed: tokio::sync::Notify,
+    prefetch_ttl: Option<Duration>,
+    /// Where acks wait to be sent together, if they are.
+    completer: Option<Arc<Completer>>,
 }
 
 /// How a handler's run ended.
@@ -344,10 +445,10 @@ enum Outcome<DB: AsyncEngine> {
 impl<DB: AsyncEngine> Slots<DB> {
     async fn slot(
         self: Arc<Self>,
-        me: String,
         mut stop: watch::Receiver<bool>,
         mut chores: Chores,
     ) -> Result<()> {
+        let me = self.me.clone();
         let mut outage = Outage::default();
         let mut pacing = Pacing::new(self.queue.name());
         let heartbeat = Arc::new(AsyncHeartbeat::default());
@@ -367,54 +468,163 @@ impl<DB: AsyncEngine> Slots<DB> {
                 wait_out(&mut outage, e, &mut stop).await?;
                 continue;
             }
-            let jobs = match self.next(&me, &mut stop, &mut pacing).await {
-                Ok(jobs) => jobs,
+            let (job, every) = match self.next(&mut stop, &mut pacing).await {
+                Ok(Some(next)) => next,
+                Ok(None) => continue,
                 Err(e) => {
                     wait_out(&mut outage, e, &mut stop).await?;
                     continue;
                 }
             };
             outage.over();
-            for job in jobs {
-                let span = tracing::info_span!("alkstore.job", job.id = job.id, queue = %job.queue,
-                                               attempt = job.attempts, worker = %me);
-                // A job whose ack or retry is lost with the connection stays
-                // claimed until its claim expires, then runs again: at least
-                // once, never lost.
-                if let Err(e) = self
-                    .handle(job, &me, &stop, &heartbeat)
-                    .instrument(span)
-                    .await
-                {
-                    wait_out(&mut outage, e, &mut stop).await?;
-                }
-                self.handled.fetch_add(1, Ordering::Relaxed);
+            let id = job.id;
+            let span = tracing::info_span!("alkstore.job", job.id = job.id, queue = %job.queue,
+                                           attempt = job.attempts, worker = %me);
+            // A job whose ack or retry is lost with the connection stays
+            // claimed until its claim expires, then runs again: at least
+            // once, never lost.
+            let handled = self
+                .handle(job, every, &stop, &heartbeat)
+                .instrument(span)
+                .await;
+            self.local.done(id);
+            self.handled.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = handled {
+                wait_out(&mut outage, e, &mut stop).await?;
             }
         }
         Ok(())
     }
 
-    /// Claims one job, or waits for a wake-up, the poll interval (on a
-    /// queue whose limits hold claims back: its `next_slot_at`) or stop.
+    /// The next job, with how often to extend its claim: from the local
+    /// queue, else claimed by this slot for every free handler and the
+    /// prefetch at once (one slot claims at a time; the others wait for
+    /// its jobs). `None` after a wait: for a wake-up, the poll interval
+    /// (on a queue whose limits hold claims back: its `next_slot_at`), jobs
+    /// another slot claimed, or stop.
     async fn next(
         &self,
-        me: &str,
         stop: &mut watch::Receiver<bool>,
         pacing: &mut Pacing,
-    ) -> Result<Vec<Job>> {
+    ) -> Result<Option<(Job, Duration)>> {
+        if let Some(next) = self.local.try_take() {
+            return Ok(Some(next));
+        }
+        let fed = self.fed.notified();
+        tokio::pin!(fed);
+        fed.as_mut().enable();
+        let Ok(mut sizer) = self.claiming.try_lock() else {
+            tokio::select! {
+                _ = fed => {}
+                _ = tokio::time::sleep(self.poll_every) => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            return Ok(None);
+        };
+        if let Some(next) = self.local.try_take() {
+            return Ok(Some(next));
+        }
         let mut woken = self.queue.watch().await?;
+        let capacity = self
+            .local
+            .capacity(self.concurrency, sizer.prefetch(&self.local));
+        let room = self
+            .local
+            .room(capacity, Duration::ZERO)
+            .clamp(1, MAX_CLAIM);
         // The claim itself is never cancelled: a claim dropped half-way
-        // would leave a job claimed by nobody until it expires.
-        let jobs = self.queue.claim(me, 1).await?;
+        // would leave jobs claimed by nobody until they expire.
+        let jobs = self.queue.claim(&self.me, room as i64).await?;
         if jobs.is_empty() {
             let nap = self.nap(pacing).await?.unwrap_or(self.poll_every);
+            drop(sizer);
             tokio::select! {
                 _ = woken.changed() => {}
                 _ = tokio::time::sleep(nap) => {}
                 _ = stop.wait_for(|s| *s) => {}
             }
+            return Ok(None);
         }
-        Ok(jobs)
+        self.local.push(jobs, self.prefetch_ttl);
+        drop(sizer);
+        self.fed.notify_waiters();
+        Ok(self.local.try_take())
+    }
+
+    /// Until stop: gives back the prefetched jobs no handler took in time,
+    /// and keeps claimed, by heartbeats, those allowed to wait longer; at
+    /// stop, gives back every job still waiting, at once.
+    async fn keep(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(KEEP_EVERY) => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            if *stop.borrow() {
+                let left = self.local.close();
+                self.fed.notify_waiters();
+                self.give_back(&left).await;
+                return;
+            }
+            self.give_back(&self.local.expired()).await;
+            for id in self.local.due_beats() {
+                // An error leaves it as it is: the next beat tries again.
+                if let Ok(held) = self.queue.heartbeat(id, &self.me, None).await {
+                    self.local.beat(id, held);
+                }
+            }
+        }
+    }
+
+    /// Gives claims back without spending an attempt (`alk_release_batch`).
+    /// If that fails their claims expire and they run again anyway.
+    async fn give_back(&self, ids: &[i64]) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(e) = self.queue.release_batch(ids, &self.me, None).await {
+            tracing::warn!(error = %e, jobs = ids.len(),
+                           "alkstore: could not give prefetched jobs back; they run again when their claims expire");
+        }
+    }
+
+    /// Acks a batch of jobs that succeeded (`alk_ack_batch`), riding out an
+    /// outage a few times, then one by one; an ack that is lost leaves its
+    /// job to run again when its claim expires.
+    async fn flush_acks(&self, ids: &[i64]) {
+        let store = self.queue.store();
+        let mut outage = Outage::default();
+        for _ in 0..FLUSH_TRIES {
+            let acked = match crate::call::ack_batch(ids, &self.me) {
+                Ok(call) => store.run(call).await,
+                Err(e) => Err(e),
+            };
+            match acked {
+                Ok(acked) => {
+                    if acked < ids.len() as i64 {
+                        tracing::warn!(jobs = ids.len(), acked,
+                                       "alkstore: some jobs were no longer this worker's when their acks were sent");
+                    }
+                    return;
+                }
+                Err(e) => match outage.pause_after(e) {
+                    Ok(pause) => tokio::time::sleep(pause).await,
+                    Err(_) => break,
+                },
+            }
+        }
+        let mut lost = 0;
+        for &id in ids {
+            if self.queue.ack(id, &self.me).await.is_err() {
+                lost += 1;
+            }
+        }
+        if lost > 0 {
+            tracing::warn!(
+                jobs = lost,
+                "alkstore: acks lost; those jobs run again when their claims expire"
+            );
+        }
     }
 
     /// How long until the queue's limits leave room, if they hold claims back.
@@ -433,11 +643,12 @@ impl<DB: AsyncEngine> Slots<DB> {
     async fn handle(
         &self,
         job: Job,
-        me: &str,
+        every: Duration,
         stop: &watch::Receiver<bool>,
         heartbeat: &AsyncHeartbeat,
     ) -> Result<()> {
-        heartbeat.start(job.id, heartbeat_every(&job));
+        let me = self.me.as_str();
+        heartbeat.start(job.id, every);
         let outcome = self.run_handler(job.clone(), stop).await;
         heartbeat.end();
         let settlement = match outcome? {
@@ -471,6 +682,10 @@ impl<DB: AsyncEngine> Slots<DB> {
                 Settlement::Release(None)
             }
         };
+        if let (Settlement::Ack(None), Some(completer)) = (&settlement, &self.completer) {
+            completer.add(job.id); // acked with the next flush
+            return Ok(());
+        }
         self.queue.store().run(settlement.call(job.id, me)?).await
     }
 

@@ -37,16 +37,6 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     format!("handler panicked: {msg}")
 }
 
-/// A heartbeat every third of the claim's remaining time (at least 50 ms).
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-sqlite",
-    feature = "tokio-postgres"
-))]
-pub(crate) fn heartbeat_every(job: &Job) -> Duration {
-    (claim_left(job) / 3).max(Duration::from_millis(50))
-}
-
 /// How long the job's claim has left (60 s if its expiry cannot be read).
 pub(crate) fn claim_left(job: &Job) -> Duration {
     let left = alkstore_core::time::parse_rfc3339_ms(&job.claim_expires_at)

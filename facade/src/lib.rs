@@ -66,7 +66,12 @@ pub mod call;
     feature = "tokio-postgres"
 ))]
 mod claimant;
-#[cfg(feature = "blocking")]
+#[cfg(any(
+    feature = "blocking",
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 mod completer;
 #[cfg(feature = "blocking")]
 mod engine;
@@ -84,7 +89,12 @@ mod opts;
 mod outbox;
 #[cfg(feature = "blocking")]
 pub mod postgres;
-#[cfg(feature = "blocking")]
+#[cfg(any(
+    feature = "blocking",
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 mod prefetch;
 #[cfg(feature = "blocking")]
 mod queue;
@@ -149,7 +159,12 @@ pub use async_worker::PgTransaction;
     feature = "tokio-postgres"
 ))]
 pub use async_worker::{AsyncTransaction, AsyncWorker, DEFAULT_SHUTDOWN_TIMEOUT};
-#[cfg(feature = "blocking")]
+#[cfg(any(
+    feature = "blocking",
+    feature = "sqlx-postgres",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
 pub use completer::FlushWindow;
 pub use error::{Error, Result};
 #[cfg(feature = "blocking")]
@@ -173,8 +188,8 @@ pub use store::{Stop, Store, TxHandle};
 pub use stream::{Stream, StreamSubscription};
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
 #[cfg(feature = "blocking")]
-pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY, MAX_PREFETCH};
-pub use worker_core::{Handled, DEFAULT_SWEEP_EVERY, MIN_CHORE_EVERY};
+pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
+pub use worker_core::{Handled, DEFAULT_SWEEP_EVERY, MAX_PREFETCH, MIN_CHORE_EVERY};
 pub use workflow::Workflow;
 
 /// Opens a store from a URL: `sqlite:path/to/app.db` (or `sqlite://…`)

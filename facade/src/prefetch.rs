@@ -18,6 +18,7 @@ const MIN_TTL: Duration = Duration::from_millis(100);
 /// The shortest interval between heartbeats.
 const MIN_BEAT: Duration = Duration::from_millis(50);
 /// How long a handler waits at a time before looking at the stop flag.
+#[cfg(feature = "blocking")]
 const TAKE_WAIT: Duration = Duration::from_millis(50);
 
 /// A job waiting for a handler.
@@ -125,25 +126,15 @@ impl LocalQueue {
     /// runs; `None` once `stopped()` says so or the queue is closed. A job
     /// whose claim lapsed while it waited is dropped, not run: another
     /// worker may hold it now.
+    #[cfg(feature = "blocking")]
     pub(crate) fn take(&self, stopped: impl Fn() -> bool) -> Option<(Job, Duration)> {
         let mut state = self.lock();
         loop {
             if state.closed || stopped() {
                 return None;
             }
-            if let Some(w) = state.waiting.pop_front() {
-                let now = Instant::now();
-                if w.claim_until <= now {
-                    state.held.remove(&w.job.id);
-                    tracing::warn!(job.id = w.job.id,
-                                   "alkstore: a prefetched job's claim lapsed before a handler took it; left to whoever claims it");
-                    self.changed.notify_all();
-                    continue;
-                }
-                state.running += 1;
-                let left = w.claim_until - now;
-                let every = (w.lease / 3).min(left / 2).max(MIN_BEAT);
-                return Some((w.job, every));
+            if let Some(next) = self.next(&mut state) {
+                return Some(next);
             }
             state = self
                 .changed
@@ -151,6 +142,34 @@ impl LocalQueue {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// [`take`](Self::take) without waiting: `None` when no job waits (or
+    /// the queue is closed).
+    pub(crate) fn try_take(&self) -> Option<(Job, Duration)> {
+        let mut state = self.lock();
+        if state.closed {
+            return None;
+        }
+        self.next(&mut state)
+    }
+
+    fn next(&self, state: &mut State) -> Option<(Job, Duration)> {
+        while let Some(w) = state.waiting.pop_front() {
+            let now = Instant::now();
+            if w.claim_until <= now {
+                state.held.remove(&w.job.id);
+                tracing::warn!(job.id = w.job.id,
+                               "alkstore: a prefetched job's claim lapsed before a handler took it; left to whoever claims it");
+                self.changed.notify_all();
+                continue;
+            }
+            state.running += 1;
+            let left = w.claim_until - now;
+            let every = (w.lease / 3).min(left / 2).max(MIN_BEAT);
+            return Some((w.job, every));
+        }
+        None
     }
 
     /// A handler is done with job `id`: room for another claim.
@@ -224,11 +243,13 @@ impl LocalQueue {
     }
 
     /// Whether [`close`](Self::close) was called.
+    #[cfg(feature = "blocking")]
     pub(crate) fn is_closed(&self) -> bool {
         self.lock().closed
     }
 
     /// Waits up to `timeout`, or until the queue is closed.
+    #[cfg(feature = "blocking")]
     pub(crate) fn nap(&self, timeout: Duration) {
         let state = self.lock();
         let _ = self

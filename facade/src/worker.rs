@@ -58,17 +58,8 @@ pub struct Worker {
     sweep_every: Option<Duration>,
 }
 
-/// The most jobs a worker's local queue holds (contract v1.3 §P).
-pub const MAX_PREFETCH: usize = 1000;
-
-/// The most jobs one claim asks for (`alk_claim`'s own bound).
-const MAX_CLAIM: usize = 1000;
-
-/// How often the keeper looks at the local queue.
-const KEEP_EVERY: Duration = Duration::from_millis(100);
-
-/// Tries of one batch of acks before each is tried on its own.
-const FLUSH_TRIES: usize = 10;
+pub use crate::worker_core::MAX_PREFETCH;
+use crate::worker_core::{FLUSH_TRIES, KEEP_EVERY, MAX_CLAIM};
 
 /// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
 pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);

@@ -8,6 +8,18 @@ use crate::call::{self, Call};
 use crate::error::{Error, Result};
 use std::time::{Duration, Instant};
 
+/// The most jobs a worker's local queue holds (contract v1.3 §P).
+pub const MAX_PREFETCH: usize = 1000;
+
+/// The most jobs one claim asks for (`alk_claim`'s own bound).
+pub(crate) const MAX_CLAIM: usize = 1000;
+
+/// How often a worker's keeper looks at its local queue.
+pub(crate) const KEEP_EVERY: Duration = Duration::from_millis(100);
+
+/// Tries of one batch of acks before each is tried on its own.
+pub(crate) const FLUSH_TRIES: usize = 10;
+
 /// Rows per `alk_prune` call: one short transaction each.
 pub(crate) const PRUNE_BATCH: i64 = 1000;
 

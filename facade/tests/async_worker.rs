@@ -738,3 +738,140 @@ async fn a_handler_that_snoozes_runs_again_without_spending_an_attempt_on<DB: As
     assert_eq!(job, Value::Null, "[{target}] acked: {job}");
     assert_eq!(stats(&store, &name).await["dead"], 0, "[{target}]");
 }
+
+/// The async worker batches as the blocking one does (contract v1.3 §P):
+/// it claims for its handlers and a local queue at once (all six jobs
+/// claimed while one handler runs), and when it stops it gives the jobs
+/// it prefetched and did not start back at once, their attempts unspent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_worker_prefetches_and_gives_back_what_it_did_not_start() {
+    on_every_store!(an_async_worker_prefetches_and_gives_back_what_it_did_not_start_on);
+}
+
+async fn an_async_worker_prefetches_and_gives_back_what_it_did_not_start_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    // Claims hold for 5 minutes: jobs are claimable after the stop only
+    // because the worker gave them back.
+    let opts = QueueOpts::new().visibility_timeout(Duration::from_secs(300));
+    let name = queue(&store, "async-prefetch", opts).await;
+    let q = store.queue(&name).unwrap();
+    for n in 0..6 {
+        q.enqueue(&EnqueueOpts::new(), &json!(n)).await.unwrap();
+    }
+    let started = Arc::new(AtomicUsize::new(0));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let started = started.clone();
+        let w = AsyncWorker::new(q.clone(), "prefetcher").prefetch(5);
+        tokio::spawn(async move {
+            w.run(
+                async move {
+                    let _ = stopped.await;
+                },
+                move |_job| {
+                    let started = started.clone();
+                    async move {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(ms(1000)).await;
+                        Ok::<(), String>(())
+                    }
+                },
+            )
+            .await
+        })
+    };
+    eventually("the first handler started", || {
+        started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let held = stats(&store, &name).await;
+    assert_eq!(
+        held["running"], 6,
+        "[{target}] one running, five prefetched: {held}"
+    );
+    stop.send(()).unwrap();
+    let given_back = Instant::now();
+    let mut again = Vec::new();
+    while again.len() < 5 {
+        again.extend(q.claim("after-stop", 10).await.unwrap());
+        assert!(
+            given_back.elapsed() < Duration::from_secs(10),
+            "[{target}] {again:?}"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert!(
+        again.iter().all(|j| j.attempts == 1),
+        "[{target}] {again:?}"
+    );
+    assert_eq!(worker.await.unwrap().unwrap(), 1, "[{target}]");
+    assert_eq!(started.load(Ordering::SeqCst), 1, "[{target}]");
+}
+
+/// The default prefetch follows the handlers' pace, as the blocking
+/// worker's: fast jobs are claimed far beyond the concurrency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_workers_default_prefetch_follows_the_handlers_pace() {
+    on_every_store!(an_async_workers_default_prefetch_follows_the_handlers_pace_on);
+}
+
+async fn an_async_workers_default_prefetch_follows_the_handlers_pace_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let name = queue(&store, "async-pace", QueueOpts::new()).await;
+    let q = store.queue(&name).unwrap();
+    let payloads: Vec<_> = (0..3000).map(|i| json!(i)).collect();
+    for chunk in payloads.chunks(1000) {
+        let args = [
+            name.as_str().into(),
+            alkstore::sql::Arg::Null,
+            alkstore::sql::Arg::json(&json!(chunk)),
+        ];
+        store.call("alk_enqueue_batch", &args).await.unwrap();
+    }
+    let (done, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (finished, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let finished = Arc::new(Mutex::new(Some(finished)));
+    let (s, n, seen) = (store.clone(), name.clone(), most.clone());
+    // Each job acked as its handler returns: the claims counted running
+    // are those held, waiting or running.
+    AsyncWorker::new(q.clone(), "pace")
+        .flush_window(alkstore::FlushWindow {
+            wait: Duration::ZERO,
+            max_jobs: 1,
+        })
+        .run(
+            async move {
+                let _ = shutdown.await;
+            },
+            move |_job| {
+                let (done, most, finished, s, n) = (
+                    done.clone(),
+                    seen.clone(),
+                    finished.clone(),
+                    s.clone(),
+                    n.clone(),
+                );
+                async move {
+                    let k = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    if k % 50 == 0 {
+                        let held = stats(&s, &n).await["running"].as_u64().unwrap() as usize;
+                        most.fetch_max(held, Ordering::SeqCst);
+                    }
+                    if k == 3000 {
+                        if let Some(tx) = finished.lock().unwrap().take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok::<(), String>(())
+                }
+            },
+        )
+        .await
+        .unwrap();
+    let most = most.load(Ordering::SeqCst);
+    assert!(most >= 50, "[{target}] at most {most} claimed at once");
+}
