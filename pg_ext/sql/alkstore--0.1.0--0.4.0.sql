@@ -5309,6 +5309,9 @@ DECLARE
   held text[]; -- the queue's groups whose rows this purge holds
   ids  bigint[]; -- the jobs purged, which were not acked (deps.sql)
   dj   bigint[]; -- those that jobs depend on
+  cascade bigint[]; -- the jobs that die with them (deps_failed)
+  stage text;       -- what was being locked without waiting
+  retries integer := 0;
 BEGIN
   IF st IN ('dead', 'completed') THEN
     -- Twice, as alk_requeue_dead_all: the second pass deletes what the
@@ -5327,60 +5330,118 @@ BEGIN
       n := n + moved;
     END LOOP;
   ELSE
-    -- The queue's group rows first, in key order. An enqueue into a group
-    -- and a head finishing take their group's row before they touch the
-    -- group's other jobs: taking the rows in the same order leaves no
-    -- deadlock with them (with the rows taken after the jobs, a purge and
-    -- an ack deadlocked), and waiting here for an open enqueue means the
-    -- DELETE below, a statement of its own, sees that enqueue's job too (a
-    -- job it missed would be left waiting behind a head purged away).
-    SELECT array_agg(l.group_key) INTO held
-      FROM (SELECT c.group_key FROM alkstore.groups c WHERE c.queue = q
-             ORDER BY c.group_key FOR UPDATE) l;
-    -- Only jobs of groups whose rows it holds: a group that came to be
-    -- after that (its row made by a later enqueue) is that enqueue's, and
-    -- touching it would take its row after jobs, the order that deadlocks.
-    -- A job another transaction holds is being claimed or cancelled: that
-    -- transaction decides it (waiting for it could deadlock a claim that
-    -- dead-letters a grouped job and wants its group's row).
-    WITH d AS (
-      DELETE FROM alkstore.jobs j
-       WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                       WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked', 'parked')
-                         AND (x.group_key IS NULL OR x.group_key = ANY (held))
-                         FOR UPDATE SKIP LOCKED)
-      RETURNING j.id, j.group_key, j.dependents
-    )
-    SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL), array_agg(d.id),
-           array_agg(d.id) FILTER (WHERE d.dependents)
-      INTO n, gs, ids, dj FROM d;
-    DELETE FROM alkstore.parked p WHERE p.queue = q AND p.id = ANY (ids); -- (limit.sql)
-    -- Purged pending jobs count as cancelled for their dependents, now and
-    -- for a later depends_on (deps.sql).
-    PERFORM alkstore.jobs_ended(ids, 'cancelled');
-    IF dj IS NOT NULL THEN
-      PERFORM alkstore.deps_failed(dj, 'cancelled');
-    END IF;
-    IF gs IS NOT NULL THEN
-      UPDATE alkstore.groups c SET jobs = c.jobs - x.n
-        FROM (SELECT u.g, count(*)::integer AS n FROM unnest(gs) AS u(g) GROUP BY u.g) x
-       WHERE c.queue = q AND c.group_key = x.g;
-      DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
-      -- A group that still has jobs but lost its head gets the next one.
-      UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
-                                WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
-       WHERE j.id = ANY (ARRAY(
-               SELECT (SELECT min(w.id) FROM alkstore.jobs w
-                        WHERE w.queue = q AND w.group_key = c.group_key AND w.state = 'waiting')
-                 FROM alkstore.groups c
-                WHERE c.queue = q AND c.group_key = ANY (gs)
-                  AND NOT EXISTS (SELECT FROM alkstore.jobs h
-                                   WHERE h.queue = q AND h.group_key = c.group_key
-                                     AND h.state IN ('pending', 'running', 'scheduled', 'blocked', 'parked'))));
-      IF FOUND THEN
-        PERFORM alkstore.wake('q', q);
-      END IF;
-    END IF;
+    LOOP
+      BEGIN
+        stage := NULL;
+        -- The queue's group rows first, in key order. An enqueue into a group
+        -- and a head finishing take their group's row before they touch the
+        -- group's other jobs: taking the rows in the same order leaves no
+        -- deadlock with them (with the rows taken after the jobs, a purge and
+        -- an ack deadlocked), and waiting here for an open enqueue means the
+        -- DELETE below, a statement of its own, sees that enqueue's job too (a
+        -- job it missed would be left waiting behind a head purged away).
+        SELECT array_agg(l.group_key) INTO held
+          FROM (SELECT c.group_key FROM alkstore.groups c WHERE c.queue = q
+                 ORDER BY c.group_key FOR UPDATE) l;
+        -- The cascade next: every job that dies with what this purge ends
+        -- (deps_failed), and its group's row, locked without waiting. Waiting
+        -- for one while holding the group rows deadlocked with a transaction
+        -- that held it (an enqueue naming it in depends_on) and then enqueued
+        -- into one of these groups (issue 57). One another transaction holds:
+        -- let go of everything, wait for it holding nothing, start again.
+        WITH RECURSIVE c(id) AS (
+          SELECT d.job_id FROM alkstore.job_deps d
+           WHERE d.dep_id = ANY (ARRAY(
+                   SELECT x.id FROM alkstore.jobs x
+                    WHERE x.queue = q AND x.dependents
+                      AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked', 'parked')
+                      AND (x.group_key IS NULL OR x.group_key = ANY (held))))
+          UNION
+          SELECT d.job_id FROM alkstore.job_deps d JOIN c ON d.dep_id = c.id
+        )
+        SELECT array_agg(c.id ORDER BY c.id) INTO cascade FROM c;
+        IF cascade IS NOT NULL THEN
+          stage := 'jobs';
+          PERFORM FROM alkstore.jobs j WHERE j.id = ANY (cascade) ORDER BY j.id FOR UPDATE NOWAIT;
+          stage := 'groups';
+          PERFORM FROM (SELECT FROM alkstore.groups c
+                         WHERE (c.queue, c.group_key) IN (SELECT j.queue, j.group_key FROM alkstore.jobs j
+                                                           WHERE j.id = ANY (cascade) AND j.group_key IS NOT NULL)
+                         ORDER BY c.queue, c.group_key FOR UPDATE NOWAIT) g;
+          stage := NULL;
+        END IF;
+        -- Only jobs of groups whose rows it holds: a group that came to be
+        -- after that (its row made by a later enqueue) is that enqueue's, and
+        -- touching it would take its row after jobs, the order that deadlocks.
+        -- A job another transaction holds is being claimed or cancelled: that
+        -- transaction decides it (waiting for it could deadlock a claim that
+        -- dead-letters a grouped job and wants its group's row).
+        WITH d AS (
+          DELETE FROM alkstore.jobs j
+           WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
+                           WHERE x.queue = q AND x.state IN ('pending', 'waiting', 'scheduled', 'blocked', 'parked')
+                             AND (x.group_key IS NULL OR x.group_key = ANY (held))
+                             FOR UPDATE SKIP LOCKED)
+          RETURNING j.id, j.group_key, j.dependents
+        )
+        SELECT count(*), array_agg(d.group_key) FILTER (WHERE d.group_key IS NOT NULL), array_agg(d.id),
+               array_agg(d.id) FILTER (WHERE d.dependents)
+          INTO n, gs, ids, dj FROM d;
+        DELETE FROM alkstore.parked p WHERE p.queue = q AND p.id = ANY (ids); -- (limit.sql)
+        -- Purged pending jobs count as cancelled for their dependents, now and
+        -- for a later depends_on (deps.sql).
+        PERFORM alkstore.jobs_ended(ids, 'cancelled');
+        IF dj IS NOT NULL THEN
+          PERFORM alkstore.deps_failed(dj, 'cancelled');
+        END IF;
+        IF gs IS NOT NULL THEN
+          UPDATE alkstore.groups c SET jobs = c.jobs - x.n
+            FROM (SELECT u.g, count(*)::integer AS n FROM unnest(gs) AS u(g) GROUP BY u.g) x
+           WHERE c.queue = q AND c.group_key = x.g;
+          DELETE FROM alkstore.groups c WHERE c.queue = q AND c.jobs <= 0;
+          -- A group that still has jobs but lost its head gets the next one.
+          UPDATE alkstore.jobs j SET state = CASE WHEN j.deps_left > 0 THEN 'blocked' -- (deps.sql)
+                                    WHEN j.run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END
+           WHERE j.id = ANY (ARRAY(
+                   SELECT (SELECT min(w.id) FROM alkstore.jobs w
+                            WHERE w.queue = q AND w.group_key = c.group_key AND w.state = 'waiting')
+                     FROM alkstore.groups c
+                    WHERE c.queue = q AND c.group_key = ANY (gs)
+                      AND NOT EXISTS (SELECT FROM alkstore.jobs h
+                                       WHERE h.queue = q AND h.group_key = c.group_key
+                                         AND h.state IN ('pending', 'running', 'scheduled', 'blocked', 'parked'))));
+          IF FOUND THEN
+            PERFORM alkstore.wake('q', q);
+          END IF;
+        END IF;
+        EXIT;
+      EXCEPTION WHEN lock_not_available THEN
+        IF stage IS NULL THEN
+          RAISE; -- not the cascade's (the caller's lock_timeout, say)
+        END IF;
+        BEGIN -- wait for the holder, then let go again
+          IF stage = 'jobs' THEN
+            PERFORM FROM alkstore.jobs j WHERE j.id = ANY (cascade) ORDER BY j.id FOR UPDATE;
+          ELSE
+            PERFORM FROM (SELECT FROM alkstore.groups c
+                           WHERE (c.queue, c.group_key) IN (SELECT j.queue, j.group_key FROM alkstore.jobs j
+                                                             WHERE j.id = ANY (cascade) AND j.group_key IS NOT NULL)
+                           ORDER BY c.queue, c.group_key FOR UPDATE) g;
+          END IF;
+          RAISE SQLSTATE 'ALK00';
+        EXCEPTION WHEN SQLSTATE 'ALK00' THEN
+          NULL;
+        END;
+      WHEN deadlock_detected THEN
+        -- Chosen to break a cycle this ordering did not foresee (a job
+        -- that came to depend on one purged after the cascade was read):
+        -- everything let go, start again, a few times.
+        retries := retries + 1;
+        IF retries > 3 THEN
+          RAISE;
+        END IF;
+      END;
+    END LOOP;
   END IF;
   RETURN n;
 END $$;
