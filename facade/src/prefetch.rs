@@ -146,6 +146,11 @@ impl LocalQueue {
 
     /// [`take`](Self::take) without waiting: `None` when no job waits (or
     /// the queue is closed).
+    #[cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres"
+    ))]
     pub(crate) fn try_take(&self) -> Option<(Job, Duration)> {
         let mut state = self.lock();
         if state.closed {
