@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::prefetch::{LocalQueue, Sizer};
 use crate::types::Job;
 use crate::worker_core::{
-    Chore, Chores, Handled, Outage, Pacing, Settlement, FLUSH_TRIES, KEEP_EVERY, MAX_CLAIM,
-    MAX_PREFETCH, PRUNE_BATCH,
+    lost_acks, Chore, Chores, Handled, Outage, Pacing, Settlement, FLUSH_TRIES, KEEP_EVERY,
+    MAX_CLAIM, MAX_PREFETCH, PRUNE_BATCH,
 };
 use serde_json::Value;
 use std::fmt::Display;
@@ -345,7 +345,9 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             // shutting down.
             (CloseOnDrop(completer), task)
         });
-        let keeper = tokio::spawn(ctx.clone().keep(stop.clone()));
+        // Aborted if the run's future is dropped (the prefetched jobs then
+        // go back when their time to live is up, as claims do).
+        let mut keeper = AbortOnDrop(tokio::spawn(ctx.clone().keep(stop.clone())));
         let mut slots = tokio::task::JoinSet::new();
         for n in 0..self.concurrency {
             // One handler per worker prunes and ticks.
@@ -382,7 +384,7 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
         // Every handler is done: what was prefetched goes back, the acks
         // still waiting go out.
         let _ = stop_tx.send(true);
-        let _ = keeper.await;
+        let _ = (&mut keeper.0).await;
         if let Some((completer, task)) = flusher {
             drop(completer);
             let _ = task.await;
@@ -545,8 +547,11 @@ impl<DB: AsyncEngine> Slots<DB> {
             }
             return Ok(None);
         }
-        self.local.push(jobs, self.prefetch_ttl);
+        // A claim in flight when the keeper closed the queue at stop: its
+        // jobs go back at once.
+        let refused = self.local.push(jobs, self.prefetch_ttl);
         drop(sizer);
+        self.give_back(&refused).await;
         self.fed.notify_waiters();
         Ok(self.local.try_take())
     }
@@ -556,11 +561,12 @@ impl<DB: AsyncEngine> Slots<DB> {
     /// stop, gives back every job still waiting, at once.
     async fn keep(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         loop {
-            tokio::select! {
-                _ = tokio::time::sleep(KEEP_EVERY) => {}
-                _ = stop.wait_for(|s| *s) => {}
-            }
-            if *stop.borrow() {
+            let woken = tokio::select! {
+                _ = tokio::time::sleep(KEEP_EVERY) => false,
+                // Stopped, or the sender gone with the run: stop too.
+                _ = stop.wait_for(|s| *s) => true,
+            };
+            if woken || *stop.borrow() {
                 let left = self.local.close();
                 self.fed.notify_waiters();
                 self.give_back(&left).await;
@@ -594,6 +600,7 @@ impl<DB: AsyncEngine> Slots<DB> {
     async fn flush_acks(&self, ids: &[i64]) {
         let store = self.queue.store();
         let mut outage = Outage::default();
+        let mut unreachable = false;
         for _ in 0..FLUSH_TRIES {
             let acked = match crate::call::ack_batch(ids, &self.me) {
                 Ok(call) => store.run(call).await,
@@ -608,10 +615,21 @@ impl<DB: AsyncEngine> Slots<DB> {
                     return;
                 }
                 Err(e) => match outage.pause_after(e) {
-                    Ok(pause) => tokio::time::sleep(pause).await,
-                    Err(_) => break,
+                    Ok(pause) => {
+                        unreachable = true;
+                        tokio::time::sleep(pause).await;
+                    }
+                    Err(_) => {
+                        unreachable = false;
+                        break;
+                    }
                 },
             }
+        }
+        // The database unreachable: one ack at a time would only wait for
+        // it again, once per job (a shutdown would wait for all of them).
+        if unreachable {
+            return lost_acks(ids.len());
         }
         let mut lost = 0;
         for &id in ids {
@@ -619,12 +637,7 @@ impl<DB: AsyncEngine> Slots<DB> {
                 lost += 1;
             }
         }
-        if lost > 0 {
-            tracing::warn!(
-                jobs = lost,
-                "alkstore: acks lost; those jobs run again when their claims expire"
-            );
-        }
+        lost_acks(lost);
     }
 
     /// How long until the queue's limits leave room, if they hold claims back.

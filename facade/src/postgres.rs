@@ -38,8 +38,9 @@ const RECONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The pool's size unless [`PgStoreBuilder::pool_size`] says otherwise.
 pub const DEFAULT_POOL_SIZE: u32 = 8;
 
-/// How a [`PgStore`] connects: [`PgStore::builder`].
-#[derive(Clone, Debug)]
+/// How a [`PgStore`] connects: [`PgStore::builder`]. (No `Debug`: the
+/// connection string may hold a password.)
+#[derive(Clone)]
 pub struct PgStoreBuilder {
     conninfo: String,
     listener: Option<String>,
@@ -166,6 +167,10 @@ impl PgStore {
         config.connect(tls.clone())?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size)
+            // Connections opened as calls need them, not all at start: a
+            // large pool against a far server would not open in time, and
+            // would hold connections it never uses.
+            .min_idle(Some(1))
             .connection_timeout(RECONNECT_TIMEOUT)
             .build(Manager::new(config, tls))?;
         call_postgres(&mut *pool.get_timeout(CHECKOUT_WAIT)?, "alk_init", &[]).map_err(

@@ -94,13 +94,19 @@ impl LocalQueue {
 
     /// Adds claimed jobs (but those already held here). Each is given back
     /// after `ttl` if no handler took it (default: half the time its claim
-    /// had left).
-    pub(crate) fn push(&self, jobs: Vec<Job>, ttl: Option<Duration>) {
+    /// had left). Returns the ids of jobs not taken because the queue was
+    /// closed meanwhile (a claim in flight at stop): the caller gives them
+    /// back.
+    #[must_use = "jobs refused by a closed queue must be given back"]
+    pub(crate) fn push(&self, jobs: Vec<Job>, ttl: Option<Duration>) -> Vec<i64> {
         if jobs.is_empty() {
-            return;
+            return Vec::new();
         }
         let now = Instant::now();
         let mut state = self.lock();
+        if state.closed {
+            return jobs.iter().map(|j| j.id).collect();
+        }
         for job in jobs {
             if !state.held.insert(job.id) {
                 continue; // re-claimed by this worker while it held it
@@ -119,6 +125,7 @@ impl LocalQueue {
         }
         drop(state);
         self.changed.notify_all();
+        Vec::new()
     }
 
     /// The next job for a handler, counted as running until

@@ -59,7 +59,7 @@ pub struct Worker {
 }
 
 pub use crate::worker_core::MAX_PREFETCH;
-use crate::worker_core::{FLUSH_TRIES, KEEP_EVERY, MAX_CLAIM};
+use crate::worker_core::{lost_acks, FLUSH_TRIES, KEEP_EVERY, MAX_CLAIM};
 
 /// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
 pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
@@ -447,7 +447,9 @@ impl Worker {
                     wait_out(&mut outage, e, stop)?;
                 }
             }
-            local.push(jobs, self.prefetch_ttl);
+            // (Closed only after this loop: nothing comes back here.)
+            let refused = local.push(jobs, self.prefetch_ttl);
+            self.give_back(&refused, worker);
         }
         Ok(())
     }
@@ -471,6 +473,7 @@ impl Worker {
     fn flush_acks(&self, ids: &[i64], worker: &str, stop: &Stop) {
         let _span = tracing::debug_span!("alkstore.ack_batch", jobs = ids.len()).entered();
         let mut outage = Outage::default();
+        let mut unreachable = false;
         for _ in 0..FLUSH_TRIES {
             match self.queue.ack_batch(ids, worker) {
                 Ok(acked) => {
@@ -481,21 +484,31 @@ impl Worker {
                     return;
                 }
                 Err(e) => match outage.pause_after(e) {
-                    Ok(pause) if !stop.is_stopped() => std::thread::sleep(pause),
-                    _ => break,
+                    Ok(pause) if !stop.is_stopped() => {
+                        unreachable = true;
+                        std::thread::sleep(pause);
+                    }
+                    Ok(_) => {
+                        unreachable = true;
+                        break;
+                    }
+                    Err(_) => {
+                        unreachable = false;
+                        break;
+                    }
                 },
             }
+        }
+        // The database unreachable: one ack at a time would only wait for
+        // it again, once per job.
+        if unreachable {
+            return lost_acks(ids.len());
         }
         let lost = ids
             .iter()
             .filter(|&&id| self.queue.ack(id, worker).is_err())
             .count();
-        if lost > 0 {
-            tracing::warn!(
-                jobs = lost,
-                "alkstore: acks lost; those jobs run again when their claims expire"
-            );
-        }
+        lost_acks(lost);
     }
 
     /// One handler thread, with its heartbeat thread beside it.

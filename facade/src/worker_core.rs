@@ -20,6 +20,17 @@ pub(crate) const KEEP_EVERY: Duration = Duration::from_millis(100);
 /// Tries of one batch of acks before each is tried on its own.
 pub(crate) const FLUSH_TRIES: usize = 10;
 
+/// Says that `n` acks were lost (their jobs run again when their claims
+/// expire: at least once, never lost).
+pub(crate) fn lost_acks(n: usize) {
+    if n > 0 {
+        tracing::warn!(
+            jobs = n,
+            "alkstore: acks lost; those jobs run again when their claims expire"
+        );
+    }
+}
+
 /// Rows per `alk_prune` call: one short transaction each.
 pub(crate) const PRUNE_BATCH: i64 = 1000;
 

@@ -5052,8 +5052,9 @@ BEGIN
         END;
       WHEN deadlock_detected THEN
         -- Chosen to break a cycle this ordering did not foresee (a job
-        -- that came to depend on one purged after the cascade was read):
-        -- everything let go, start again, a few times.
+        -- that came to depend on one purged after the cascade was read; a
+        -- cancel of the waiting job a handover promotes, which may lose
+        -- instead): everything let go, start again, a few times.
         retries := retries + 1;
         IF retries > 3 THEN
           RAISE;
