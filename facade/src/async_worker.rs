@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::prefetch::{LocalQueue, Sizer};
 use crate::types::Job;
 use crate::worker_core::{
-    lost_acks, Chore, Chores, Handled, Outage, Pacing, Settlement, FLUSH_TRIES, KEEP_EVERY,
-    MAX_CLAIM, MAX_PREFETCH, PRUNE_BATCH,
+    lost_acks, Chore, Chores, FlushStep, FlushTries, Handled, Outage, Pacing, Settlement,
+    KEEP_EVERY, MAX_CLAIM, MAX_PREFETCH, PRUNE_BATCH,
 };
 use serde_json::Value;
 use std::fmt::Display;
@@ -599,37 +599,22 @@ impl<DB: AsyncEngine> Slots<DB> {
     /// job to run again when its claim expires.
     async fn flush_acks(&self, ids: &[i64]) {
         let store = self.queue.store();
-        let mut outage = Outage::default();
-        let mut unreachable = false;
-        for _ in 0..FLUSH_TRIES {
+        let mut tries = FlushTries::default();
+        loop {
             let acked = match crate::call::ack_batch(ids, &self.me) {
                 Ok(call) => store.run(call).await,
                 Err(e) => Err(e),
             };
             match acked {
-                Ok(acked) => {
-                    if acked < ids.len() as i64 {
-                        tracing::warn!(jobs = ids.len(), acked,
-                                       "alkstore: some jobs were no longer this worker's when their acks were sent");
-                    }
-                    return;
-                }
-                Err(e) => match outage.pause_after(e) {
-                    Ok(pause) => {
-                        unreachable = true;
-                        tokio::time::sleep(pause).await;
-                    }
-                    Err(_) => {
-                        unreachable = false;
-                        break;
-                    }
+                Ok(acked) => return FlushTries::acked(acked, ids.len()),
+                // (Only a stopping worker's last flush waits on its way out:
+                // bounded by the tries.)
+                Err(e) => match tries.failed(e, false) {
+                    FlushStep::Pause(pause) => tokio::time::sleep(pause).await,
+                    FlushStep::Lost => return lost_acks(ids.len()),
+                    FlushStep::OneByOne => break,
                 },
             }
-        }
-        // The database unreachable: one ack at a time would only wait for
-        // it again, once per job (a shutdown would wait for all of them).
-        if unreachable {
-            return lost_acks(ids.len());
         }
         let mut lost = 0;
         for &id in ids {

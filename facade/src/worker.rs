@@ -59,7 +59,7 @@ pub struct Worker {
 }
 
 pub use crate::worker_core::MAX_PREFETCH;
-use crate::worker_core::{lost_acks, FLUSH_TRIES, KEEP_EVERY, MAX_CLAIM};
+use crate::worker_core::{lost_acks, FlushStep, FlushTries, KEEP_EVERY, MAX_CLAIM};
 
 /// How often a worker ticks schedules (`alk_schedule_tick`) unless told otherwise.
 pub const DEFAULT_TICK_EVERY: Duration = Duration::from_secs(5);
@@ -472,37 +472,16 @@ impl Worker {
     /// leave their jobs to run again when their claims expire.
     fn flush_acks(&self, ids: &[i64], worker: &str, stop: &Stop) {
         let _span = tracing::debug_span!("alkstore.ack_batch", jobs = ids.len()).entered();
-        let mut outage = Outage::default();
-        let mut unreachable = false;
-        for _ in 0..FLUSH_TRIES {
+        let mut tries = FlushTries::default();
+        loop {
             match self.queue.ack_batch(ids, worker) {
-                Ok(acked) => {
-                    if acked < ids.len() as i64 {
-                        tracing::warn!(jobs = ids.len(), acked,
-                                       "alkstore: some jobs were no longer this worker's when their acks were sent");
-                    }
-                    return;
-                }
-                Err(e) => match outage.pause_after(e) {
-                    Ok(pause) if !stop.is_stopped() => {
-                        unreachable = true;
-                        std::thread::sleep(pause);
-                    }
-                    Ok(_) => {
-                        unreachable = true;
-                        break;
-                    }
-                    Err(_) => {
-                        unreachable = false;
-                        break;
-                    }
+                Ok(acked) => return FlushTries::acked(acked, ids.len()),
+                Err(e) => match tries.failed(e, stop.is_stopped()) {
+                    FlushStep::Pause(pause) => std::thread::sleep(pause),
+                    FlushStep::Lost => return lost_acks(ids.len()),
+                    FlushStep::OneByOne => break,
                 },
             }
-        }
-        // The database unreachable: one ack at a time would only wait for
-        // it again, once per job.
-        if unreachable {
-            return lost_acks(ids.len());
         }
         let lost = ids
             .iter()

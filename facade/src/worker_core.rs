@@ -31,6 +31,55 @@ pub(crate) fn lost_acks(n: usize) {
     }
 }
 
+/// What a worker does next with a batch of acks (`alk_ack_batch`) that
+/// failed: both worker kinds flush the same way, each with its own
+/// transport and sleep.
+pub(crate) enum FlushStep {
+    /// The database is away: try the batch again after this pause.
+    Pause(Duration),
+    /// Away for [`FLUSH_TRIES`] tries, or the worker is stopping: the acks
+    /// are lost (one at a time would only wait for it again, once per job).
+    Lost,
+    /// An error a wait cannot cure (a bad id, say): ack each on its own.
+    OneByOne,
+}
+
+/// The tries of one batch of acks.
+#[derive(Default)]
+pub(crate) struct FlushTries {
+    outage: Outage,
+    tries: usize,
+}
+
+impl FlushTries {
+    /// The batch acked `acked` of `sent` jobs: says so if some were no
+    /// longer this worker's.
+    pub(crate) fn acked(acked: i64, sent: usize) {
+        if acked < sent as i64 {
+            tracing::warn!(
+                jobs = sent,
+                acked,
+                "alkstore: some jobs were no longer this worker's when their acks were sent"
+            );
+        }
+    }
+
+    /// The batch failed with `e`; `stopping`: the worker is on its way out.
+    pub(crate) fn failed(&mut self, e: Error, stopping: bool) -> FlushStep {
+        match self.outage.pause_after(e) {
+            Ok(pause) => {
+                self.tries += 1;
+                if stopping || self.tries >= FLUSH_TRIES {
+                    FlushStep::Lost
+                } else {
+                    FlushStep::Pause(pause)
+                }
+            }
+            Err(_) => FlushStep::OneByOne,
+        }
+    }
+}
+
 /// Rows per `alk_prune` call: one short transaction each.
 pub(crate) const PRUNE_BATCH: i64 = 1000;
 

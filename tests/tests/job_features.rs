@@ -1049,6 +1049,16 @@ fn ack_batch_deletes_or_keeps_whether_or_not_any_queue_keeps_acked_jobs() {
 
 // ---- every error a job met (alk_job_errors) ----
 
+/// `alk_job_errors`' entries as (attempt, error).
+fn attempts_and_errors(errors: &Value) -> Vec<(i64, &str)> {
+    errors
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["attempt"].as_i64().unwrap(), x["error"].as_str().unwrap()))
+        .collect()
+}
+
 per_engine! {
     /// A claim that expired leaves its trace (issue 57): the next claim
     /// records "claim expired (worker <name>)" as that attempt's error and
@@ -1069,13 +1079,7 @@ per_engine! {
             // The expired claim comes first (claim order), then the pending one.
             assert_eq!(claim(db, &q, "second-worker", 2), vec![id, quiet], "[{e}] {limits}");
             let errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
-            let seen: Vec<(i64, &str)> = errors
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| (x["attempt"].as_i64().unwrap(), x["error"].as_str().unwrap()))
-                .collect();
-            assert_eq!(seen, vec![(1, "claim expired (worker first-worker)")], "[{e}] {limits} {errors}");
+            assert_eq!(attempts_and_errors(&errors), vec![(1, "claim expired (worker first-worker)")], "[{e}] {limits} {errors}");
             let doc = job(db, id);
             assert_eq!(doc["last_error"], "claim expired (worker first-worker)", "[{e}] {limits}");
             assert_eq!(doc["attempts"], 2, "[{e}] {limits}");
@@ -1111,14 +1115,8 @@ per_engine! {
         db.int("alk_sweep", &[t(&q)]);
         assert_eq!(job(db, id)["state"], "dead", "[{e}]");
         let errors = db.ok("alk_job_errors", &[Arg::Int(id)]);
-        let seen: Vec<(i64, &str)> = errors
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| (x["attempt"].as_i64().unwrap(), x["error"].as_str().unwrap()))
-            .collect();
         assert_eq!(
-            seen,
+            attempts_and_errors(&errors),
             vec![(1, "SMTP timeout"), (2, "SMTP timeout"), (3, "visibility timeout exceeded on final attempt")],
             "[{e}] {errors}"
         );
