@@ -26,7 +26,9 @@ fi
 command -v npm >/dev/null || need_apt+=(nodejs npm)
 
 # The web dashboard's browser tests: headless chromium over WebDriver.
-for pkg in chromium chromium-driver; do
+# The relay's tests start real brokers of their own: Redis and NATS
+# (JetStream); the packages' services are never started.
+for pkg in chromium chromium-driver redis-server nats-server; do
   have "$pkg" || need_apt+=("$pkg")
 done
 

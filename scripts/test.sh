@@ -139,6 +139,9 @@ cargo test --locked -p alkstore-cli
 step "the web dashboard (alkstore web): its JSON API on SQLite and both PostgreSQL installs, and headless chromium driving the pages (screenshots: ALK_SCREENSHOTS=docs/screenshots)"
 ALKSTORE_REQUIRE_BROWSER=1 cargo test --locked -p alkstore-web
 
+step "the relay (alkstore relay) to webhooks, Redis Streams and NATS JetStream on SQLite and PostgreSQL, against redis-server and nats-server processes the tests start on loopback ports"
+ALKSTORE_REQUIRE_RELAY=1 cargo test --locked -p alkstore-relay
+
 step "job features, schedules and workflow examples on PostgreSQL"
 cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | check_features
 cargo run --locked -q -p alkstore --example schedules "$ALKSTORE_PG_URL" | tee "$log.schedules"

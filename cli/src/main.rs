@@ -11,6 +11,7 @@ mod install;
 mod jobs;
 mod metrics;
 mod output;
+mod relay;
 mod streams;
 mod web;
 
@@ -152,6 +153,18 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         max_streams: usize,
     },
+    /// Delivers outbox messages and stream events to NATS JetStream,
+    /// RabbitMQ, Redis Streams and webhooks (docs/relay.md), until SIGTERM
+    /// or SIGINT. A bad config file: one line naming the route and the
+    /// key, exit status 2.
+    Relay {
+        /// The routes: a TOML file of [[route]] tables.
+        #[arg(long)]
+        config: std::path::PathBuf,
+        /// Serve the relay's Prometheus metrics on this address (/metrics).
+        #[arg(long)]
+        metrics: Option<String>,
+    },
     /// Serves the web dashboard (and its JSON API under /api).
     Web {
         /// Address to listen on; one that is not loopback needs a token.
@@ -183,6 +196,22 @@ fn run(cli: Cli) -> Fallible {
     let out = output::Output { json: cli.json };
     if let Command::Install { print_sql } = &cli.command {
         return install::install(*print_sql);
+    }
+    if let Command::Relay { config, metrics } = &cli.command {
+        // The file is read and checked before the database is opened: a
+        // bad one claims and reads nothing.
+        let config = match alkstore_relay::Config::load(config) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("alkstore relay: {e}");
+                std::process::exit(2);
+            }
+        };
+        let url = cli
+            .url
+            .as_deref()
+            .ok_or("no database: give --url or set ALKSTORE_URL (sqlite:PATH or postgres://…)")?;
+        return relay::run(url, config, metrics.as_deref());
     }
     let url = cli
         .url
@@ -270,6 +299,7 @@ fn run(cli: Cli) -> Fallible {
         Command::Install { .. }
         | Command::Upgrade
         | Command::Metrics { .. }
+        | Command::Relay { .. }
         | Command::Web { .. } => {
             unreachable!()
         }

@@ -1,0 +1,76 @@
+//! NATS JetStream: a publish with `Nats-Msg-Id`, confirmed by the stream's
+//! publish ack (so JetStream's duplicate window drops a redelivery).
+
+use super::{scrub, Delivery, Outcome, Sink};
+use crate::message::Message;
+use async_nats::jetstream::context::PublishErrorKind;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+pub struct Nats {
+    url: url::Url,
+    subject: String,
+    timeout: Duration,
+    js: OnceCell<async_nats::jetstream::Context>,
+}
+
+impl Nats {
+    pub fn new(url: &url::Url, subject: &str, timeout: Duration) -> Nats {
+        Nats {
+            url: url.clone(),
+            subject: subject.into(),
+            timeout,
+            js: OnceCell::new(),
+        }
+    }
+
+    async fn context(&self) -> Result<&async_nats::jetstream::Context, String> {
+        self.js
+            .get_or_try_init(|| async {
+                // Once connected the client reconnects by itself; a server
+                // down at the first delivery is tried again at the next.
+                let client = async_nats::ConnectOptions::new()
+                    .connection_timeout(self.timeout)
+                    .connect(self.url.as_str())
+                    .await
+                    .map_err(|e| scrub(format!("nats: {e}"), &self.url))?;
+                let mut js = async_nats::jetstream::new(client);
+                js.set_timeout(self.timeout);
+                Ok(js)
+            })
+            .await
+    }
+}
+
+impl Sink for Nats {
+    fn deliver<'a>(&'a self, m: &'a Message) -> Delivery<'a> {
+        Box::pin(async move {
+            let js = match self.context().await {
+                Ok(js) => js,
+                Err(e) => return Outcome::unavailable(e),
+            };
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", m.id.as_str());
+            for (k, v) in m.headers() {
+                headers.insert(k, v.as_str());
+            }
+            let sent = js
+                .publish_with_headers(self.subject.clone(), headers, m.body.clone().into())
+                .await;
+            let acked = match sent {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            };
+            match acked {
+                Ok(_) => Outcome::Delivered,
+                Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
+                    Outcome::Refused(format!(
+                        "nats: no JetStream stream captures subject {:?}",
+                        self.subject
+                    ))
+                }
+                Err(e) => Outcome::unavailable(scrub(format!("nats: {e}"), &self.url)),
+            }
+        })
+    }
+}

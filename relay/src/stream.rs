@@ -1,0 +1,200 @@
+//! A stream route: one relay at a time delivers it, under a lease named
+//! `relay:{route}` (10 s, renewed every 3 s by a keeper thread); it reads
+//! from the route's saved offset (the route name is the consumer), delivers
+//! a batch with every event in flight, and saves the offset of the
+//! gap-free prefix the sink confirmed. An unavailable sink is tried again
+//! from the first unconfirmed event after a backoff; a refused event stops
+//! the route there, never skipped.
+
+use crate::backoff::Down;
+use crate::message::Message;
+use crate::route::{Ctx, DbState, IDLE_WAIT, LAG_EVERY};
+use crate::sink::Outcome;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a route's lease lasts without a renewal.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+/// How often the holder renews it.
+pub const RENEW_EVERY: Duration = Duration::from_secs(3);
+/// How often a relay without the lease tries to take it.
+pub const STANDBY_EVERY: Duration = Duration::from_secs(1);
+
+/// Why a stream route ended.
+pub enum End {
+    /// The stop flag was raised.
+    Stopped,
+    /// The sink refused an event: the route stops there.
+    Refused { offset: i64, error: String },
+}
+
+pub fn run(ctx: &Ctx<'_>, stream: &str, owner: &str) -> alkstore::Result<End> {
+    let lease = format!("relay:{}", ctx.route.name);
+    let mut db = DbState::default();
+    let mut standby_logged = false;
+    while !ctx.stop.is_stopped() {
+        let guard = match ctx.store.lock(&lease, owner, LEASE_TTL) {
+            Ok(Some(g)) => {
+                db.ok(ctx);
+                g
+            }
+            Ok(None) => {
+                db.ok(ctx);
+                if !standby_logged {
+                    standby_logged = true;
+                    ctx.log("another relay delivers this stream route; standing by");
+                }
+                ctx.pause(STANDBY_EVERY);
+                continue;
+            }
+            Err(e) => {
+                db.failed(ctx, &e);
+                continue;
+            }
+        };
+        standby_logged = false;
+        ctx.log(&format!("delivering stream {stream} (lease {lease} taken)"));
+        let lost = AtomicBool::new(false);
+        let done = AtomicBool::new(false);
+        let end = std::thread::scope(|s| {
+            s.spawn(|| keep(&guard, &lost, &done, ctx));
+            let end = deliver(ctx, stream, &lost, &mut db);
+            done.store(true, Ordering::SeqCst);
+            end
+        });
+        // Released at once (dropped), so a standby takes over without
+        // waiting out the lease.
+        drop(guard);
+        match end {
+            Ok(Some(end)) => return Ok(end),
+            Ok(None) => ctx.log(&format!("lease {lease} lost; standing by")),
+            Err(e) => db.failed(ctx, &e),
+        }
+    }
+    Ok(End::Stopped)
+}
+
+/// Renews the lease until `done`; raises `lost` when it is gone or could
+/// not be renewed before it ran out.
+fn keep(guard: &alkstore::LockGuard, lost: &AtomicBool, done: &AtomicBool, ctx: &Ctx<'_>) {
+    let mut renewed = Instant::now();
+    let mut next = Instant::now() + RENEW_EVERY;
+    while !done.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+        if Instant::now() < next {
+            continue;
+        }
+        next = Instant::now() + RENEW_EVERY;
+        match guard.renew(LEASE_TTL) {
+            Ok(true) => renewed = Instant::now(),
+            Ok(false) => {
+                lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            Err(e) => {
+                if renewed.elapsed() + RENEW_EVERY >= LEASE_TTL {
+                    ctx.log(&format!("could not renew the lease: {e}"));
+                    lost.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Delivers while the lease is held: `Ok(None)` when it was lost.
+fn deliver(
+    ctx: &Ctx<'_>,
+    stream: &str,
+    lost: &AtomicBool,
+    db: &mut DbState,
+) -> alkstore::Result<Option<End>> {
+    let st = ctx.store.stream(stream)?;
+    let consumer = ctx.route.name.as_str();
+    let mut saved = st.get_offset(consumer)?;
+    let mut reader = st.reader(saved);
+    let mut down = Down::default();
+    let mut lag_at = Instant::now() - LAG_EVERY;
+    while !ctx.stop.is_stopped() {
+        if lost.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        if let Some(left) = down.left() {
+            ctx.pause(left.min(Duration::from_millis(250)));
+            continue;
+        }
+        if lag_at.elapsed() >= LAG_EVERY {
+            lag_at = Instant::now();
+            ctx.metrics.set_lag(lag(&st, saved));
+        }
+        let max = if down.is_down() {
+            1
+        } else {
+            ctx.route.concurrency as i64
+        };
+        let events = match reader.next_batch(max, IDLE_WAIT) {
+            Ok(e) => {
+                db.ok(ctx);
+                e
+            }
+            Err(e) => {
+                db.failed(ctx, &e);
+                reader = st.reader(saved);
+                continue;
+            }
+        };
+        if events.is_empty() {
+            continue;
+        }
+        let messages: Vec<Message> = events.iter().map(|e| Message::event(stream, e)).collect();
+        let outcomes = ctx.deliver_all(&messages);
+        let confirmed = outcomes
+            .iter()
+            .take_while(|o| **o == Outcome::Delivered)
+            .count();
+        if confirmed > 0 {
+            let offset = events[confirmed - 1].offset;
+            // Offsets never move backwards: a relay that lost its lease
+            // meanwhile saves nothing wrong.
+            st.save_offset(consumer, offset)?;
+            saved = offset;
+            ctx.metrics.delivered(confirmed);
+        }
+        match outcomes.into_iter().nth(confirmed) {
+            None => ctx.sink_up(&mut down),
+            Some(Outcome::Refused(error)) => {
+                ctx.metrics.failed(1);
+                let offset = events[confirmed].offset;
+                ctx.metrics.set_lag(lag(&st, saved));
+                ctx.log(&format!(
+                    "stopped at event stream:{stream}:{offset}, which the sink refused: {error}"
+                ));
+                return Ok(Some(End::Refused { offset, error }));
+            }
+            Some(Outcome::Unavailable { error, retry_after }) => {
+                ctx.metrics.failed(events.len() - confirmed);
+                ctx.sink_down(&mut down, &error, retry_after);
+                // From the first unconfirmed event again; those after it
+                // that went through go again under the same ids.
+                reader = st.reader(saved);
+            }
+            Some(Outcome::Delivered) => unreachable!("counted in the prefix"),
+        }
+    }
+    Ok(Some(End::Stopped))
+}
+
+/// Seconds since the first event after `saved` was published (0: none).
+fn lag(st: &alkstore::Stream, saved: i64) -> f64 {
+    let Ok(events) = st.read(saved, 1) else {
+        return 0.0;
+    };
+    let Some(e) = events.first() else {
+        return 0.0;
+    };
+    chrono::DateTime::parse_from_rfc3339(&e.created_at)
+        .map(|t| {
+            (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_milliseconds() as f64 / 1000.0
+        })
+        .unwrap_or(0.0)
+}

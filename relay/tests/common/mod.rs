@@ -1,0 +1,284 @@
+//! What the relay's tests share: a store on each engine, a relay running
+//! on a thread, a webhook receiver, and real broker servers started on
+//! loopback ports for the test and killed after.
+#![allow(dead_code)]
+
+use alkstore::{Stop, Store};
+use alkstore_relay::{Config, Relay, Report};
+use alkstore_tests::Target;
+use axum::http::HeaderMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The store of a test target.
+pub fn store(target: &Target) -> Store {
+    let url = if target.is_postgres() {
+        target.pg_url().to_string()
+    } else {
+        format!("sqlite:{}", target.sqlite_path().display())
+    };
+    alkstore::open(&url).expect("open the store")
+}
+
+/// A relay running on a thread until dropped (or [`Running::stop`]).
+pub struct Running {
+    pub relay: Arc<Relay>,
+    stop: Stop,
+    thread: Option<std::thread::JoinHandle<Report>>,
+}
+
+impl Running {
+    pub fn start(store: &Store, config: &str) -> Running {
+        let config = Config::parse(config).expect("a valid config");
+        let relay = Arc::new(Relay::new(store.clone(), config));
+        let stop = Stop::new();
+        let (r, s) = (relay.clone(), stop.clone());
+        let thread = std::thread::spawn(move || r.run(&s).expect("the relay runs"));
+        Running {
+            relay,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn stop(mut self) -> Report {
+        self.stop.stop();
+        self.thread
+            .take()
+            .unwrap()
+            .join()
+            .expect("the relay thread")
+    }
+
+    pub fn metrics(&self) -> String {
+        self.relay.metrics()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits up to `secs` for `f` to hold (a loaded two-core machine is slow:
+/// generous bounds), panicking with `what` if it never does.
+pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("waited {secs} s for {what}");
+}
+
+/// One request a [`Receiver`] took.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub headers: HeaderMap,
+    pub body: String,
+    pub at: Instant,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// An answer a [`Receiver`] gives: status, headers, body.
+pub type Answer = (u16, Vec<(&'static str, String)>, String);
+type Answerer = dyn Fn(&Received, usize) -> Answer + Send + Sync;
+
+/// A webhook endpoint on a loopback port: records every request and
+/// answers as told (`answer(request, how many came before)`).
+pub struct Receiver {
+    pub url: String,
+    pub got: Arc<Mutex<Vec<Received>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Receiver {
+    pub fn ok() -> Receiver {
+        Receiver::answering(|_, _| (200, vec![], String::new()))
+    }
+
+    pub fn answering(
+        answer: impl Fn(&Received, usize) -> Answer + Send + Sync + 'static,
+    ) -> Receiver {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let answer: Arc<Answerer> = Arc::new(answer);
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let g = got.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |headers: HeaderMap, body: String| {
+                let (g, answer) = (g.clone(), answer.clone());
+                async move {
+                    let r = Received {
+                        headers,
+                        body,
+                        at: Instant::now(),
+                    };
+                    let n = {
+                        let mut g = g.lock().unwrap();
+                        g.push(r.clone());
+                        g.len() - 1
+                    };
+                    let (status, headers, body) = answer(&r, n);
+                    let mut resp = axum::response::Response::builder().status(status);
+                    for (k, v) in headers {
+                        resp = resp.header(k, v);
+                    }
+                    resp.body(axum::body::Body::from(body)).unwrap()
+                }
+            }),
+        );
+        rt.spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Receiver { url, got, _rt: rt }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+}
+
+/// Whether the test command requires the broker servers
+/// (`ALKSTORE_REQUIRE_RELAY=1`); without it a missing server binary skips
+/// that test with a note.
+pub fn servers_required() -> bool {
+    std::env::var("ALKSTORE_REQUIRE_RELAY").is_ok_and(|v| v == "1")
+}
+
+fn found(binary: &str) -> Option<String> {
+    for dir in ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"] {
+        let p = format!("{dir}/{binary}");
+        if std::path::Path::new(&p).exists() {
+            return Some(p);
+        }
+    }
+    assert!(
+        !servers_required(),
+        "{binary} not found but ALKSTORE_REQUIRE_RELAY=1"
+    );
+    eprintln!("note: {binary} not found: not tested");
+    None
+}
+
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A broker server of the test's own, killed when dropped.
+pub struct Server {
+    pub port: u16,
+    binary: String,
+    args: Vec<String>,
+    child: Option<Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// `redis-server` on a free port, nothing saved to disk.
+    pub fn redis() -> Option<Server> {
+        let binary = found("redis-server")?;
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let args = vec![
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--save".into(),
+            String::new(),
+            "--appendonly".into(),
+            "no".into(),
+            "--dir".into(),
+            dir.path().display().to_string(),
+        ];
+        Some(Server::started(binary, args, port, dir))
+    }
+
+    /// `nats-server` with JetStream on a free port, its store in a
+    /// directory of its own (kept across a restart of this server).
+    pub fn nats() -> Option<Server> {
+        let binary = found("nats-server")?;
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let args = vec![
+            "-js".into(),
+            "-a".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "-sd".into(),
+            dir.path().display().to_string(),
+        ];
+        Some(Server::started(binary, args, port, dir))
+    }
+
+    fn started(binary: String, args: Vec<String>, port: u16, dir: tempfile::TempDir) -> Server {
+        let mut s = Server {
+            port,
+            binary,
+            args,
+            child: None,
+            _dir: dir,
+        };
+        s.start();
+        s
+    }
+
+    /// Starts it (again) on the same port and waits until it listens.
+    pub fn start(&mut self) {
+        let child = Command::new(&self.binary)
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.binary));
+        self.child = Some(child);
+        let port = self.port;
+        wait_until(30, "the server to listen", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+    }
+
+    /// Kills it (SIGKILL) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,104 @@
+//! The relay to NATS JetStream (contract v1.3 §N), against a real
+//! `nats-server -js` of the test's own: headers, JetStream dropping a
+//! redelivery under the same `Nats-Msg-Id`, and a subject no stream
+//! captures refused (an attempt spent, dead after `max_attempts`).
+
+mod common;
+
+use alkstore::EnqueueOpts;
+use alkstore_tests::{fresh, per_engine};
+use common::*;
+use serde_json::{json, Value};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Creates the JetStream stream `ORDERS` capturing `orders.>`.
+fn jetstream(port: u16) -> async_nats::jetstream::Context {
+    rt().block_on(async {
+        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(client);
+        js.get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        js
+    })
+}
+
+/// Every message of the stream `ORDERS`: its headers and payload.
+fn messages(port: u16) -> Vec<(async_nats::HeaderMap, Value)> {
+    rt().block_on(async {
+        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(client);
+        let mut stream = js.get_stream("ORDERS").await.unwrap();
+        let n = stream.info().await.unwrap().state.messages;
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            let m = stream.get_raw_message(seq).await.unwrap();
+            out.push((m.headers, serde_json::from_slice(&m.payload).unwrap()));
+        }
+        out
+    })
+}
+
+per_engine! {
+    /// A message arrives with `Nats-Msg-Id` = `Alk-Id` = its message id and
+    /// `Alk-Source`, `Alk-Attempt`; a publish under the same id again is
+    /// dropped by JetStream's duplicate window; a subject no stream
+    /// captures is a refusal that dead-letters after `max_attempts`.
+    fn messages_arrive_with_their_ids_and_jetstream_drops_repeats(target) {
+        let Some(server) = Server::nats() else { return };
+        let _ = jetstream(server.port);
+        let store = store(target);
+        let outbox = fresh("relay-nats");
+        let nowhere = fresh("relay-nats-nowhere");
+        let id = store.outbox(&outbox).unwrap().enqueue(&EnqueueOpts::default(), &json!({"order": 1})).unwrap();
+        let lost = store
+            .outbox(&nowhere)
+            .unwrap()
+            .enqueue(&EnqueueOpts { max_attempts: Some(1), ..Default::default() }, &json!({}))
+            .unwrap();
+        let config = format!(
+            "[[route]]\nname = \"to-nats\"\noutbox = \"{outbox}\"\nto = \"nats://127.0.0.1:{p}\"\nsubject = \"orders.new\"\n\n\
+             [[route]]\nname = \"nowhere\"\noutbox = \"{nowhere}\"\nto = \"nats://127.0.0.1:{p}\"\nsubject = \"nobody.listens\"\n",
+            p = server.port
+        );
+        let relay = Running::start(&store, &config);
+        wait_until(60, "one message in the stream", || messages(server.port).len() == 1);
+        wait_until(60, "the refused message to go dead", || {
+            store.get_job(lost).unwrap().is_some_and(|j| j["state"] == "dead")
+        });
+        let dead = store.get_job(lost).unwrap().unwrap();
+        assert!(dead["last_error"].as_str().unwrap().contains("no JetStream stream captures"), "{dead}");
+        drop(relay);
+        let (headers, payload) = &messages(server.port)[0];
+        let want = format!("outbox:{outbox}:{id}");
+        assert_eq!(headers.get(async_nats::header::NATS_MESSAGE_ID).unwrap().as_str(), want);
+        assert_eq!(headers.get("Alk-Id").unwrap().as_str(), want);
+        assert_eq!(headers.get("Alk-Source").unwrap().as_str(), format!("outbox:{outbox}"));
+        assert_eq!(headers.get("Alk-Attempt").unwrap().as_str(), "1");
+        assert_eq!(payload, &json!({"order": 1}));
+        // What a redelivery after a crash is: the same id again.
+        rt().block_on(async {
+            let client = async_nats::connect(format!("nats://127.0.0.1:{}", server.port)).await.unwrap();
+            let js = async_nats::jetstream::new(client);
+            let mut h = async_nats::HeaderMap::new();
+            h.insert("Nats-Msg-Id", want.as_str());
+            let ack = js.publish_with_headers("orders.new", h, "{}".into()).await.unwrap().await.unwrap();
+            assert!(ack.duplicate, "JetStream drops the repeat");
+        });
+        assert_eq!(messages(server.port).len(), 1);
+    }
+}

@@ -1,0 +1,207 @@
+//! The relay to webhooks (contract v1.3 §N): what arrives, under which ids
+//! and headers, in which order, and what a refusing or unavailable
+//! endpoint does to the outbox — on SQLite and PostgreSQL (extension,
+//! plain install, PgBouncer), with a real HTTP receiver.
+
+mod common;
+
+use alkstore::EnqueueOpts;
+use alkstore_tests::{fresh, per_engine};
+use base64::Engine as _;
+use common::*;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use std::time::Duration;
+
+const SECRET: &str = "whsec_c2VjcmV0LWtleS1vZi10aGUtdGVzdA==";
+
+fn route(name: &str, source: &str, url: &str, extra: &str) -> String {
+    format!("[[route]]\nname = \"{name}\"\n{source}\nto = \"{url}\"\n{extra}\n")
+}
+
+per_engine! {
+    /// Committed messages arrive once, with `webhook-id` = `outbox:{outbox}:{job}`,
+    /// a timestamp and a Standard Webhooks signature that verifies, the
+    /// alkstore headers and the payload as JSON; a rolled-back message never.
+    fn committed_outbox_messages_arrive_once_with_their_ids_and_a_signature(target) {
+        let store = store(target);
+        let outbox = fresh("relay-hook");
+        let rx = Receiver::ok();
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let mut tx = store.begin().unwrap();
+            ids.push(tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::default(), &json!({"n": i, "name": "ünï"})).unwrap());
+            tx.commit().unwrap();
+        }
+        let mut tx = store.begin().unwrap();
+        tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::default(), &json!({"n": "rolled back"})).unwrap();
+        tx.rollback().unwrap();
+        let relay = Running::start(
+            &store,
+            &route("hook", &format!("outbox = \"{outbox}\""), &rx.url, &format!("secret = \"{SECRET}\"\nheaders = {{ x-team = \"billing\" }}")),
+        );
+        wait_until(60, "three deliveries", || rx.received().len() >= 3);
+        wait_until(30, "the acks", || {
+            store.outbox(&outbox).unwrap().stats().unwrap()["completed"].as_i64() == Some(0)
+                && store.outbox(&outbox).unwrap().stats().unwrap()["running"].as_i64() == Some(0)
+        });
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut got = rx.received();
+        assert_eq!(got.len(), 3, "each message once, the rolled-back one never");
+        // Sent side by side: they may arrive in any order.
+        got.sort_by_key(|r| r.header("webhook-id").rsplit(':').next().unwrap().parse::<i64>().unwrap());
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(SECRET.strip_prefix("whsec_").unwrap())
+            .unwrap();
+        for (r, id) in got.iter().zip(&ids) {
+            let want = format!("outbox:{outbox}:{id}");
+            assert_eq!(r.header("webhook-id"), want);
+            assert_eq!(r.header("alk-id"), want);
+            assert_eq!(r.header("alk-source"), format!("outbox:{outbox}"));
+            assert_eq!(r.header("alk-attempt"), "1");
+            assert_eq!(r.header("content-type"), "application/json");
+            assert_eq!(r.header("x-team"), "billing");
+            let ts = r.header("webhook-timestamp");
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+            assert!(now.abs_diff(ts.parse::<u64>().unwrap()) < 120, "a Unix timestamp: {ts}");
+            let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+            mac.update(format!("{want}.{ts}.{}", r.body).as_bytes());
+            let sig = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+            assert_eq!(r.header("webhook-signature"), sig, "the signature verifies");
+            let body: Value = serde_json::from_str(&r.body).unwrap();
+            assert_eq!(body["name"], "ünï");
+        }
+        let ns: Vec<i64> = got.iter().map(|r| serde_json::from_str::<Value>(&r.body).unwrap()["n"].as_i64().unwrap()).collect();
+        let mut sorted = ns.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![0, 1, 2]);
+        let report = relay.stop();
+        assert!(report.stopped.is_empty());
+    }
+
+    /// Under `concurrency` 16, messages of one group arrive one after
+    /// another in their order, while groups go side by side.
+    fn group_order_holds_under_concurrency(target) {
+        let store = store(target);
+        let outbox = fresh("relay-groups");
+        let rx = Receiver::ok();
+        let ob = store.outbox(&outbox).unwrap();
+        for i in 0..25 {
+            for g in ["a", "b", "c", "d"] {
+                let opts = EnqueueOpts { group_key: Some(g.into()), ..Default::default() };
+                ob.enqueue(&opts, &json!({"g": g, "i": i})).unwrap();
+            }
+        }
+        let relay = Running::start(&store, &route("groups", &format!("outbox = \"{outbox}\""), &rx.url, "concurrency = 16"));
+        wait_until(120, "100 deliveries", || rx.received().len() >= 100);
+        drop(relay);
+        let got = rx.received();
+        assert_eq!(got.len(), 100);
+        for g in ["a", "b", "c", "d"] {
+            let order: Vec<i64> = got
+                .iter()
+                .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+                .filter(|b| b["g"] == g)
+                .map(|b| b["i"].as_i64().unwrap())
+                .collect();
+            assert_eq!(order, (0..25).collect::<Vec<_>>(), "group {g} in order");
+        }
+    }
+
+    /// An HTTP 400 spends an attempt each time and dead-letters the message
+    /// after `max_attempts`, with the endpoint's answer as its error.
+    fn a_refusal_dead_letters_after_max_attempts_with_the_answer(target) {
+        let store = store(target);
+        let outbox = fresh("relay-400");
+        let rx = Receiver::answering(|_, _| (400, vec![], "no such customer".into()));
+        let ob = store.outbox(&outbox).unwrap();
+        let id = ob.enqueue(&EnqueueOpts { max_attempts: Some(2), ..Default::default() }, &json!({})).unwrap();
+        let relay = Running::start(&store, &route("refused", &format!("outbox = \"{outbox}\""), &rx.url, ""));
+        // Two attempts, the backoff of 5 s between them.
+        wait_until(90, "the message to go dead", || ob.stats().unwrap()["dead"].as_i64() == Some(1));
+        let job = store.get_job(id).unwrap().expect("the dead job");
+        assert_eq!(job["state"], "dead");
+        assert_eq!(job["attempts"], 2);
+        assert_eq!(job["last_error"], "HTTP 400: no such customer");
+        let got = rx.received();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].header("alk-attempt"), "1");
+        assert_eq!(got[1].header("alk-attempt"), "2");
+        let metrics = relay.metrics();
+        assert!(metrics.contains("alkstore_relay_failed_total{route=\"refused\"} 2"), "{metrics}");
+        assert!(metrics.contains("alkstore_relay_up{route=\"refused\"} 1"), "a refusal is not an outage: {metrics}");
+    }
+
+    /// A 503 with `Retry-After: 1` gives the claim back without spending an
+    /// attempt, and the message goes again no earlier than the backoff.
+    fn a_503_is_retried_after_its_backoff_without_spending_an_attempt(target) {
+        let store = store(target);
+        let outbox = fresh("relay-503");
+        let rx = Receiver::answering(|_, n| {
+            if n == 0 {
+                (503, vec![("retry-after", "1".into())], "busy".into())
+            } else {
+                (204, vec![], String::new())
+            }
+        });
+        let ob = store.outbox(&outbox).unwrap();
+        let id = ob.enqueue(&EnqueueOpts::default(), &json!({"x": 1})).unwrap();
+        let relay = Running::start(&store, &route("busy", &format!("outbox = \"{outbox}\""), &rx.url, ""));
+        wait_until(60, "the second delivery", || rx.received().len() >= 2);
+        wait_until(30, "the ack", || store.get_job(id).unwrap().is_none_or(|j| j["state"] == "completed"));
+        let got = rx.received();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].header("alk-attempt"), "1");
+        assert_eq!(got[1].header("alk-attempt"), "1", "the outage spent no attempt");
+        assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+        let gap = got[1].at - got[0].at;
+        // Retry-After asked for 1 s; the outbox's backoff (5 s) is longer.
+        assert!(gap >= Duration::from_secs(5), "went again after {gap:?}");
+        let metrics = relay.metrics();
+        assert!(metrics.contains("alkstore_relay_delivered_total{route=\"busy\"} 1"), "{metrics}");
+        assert!(metrics.contains("alkstore_relay_up{route=\"busy\"} 1"), "{metrics}");
+    }
+
+    /// A stream route delivers every event once in offset order (one at a
+    /// time here), under `stream:{stream}:{offset}`, and saves its offset;
+    /// a second relay on the same file stands by, and takes over when the
+    /// first stops.
+    fn a_stream_route_delivers_in_order_and_one_relay_at_a_time(target) {
+        let store = store(target);
+        let stream = fresh("relay-stream");
+        let rx = Receiver::ok();
+        let st = store.stream(&stream).unwrap();
+        for i in 0..20 {
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        let config = route("events", &format!("stream = \"{stream}\""), &rx.url, "concurrency = 1");
+        let first = Running::start(&store, &config);
+        wait_until(60, "20 deliveries", || rx.received().len() >= 20);
+        let second = Running::start(&store, &config);
+        std::thread::sleep(Duration::from_secs(2));
+        for i in 20..30 {
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        wait_until(60, "30 deliveries", || rx.received().len() >= 30);
+        first.stop();
+        for i in 30..40 {
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        // The second takes over within the lease's 10 s (released at once here).
+        wait_until(60, "40 deliveries", || rx.received().len() >= 40);
+        drop(second);
+        let got = rx.received();
+        let is: Vec<i64> = got.iter().map(|r| serde_json::from_str::<Value>(&r.body).unwrap()["i"].as_i64().unwrap()).collect();
+        assert_eq!(is, (0..40).collect::<Vec<_>>(), "each event once, in order");
+        for (k, r) in got.iter().enumerate() {
+            let offset = r.header("alk-offset").parse::<i64>().unwrap();
+            assert_eq!(r.header("webhook-id"), format!("stream:{stream}:{offset}"));
+            assert_eq!(r.header("alk-source"), format!("stream:{stream}"));
+            if k > 0 {
+                assert!(offset > got[k - 1].header("alk-offset").parse::<i64>().unwrap());
+            }
+        }
+        assert_eq!(st.get_offset("events").unwrap(), got[39].header("alk-offset").parse::<i64>().unwrap());
+    }
+}
