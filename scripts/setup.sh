@@ -26,9 +26,9 @@ fi
 command -v npm >/dev/null || need_apt+=(nodejs npm)
 
 # The web dashboard's browser tests: headless chromium over WebDriver.
-# The relay's tests start real brokers of their own: Redis and NATS
-# (JetStream); the packages' services are never started.
-for pkg in chromium chromium-driver redis-server nats-server; do
+# The relay's tests start real brokers of their own: Redis, NATS
+# (JetStream) and a RabbitMQ node; the packages' services are never started.
+for pkg in chromium chromium-driver redis-server nats-server rabbitmq-server; do
   have "$pkg" || need_apt+=("$pkg")
 done
 

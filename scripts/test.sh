@@ -139,7 +139,7 @@ cargo test --locked -p alkstore-cli
 step "the web dashboard (alkstore web): its JSON API on SQLite and both PostgreSQL installs, and headless chromium driving the pages (screenshots: ALK_SCREENSHOTS=docs/screenshots)"
 ALKSTORE_REQUIRE_BROWSER=1 cargo test --locked -p alkstore-web
 
-step "the relay (alkstore relay) to webhooks, Redis Streams and NATS JetStream on SQLite and PostgreSQL, against redis-server and nats-server processes the tests start on loopback ports"
+step "the relay (alkstore relay) to webhooks, Redis Streams, NATS JetStream and RabbitMQ on SQLite and PostgreSQL, against redis-server, nats-server and RabbitMQ processes the tests start on loopback ports"
 ALKSTORE_REQUIRE_RELAY=1 cargo test --locked -p alkstore-relay
 
 step "job features, schedules and workflow examples on PostgreSQL"

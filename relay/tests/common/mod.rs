@@ -198,6 +198,7 @@ pub struct Server {
     pub port: u16,
     binary: String,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     child: Option<Child>,
     _dir: tempfile::TempDir,
 }
@@ -241,11 +242,57 @@ impl Server {
         Some(Server::started(binary, args, port, dir))
     }
 
+    /// A RabbitMQ node of its own (user guest, loopback only): its port,
+    /// Erlang distribution port, data and logs in a directory of its own.
+    /// Takes about 10 s to start.
+    pub fn rabbitmq() -> Option<Server> {
+        let binary = found("rabbitmq-server")?;
+        // The script in /usr/sbin switches to the rabbitmq user; the one
+        // beside the broker runs as whoever calls it.
+        let binary = ["/usr/lib/rabbitmq/bin/rabbitmq-server"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .map(String::from)
+            .unwrap_or(binary);
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let d = dir.path().display().to_string();
+        std::fs::write(dir.path().join("plugins"), "[].").unwrap();
+        let env = vec![
+            (
+                "RABBITMQ_NODENAME".to_string(),
+                format!("alk{port}@localhost"),
+            ),
+            ("RABBITMQ_NODE_IP_ADDRESS".into(), "127.0.0.1".into()),
+            ("RABBITMQ_NODE_PORT".into(), port.to_string()),
+            ("RABBITMQ_DIST_PORT".into(), free_port().to_string()),
+            ("RABBITMQ_MNESIA_BASE".into(), format!("{d}/mnesia")),
+            ("RABBITMQ_LOG_BASE".into(), format!("{d}/log")),
+            (
+                "RABBITMQ_ENABLED_PLUGINS_FILE".into(),
+                format!("{d}/plugins"),
+            ),
+            ("RABBITMQ_PID_FILE".into(), format!("{d}/pid")),
+            ("HOME".into(), d.clone()),
+        ];
+        let mut s = Server {
+            port,
+            binary,
+            args: vec![],
+            env,
+            child: None,
+            _dir: dir,
+        };
+        s.start();
+        Some(s)
+    }
+
     fn started(binary: String, args: Vec<String>, port: u16, dir: tempfile::TempDir) -> Server {
         let mut s = Server {
             port,
             binary,
             args,
+            env: vec![],
             child: None,
             _dir: dir,
         };
@@ -255,15 +302,19 @@ impl Server {
 
     /// Starts it (again) on the same port and waits until it listens.
     pub fn start(&mut self) {
+        use std::os::unix::process::CommandExt;
         let child = Command::new(&self.binary)
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            // A group of its own: a kill reaches what a script started.
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", self.binary));
         self.child = Some(child);
         let port = self.port;
-        wait_until(30, "the server to listen", || {
+        wait_until(90, "the server to listen", || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
     }
@@ -271,6 +322,9 @@ impl Server {
     /// Kills it (SIGKILL) and waits for it to be gone.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", c.id())])
+                .status();
             let _ = c.kill();
             let _ = c.wait();
         }
