@@ -49,7 +49,7 @@ fn declare(url: &str, queues: &[String]) {
         let ch = conn.create_channel().await.unwrap();
         for q in queues {
             ch.queue_declare(
-                q.as_str().into(),
+                q.as_str(),
                 QueueDeclareOptions {
                     durable: true,
                     ..Default::default()
@@ -71,7 +71,7 @@ fn take(url: &str, queue: &str) -> Vec<Got> {
         let ch = conn.create_channel().await.unwrap();
         let mut out = Vec::new();
         while let Some(m) = ch
-            .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+            .basic_get(queue, BasicGetOptions { no_ack: true })
             .await
             .unwrap()
         {
