@@ -142,6 +142,14 @@ ALKSTORE_REQUIRE_BROWSER=1 cargo test --locked -p alkstore-web
 step "the relay (alkstore relay) to webhooks, Redis Streams, NATS JetStream and RabbitMQ on SQLite and PostgreSQL, against redis-server, nats-server and RabbitMQ processes the tests start on loopback ports"
 ALKSTORE_REQUIRE_RELAY=1 cargo test --locked -p alkstore-relay
 
+step "the relay's example against each sink (docs/relay.md): a webhook, Redis, NATS JetStream and RabbitMQ started by scripts/brokers.sh"
+eval "$(bash scripts/brokers.sh start)"
+for sink in http://127.0.0.1:0/hook "$ALK_REDIS_URL" "$ALK_NATS_URL" "$ALK_AMQP_URL"; do
+  cargo run --locked -q -p alkstore-relay --example relay -- "$sink" | tee "$log.relay"
+  diff -u relay/examples/relay.expected.txt "$log.relay"
+done
+bash scripts/brokers.sh stop
+
 step "job features, schedules and workflow examples on PostgreSQL"
 cargo run --locked -q -p alkstore --example job_features "$ALKSTORE_PG_URL" | check_features
 cargo run --locked -q -p alkstore --example schedules "$ALKSTORE_PG_URL" | tee "$log.schedules"
