@@ -27,6 +27,15 @@ fn urls() -> Vec<(String, tempfile::TempDir)> {
 }
 
 fn relay(url: &str, config: &str, dir: &std::path::Path) -> std::process::Child {
+    relay_with(url, config, dir, &[])
+}
+
+fn relay_with(
+    url: &str,
+    config: &str,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> std::process::Child {
     let path = dir.join(format!("{}.toml", fresh("relay")));
     std::fs::write(&path, config).unwrap();
     Command::new(env!("CARGO_BIN_EXE_alkstore"))
@@ -35,6 +44,7 @@ fn relay(url: &str, config: &str, dir: &std::path::Path) -> std::process::Child 
         .arg("relay")
         .arg("--config")
         .arg(&path)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -96,6 +106,22 @@ fn each_bad_config_exits_2_with_one_line_and_claims_nothing() {
     }
 }
 
+/// The body of `GET /metrics` on `addr`, `None` while nothing answers.
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).ok()?;
+    c.write_all(
+        format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// While the sink is down the claim is given back (no attempt spent), the
+/// metrics say the sink is down, the password in the sink's URL shows in
+/// no log line and no metric; SIGTERM ends the relay with exit status 0.
 #[test]
 fn sigterm_gives_back_what_could_not_be_delivered_and_exits_0() {
     for (url, dir) in urls() {
@@ -108,9 +134,15 @@ fn sigterm_gives_back_what_could_not_be_delivered_and_exits_0() {
             .unwrap();
         // Nothing listens on port 9 of loopback: the sink is down.
         let config = format!(
-            "[[route]]\nname = \"r\"\noutbox = \"{outbox}\"\nto = \"http://127.0.0.1:9/hook\"\n"
+            "[[route]]\nname = \"r\"\noutbox = \"{outbox}\"\nto = \"http://hook:hunter2@127.0.0.1:9/hook\"\n"
         );
-        let child = relay(&url, &config, dir.path());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = relay_with(&url, &config, dir.path(), &["--metrics", &addr]);
         let end = Instant::now() + Duration::from_secs(60);
         loop {
             let job = store.get_job(id).unwrap().unwrap();
@@ -122,6 +154,24 @@ fn sigterm_gives_back_what_could_not_be_delivered_and_exits_0() {
         let job = store.get_job(id).unwrap().unwrap();
         assert_eq!(job["state"], "pending", "given back: {job}");
         assert_eq!(job["attempts"], 0, "the outage spent no attempt: {job}");
+        let mut metrics = String::new();
+        wait(30, "metrics saying the sink is down", || {
+            metrics = scrape(&addr).unwrap_or_default();
+            metrics.contains("alkstore_relay_up{route=\"r\"} 0")
+        });
+        assert!(
+            !metrics.contains("alkstore_relay_failed_total{route=\"r\"} 0"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("alkstore_relay_delivered_total{route=\"r\"} 0"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("alkstore_relay_lag_seconds{route=\"r\"}"),
+            "{metrics}"
+        );
+        assert!(!metrics.contains("hunter2"), "{metrics}");
         Command::new("kill")
             .arg("-TERM")
             .arg(child.id().to_string())
@@ -131,9 +181,160 @@ fn sigterm_gives_back_what_could_not_be_delivered_and_exits_0() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{err}");
         assert!(
-            err.contains("route \"r\": sink http://127.0.0.1:9/hook down"),
+            err.contains("route \"r\": sink http://hook:***@127.0.0.1:9/hook down"),
             "{err}"
         );
+        assert!(!err.contains("hunter2"), "no password in any line: {err}");
         assert!(err.contains("stopping"), "{err}");
+    }
+}
+
+/// What a webhook receiver got: each request's `webhook-id` and when.
+type Log = std::sync::Arc<std::sync::Mutex<Vec<(String, Instant)>>>;
+
+/// A webhook receiver on a loopback port (plain HTTP/1.1 with keep-alive,
+/// a thread per connection) that answers 204 after `delay`.
+fn receiver(delay: Duration) -> (String, Log) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let log: Log = Default::default();
+    let l = log.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let l = l.clone();
+            std::thread::spawn(move || {
+                let mut out = conn.try_clone().unwrap();
+                let mut r = BufReader::new(conn);
+                loop {
+                    let (mut len, mut id, mut line) = (0usize, String::new(), String::new());
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let h = line.trim_end();
+                        if h.is_empty() {
+                            break;
+                        }
+                        let (k, v) = h.split_once(':').unwrap();
+                        match k.to_ascii_lowercase().as_str() {
+                            "content-length" => len = v.trim().parse().unwrap(),
+                            "webhook-id" => id = v.trim().to_string(),
+                            _ => {}
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if r.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(delay);
+                    if out.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").is_err() {
+                        return;
+                    }
+                    l.lock().unwrap().push((id, Instant::now()));
+                }
+            });
+        }
+    });
+    (url, log)
+}
+
+fn ids(log: &Log) -> std::collections::HashSet<String> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+fn wait(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < end, "waited {secs} s for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Two relays run one file: they share the outbox, one of them delivers
+/// the stream route. The one holding the stream's lease is SIGKILLed
+/// mid-run: every outbox message and every event still arrives (what the
+/// killed one had not acked goes again, under the same ids), and the
+/// other takes the stream route over within 15 s.
+#[test]
+fn sigkill_loses_nothing_and_the_other_relay_takes_the_stream_over() {
+    for (url, dir) in urls() {
+        let store = alkstore::open(&url).unwrap();
+        let (outbox, stream) = (fresh("relay-kill"), fresh("relay-kill-st"));
+        let (hook, log) = receiver(Duration::from_millis(20));
+        let config = format!(
+            "[[route]]\nname = \"orders\"\noutbox = \"{outbox}\"\nto = \"{hook}\"\n\n\
+             [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"{hook}\"\n"
+        );
+        let ob = store.outbox(&outbox).unwrap();
+        let st = store.stream(&stream).unwrap();
+        let mut want = std::collections::HashSet::new();
+        for i in 0..300 {
+            want.insert(format!(
+                "outbox:{outbox}:{}",
+                ob.enqueue(&Default::default(), &json!({"i": i})).unwrap()
+            ));
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        let mut first = relay(&url, &config, dir.path());
+        // The first holds the stream's lease before the second starts.
+        wait(60, "the first deliveries", || {
+            ids(&log).iter().any(|id| id.starts_with("stream:"))
+        });
+        let mut second = relay(&url, &config, dir.path());
+        wait(60, "a third of the messages", || ids(&log).len() >= 200);
+        first.kill().unwrap();
+        let killed = Instant::now();
+        let _ = first.wait();
+        for i in 300..350 {
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        let events: Vec<i64> = {
+            let mut all = Vec::new();
+            wait(60, "offsets for every event", || {
+                all = st.read(0, 1000).unwrap().iter().map(|e| e.offset).collect();
+                all.len() == 350
+            });
+            all
+        };
+        for o in &events {
+            want.insert(format!("stream:{stream}:{o}"));
+        }
+        wait(180, "every message and event", || {
+            want.is_subset(&ids(&log))
+        });
+        let late = format!("stream:{stream}:{}", events[300]);
+        let took_over = log
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(id, _)| *id == late)
+            .map(|(_, at)| *at)
+            .unwrap();
+        assert!(
+            took_over.duration_since(killed) < Duration::from_secs(15),
+            "the stream route went on {:?} after the kill",
+            took_over.duration_since(killed)
+        );
+        assert_eq!(ids(&log).len(), want.len(), "nothing but these ids");
+        wait(60, "every ack", || {
+            let s = ob.stats().unwrap();
+            s["pending"] == 0 && s["running"] == 0 && s["scheduled"] == 0
+        });
+        assert_eq!(ob.stats().unwrap()["dead"], 0);
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(second.id().to_string())
+            .status()
+            .unwrap();
+        assert_eq!(second.wait().unwrap().code(), Some(0));
     }
 }

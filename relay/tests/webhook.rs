@@ -205,3 +205,58 @@ per_engine! {
         assert_eq!(st.get_offset("events").unwrap(), got[39].header("alk-offset").parse::<i64>().unwrap());
     }
 }
+
+per_engine! {
+    /// Under `concurrency` 16 the saved offset covers only the gap-free
+    /// prefix of confirmed events: the 10th event answered 503 once is
+    /// sent again while the offset still stands before it (events after
+    /// it, confirmed in the same batch, are sent again too), and every
+    /// event arrives.
+    fn a_stream_route_saves_only_the_gap_free_prefix(target) {
+        let store = store(target);
+        let stream = fresh("relay-prefix");
+        let st = store.stream(&stream).unwrap();
+        let mut offsets = Vec::new();
+        for i in 0..40 {
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        // The offsets come with reads (a sequencer gives them after commit).
+        wait_until(30, "offsets", || {
+            offsets = st.read(0, 100).unwrap().iter().map(|e| e.offset).collect();
+            offsets.len() == 40
+        });
+        let tenth = offsets[9];
+        let seen_saved = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s2, stream2, seen) = (store.clone(), stream.clone(), seen_saved.clone());
+        let refused_once = std::sync::atomic::AtomicBool::new(false);
+        let rx = Receiver::answering(move |r, _| {
+            let offset: i64 = r.header("alk-offset").parse().unwrap();
+            if offset == tenth {
+                if !refused_once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    return (503, vec![], "not yet".into());
+                }
+                // Sent again: the saved offset has not passed the gap.
+                // (A thread of its own: the blocking driver must not run
+                // on the receiver's async thread.)
+                let saved = std::thread::scope(|t| {
+                    t.spawn(|| s2.stream(&stream2).unwrap().get_offset("prefix").unwrap()).join().unwrap()
+                });
+                seen.lock().unwrap().push(saved);
+            }
+            (200, vec![], String::new())
+        });
+        let relay = Running::start(&store, &route("prefix", &format!("stream = \"{stream}\""), &rx.url, "concurrency = 16"));
+        wait_until(90, "every event", || {
+            let got: std::collections::HashSet<String> = rx.received().iter().map(|r| r.header("alk-offset")).collect();
+            got.len() == 40
+        });
+        wait_until(30, "the last offset saved", || st.get_offset("prefix").unwrap() == offsets[39]);
+        drop(relay);
+        let saved = seen_saved.lock().unwrap().clone();
+        assert_eq!(saved.len(), 1, "the 10th event sent twice");
+        assert!(saved[0] < tenth, "saved {} while event {tenth} was not confirmed", saved[0]);
+        assert_eq!(saved[0], offsets[8], "the prefix before the gap was saved");
+        let repeats = rx.received().iter().filter(|r| r.header("alk-offset") == offsets[12].to_string()).count();
+        assert_eq!(repeats, 2, "events after the gap in the same batch go again, under the same id");
+    }
+}
