@@ -110,7 +110,7 @@ impl Relay {
                     let ctx = route::Ctx {
                         store: &self.store,
                         route,
-                        sink: &*sink,
+                        sink: &sink,
                         rt: handle,
                         metrics,
                         stop,

@@ -1,32 +1,73 @@
-//! An outbox route: claims as the route's worker name, delivers the batch
-//! with every message in flight, acks what the sink confirmed, gives back
-//! with `alk_release` what it could not deliver for now (no attempt spent),
-//! and retries what the sink refused (an attempt spent; dead after
+//! An outbox route: claims as the route's worker name, keeps up to
+//! `concurrency` messages in flight (a new one starts as soon as one is
+//! confirmed), acks confirmed messages together, gives back with
+//! `alk_release` what it could not deliver for now (no attempt spent), and
+//! retries what the sink refused (an attempt spent; dead after
 //! `max_attempts` with the sink's answer as the error). A group's next
 //! message is claimable only once its head is acked or dead, so groups keep
 //! their order.
+//!
+//! Claims run ahead of the window by what the sink takes in about a
+//! quarter of a second at its measured pace (at most [`MAX_AHEAD`]), so
+//! one claim and one ack serve many messages; a claimed message not
+//! started within [`AHEAD_TTL`] is given back.
 
 use crate::backoff::Down;
 use crate::message::Message;
-use crate::route::{Ctx, DbState, IDLE_WAIT, LAG_EVERY};
+use crate::route::{deliver_one, Ctx, DbState, IDLE_WAIT, LAG_EVERY};
 use crate::sink::Outcome;
-use alkstore::Retried;
+use alkstore::{Job, Retried};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 /// Claims are held 60 s (the outbox's visibility); a delivery that may
-/// take longer than this extends its claims first.
+/// take longer than this extends its claims first, and then nothing is
+/// claimed ahead.
 const EXTEND_ABOVE: Duration = Duration::from_secs(30);
+/// The most messages claimed ahead of those in flight.
+pub const MAX_AHEAD: usize = 1000;
+/// A message claimed ahead and not started by then is given back (well
+/// within the outbox's 60 s claims).
+pub const AHEAD_TTL: Duration = Duration::from_secs(20);
+/// Confirmed messages are acked together once this many wait…
+const ACK_EVERY: usize = 100;
+/// …or the oldest has waited this long.
+const ACK_WINDOW: Duration = Duration::from_millis(10);
+
+/// What a finished delivery reports back to the route's thread.
+type Done = (Job, Outcome);
 
 pub fn run(ctx: &Ctx<'_>, outbox: &str) -> alkstore::Result<()> {
     let ob = ctx.store.outbox(outbox)?;
-    let q = ob.jobs().clone();
-    let worker = ctx.route.name.as_str();
-    let mut down = Down::default();
-    let mut db = DbState::default();
+    let mut r = Runner {
+        ctx,
+        outbox,
+        ob: &ob,
+        q: ob.jobs(),
+        worker: ctx.route.name.as_str(),
+        ahead: VecDeque::new(),
+        in_flight: 0,
+        acks: Vec::new(),
+        acks_since: None,
+        down: Down::default(),
+        db: DbState::default(),
+        pace: Pace::default(),
+        dry: false,
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let mut lag_at = Instant::now() - LAG_EVERY;
     while !ctx.stop.is_stopped() {
-        if let Some(left) = down.left() {
-            ctx.pause(left.min(Duration::from_millis(250)));
+        // Finished deliveries: wait for one only when nothing else can be
+        // done (the window is full, or nothing is left to start).
+        let full = r.in_flight >= ctx.route.concurrency;
+        let starved = r.ahead.is_empty() && r.dry;
+        let waiting = r.in_flight > 0 && (full || starved || r.down.left().is_some());
+        r.settle(&mut rx, waiting);
+        if let Some(left) = r.down.left() {
+            if r.in_flight == 0 {
+                ctx.pause(left.min(Duration::from_millis(250)));
+            }
             continue;
         }
         if lag_at.elapsed() >= LAG_EVERY {
@@ -36,39 +77,69 @@ pub fn run(ctx: &Ctx<'_>, outbox: &str) -> alkstore::Result<()> {
                     .set_lag(stats["oldest_runnable_age_s"].as_f64().unwrap_or(0.0));
             }
         }
-        // While the sink is down, one message probes it.
-        let max = if down.is_down() {
-            1
-        } else {
-            ctx.route.concurrency as i64
-        };
-        let jobs = match ob.claim_wait(worker, max, IDLE_WAIT) {
-            Ok(jobs) => {
-                db.ok(ctx);
-                jobs
+        r.refill();
+        r.start(&tx);
+    }
+    // Stopping: nothing new starts; what was claimed ahead goes back at
+    // once, what is in flight finishes (each within the route's timeout).
+    let ahead: Vec<i64> = r.ahead.drain(..).map(|(j, _)| j.id).collect();
+    r.give_back(&ahead, None);
+    let end = Instant::now() + ctx.route.timeout + Duration::from_secs(1);
+    while r.in_flight > 0 && Instant::now() < end {
+        r.settle(&mut rx, true);
+    }
+    r.flush_acks();
+    Ok(())
+}
+
+/// A route's state between loops.
+struct Runner<'a> {
+    ctx: &'a Ctx<'a>,
+    outbox: &'a str,
+    ob: &'a alkstore::Outbox,
+    q: &'a alkstore::Queue,
+    worker: &'a str,
+    /// Claimed, not yet started, with when they were claimed.
+    ahead: VecDeque<(Job, Instant)>,
+    in_flight: usize,
+    /// Confirmed, not yet acked.
+    acks: Vec<i64>,
+    acks_since: Option<Instant>,
+    down: Down,
+    db: DbState,
+    pace: Pace,
+    /// The last claim found nothing.
+    dry: bool,
+}
+
+impl Runner<'_> {
+    /// Takes every finished delivery (waiting up to a few ms for the first
+    /// when `wait`), then acks, gives back or retries accordingly.
+    fn settle(&mut self, rx: &mut mpsc::UnboundedReceiver<Done>, wait: bool) {
+        let mut done = Vec::new();
+        if wait {
+            let first = self.ctx.rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(50), rx.recv()).await
+            });
+            if let Ok(Some(d)) = first {
+                done.push(d);
             }
-            Err(e) => {
-                db.failed(ctx, &e);
-                continue;
-            }
-        };
-        if jobs.is_empty() {
-            continue;
         }
-        if ctx.route.timeout > EXTEND_ABOVE {
-            for j in &jobs {
-                let _ = q.heartbeat(j.id, worker, Some(ctx.route.timeout + EXTEND_ABOVE));
-            }
+        while let Ok(d) = rx.try_recv() {
+            done.push(d);
         }
-        let messages: Vec<Message> = jobs.iter().map(|j| Message::outbox(outbox, j)).collect();
-        let outcomes = ctx.deliver_all(&messages);
-        let mut acked = Vec::new();
+        self.in_flight -= done.len();
         let mut later = Vec::new();
         let mut retry_after = None;
         let mut first_error = None;
-        for (job, outcome) in jobs.iter().zip(outcomes) {
+        let mut delivered = 0;
+        for (job, outcome) in done {
             match outcome {
-                Outcome::Delivered => acked.push(job.id),
+                Outcome::Delivered => {
+                    delivered += 1;
+                    self.acks.push(job.id);
+                    self.acks_since.get_or_insert_with(Instant::now);
+                }
                 Outcome::Unavailable {
                     error,
                     retry_after: after,
@@ -77,48 +148,173 @@ pub fn run(ctx: &Ctx<'_>, outbox: &str) -> alkstore::Result<()> {
                     retry_after = retry_after.max(after);
                     first_error.get_or_insert(error);
                 }
-                Outcome::Refused(error) => {
-                    ctx.metrics.failed(1);
-                    // The claim counted an attempt: retry spends it.
-                    match q.retry(job.id, worker, &error, None) {
-                        Ok(Retried::Dead) => ctx.log(&format!(
-                            "message outbox:{outbox}:{} dead after {} attempts: {error}",
-                            job.id, job.attempts
-                        )),
-                        Ok(_) => {}
-                        Err(e) => ctx.log(&format!(
-                            "could not record a refusal of job {}: {e}",
-                            job.id
-                        )),
-                    }
-                }
+                Outcome::Refused(error) => self.refused(&job, &error),
             }
         }
-        if !acked.is_empty() {
-            // A failed ack leaves the claims to expire: those messages go
-            // again, under the same ids.
-            if let Err(e) = q.ack_batch(&acked, worker) {
-                ctx.log(&format!(
-                    "could not ack {} delivered messages (they will be delivered again): {e}",
-                    acked.len()
-                ));
-            }
-            ctx.metrics.delivered(acked.len());
+        self.pace.count(delivered);
+        if delivered > 0 {
+            self.ctx.metrics.delivered(delivered);
         }
-        if later.is_empty() {
-            if !acked.is_empty() {
-                ctx.sink_up(&mut down);
-            }
-        } else {
-            ctx.metrics.failed(later.len());
-            let wait = ctx.sink_down(&mut down, first_error.as_deref().unwrap_or(""), retry_after);
-            if let Err(e) = q.release_batch(&later, worker, Some(wait)) {
-                ctx.log(&format!(
-                    "could not give back {} claims (they come back when they expire): {e}",
-                    later.len()
-                ));
-            }
+        if !later.is_empty() {
+            self.ctx.metrics.failed(later.len());
+            let wait = self.ctx.sink_down(
+                &mut self.down,
+                first_error.as_deref().unwrap_or(""),
+                retry_after,
+            );
+            // What was claimed ahead would meet the same sink: back too.
+            later.extend(self.ahead.drain(..).map(|(j, _)| j.id));
+            self.give_back(&later, Some(wait));
+        } else if delivered > 0 {
+            self.ctx.sink_up(&mut self.down);
+        }
+        let due = self.acks_since.is_some_and(|t| t.elapsed() >= ACK_WINDOW);
+        if self.acks.len() >= ACK_EVERY || due || (self.in_flight == 0 && self.ahead.is_empty()) {
+            self.flush_acks();
         }
     }
-    Ok(())
+
+    /// The sink refused `job`: the claim counted an attempt, retry spends it.
+    fn refused(&mut self, job: &Job, error: &str) {
+        self.ctx.metrics.failed(1);
+        match self.q.retry(job.id, self.worker, error, None) {
+            Ok(Retried::Dead) => self.ctx.log(&format!(
+                "message outbox:{}:{} dead after {} attempts: {error}",
+                self.outbox, job.id, job.attempts
+            )),
+            Ok(_) => {}
+            Err(e) => self.ctx.log(&format!(
+                "could not record a refusal of job {}: {e}",
+                job.id
+            )),
+        }
+    }
+
+    fn flush_acks(&mut self) {
+        self.acks_since = None;
+        if self.acks.is_empty() {
+            return;
+        }
+        // A failed ack leaves the claims to expire: those messages go
+        // again, under the same ids.
+        if let Err(e) = self.q.ack_batch(&self.acks, self.worker) {
+            self.ctx.log(&format!(
+                "could not ack {} delivered messages (they will be delivered again): {e}",
+                self.acks.len()
+            ));
+        }
+        self.acks.clear();
+    }
+
+    fn give_back(&self, ids: &[i64], delay: Option<Duration>) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(e) = self.q.release_batch(ids, self.worker, delay) {
+            self.ctx.log(&format!(
+                "could not give back {} claims (they come back when they expire): {e}",
+                ids.len()
+            ));
+        }
+    }
+
+    /// Claims what the window and the pace call for: the ahead queue is
+    /// filled to a window's worth, or what the sink takes in about 250 ms
+    /// when that is more, once it ran down to half of that (so each claim
+    /// serves many messages).
+    fn refill(&mut self) {
+        let c = self.ctx.route.concurrency;
+        // While the sink is down, one message probes it; a slow delivery
+        // claims nothing ahead of its window.
+        let (target, held) = if self.down.is_down() {
+            (1, self.ahead.len() + self.in_flight)
+        } else if self.ctx.route.timeout > EXTEND_ABOVE {
+            (c, self.ahead.len() + self.in_flight)
+        } else {
+            (c.max(self.pace.ahead().min(MAX_AHEAD)), self.ahead.len())
+        };
+        if held > target / 2 || (held > 0 && held >= target) {
+            return;
+        }
+        let want = target - held;
+        let idle = self.ahead.is_empty() && self.in_flight == 0 && self.acks.is_empty();
+        let claimed = if idle {
+            self.ob.claim_wait(self.worker, want as i64, IDLE_WAIT)
+        } else {
+            self.ob.claim(self.worker, want as i64)
+        };
+        match claimed {
+            Ok(jobs) => {
+                self.db.ok(self.ctx);
+                self.dry = jobs.is_empty();
+                let now = Instant::now();
+                if self.ctx.route.timeout > EXTEND_ABOVE {
+                    for j in &jobs {
+                        let extend = self.ctx.route.timeout + EXTEND_ABOVE;
+                        let _ = self.q.heartbeat(j.id, self.worker, Some(extend));
+                    }
+                }
+                self.ahead.extend(jobs.into_iter().map(|j| (j, now)));
+            }
+            Err(e) => self.db.failed(self.ctx, &e),
+        }
+    }
+
+    /// Starts deliveries until the window is full.
+    fn start(&mut self, tx: &mpsc::UnboundedSender<Done>) {
+        // Claimed too long ago to be sure of finishing within the claim.
+        let stale: Vec<i64> = self
+            .ahead
+            .iter()
+            .take_while(|(_, at)| at.elapsed() > AHEAD_TTL)
+            .map(|(j, _)| j.id)
+            .collect();
+        if !stale.is_empty() {
+            self.ahead.drain(..stale.len());
+            self.give_back(&stale, None);
+        }
+        while self.in_flight < self.ctx.route.concurrency {
+            let Some((job, _)) = self.ahead.pop_front() else {
+                break;
+            };
+            let m = Message::outbox(self.outbox, &job);
+            let (sink, tx, timeout) = (self.ctx.sink.clone(), tx.clone(), self.ctx.route.timeout);
+            self.in_flight += 1;
+            self.ctx.rt.spawn(async move {
+                let outcome = deliver_one(&*sink, &m, timeout).await;
+                let _ = tx.send((job, outcome));
+            });
+        }
+    }
+}
+
+/// The sink's measured pace: messages confirmed per second, smoothed.
+#[derive(Default)]
+struct Pace {
+    since: Option<Instant>,
+    count: usize,
+    per_s: f64,
+}
+
+impl Pace {
+    fn count(&mut self, n: usize) {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        self.count += n;
+        let elapsed = since.elapsed();
+        if elapsed >= Duration::from_millis(200) {
+            let now = self.count as f64 / elapsed.as_secs_f64();
+            self.per_s = if self.per_s == 0.0 {
+                now
+            } else {
+                0.5 * self.per_s + 0.5 * now
+            };
+            self.since = Some(Instant::now());
+            self.count = 0;
+        }
+    }
+
+    /// Messages to claim ahead: what the sink takes in about 250 ms.
+    fn ahead(&self) -> usize {
+        (self.per_s * 0.25) as usize
+    }
 }

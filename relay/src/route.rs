@@ -23,7 +23,7 @@ pub const LAG_EVERY: Duration = Duration::from_secs(2);
 pub struct Ctx<'a> {
     pub store: &'a Store,
     pub route: &'a Route,
-    pub sink: &'a dyn Sink,
+    pub sink: &'a Arc<dyn Sink>,
     pub rt: &'a tokio::runtime::Handle,
     pub metrics: &'a Arc<RouteMetrics>,
     pub stop: &'a Stop,
@@ -34,19 +34,10 @@ impl Ctx<'_> {
     /// the outcomes in the messages' order.
     pub fn deliver_all(&self, messages: &[Message]) -> Vec<Outcome> {
         let timeout = self.route.timeout;
-        let sink = self.sink;
-        self.rt
-            .block_on(futures_util::future::join_all(messages.iter().map(
-                |m| async move {
-                    match tokio::time::timeout(timeout, sink.deliver(m)).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => Outcome::unavailable(format!(
-                            "no confirmation within {} s",
-                            timeout.as_secs_f64()
-                        )),
-                    }
-                },
-            )))
+        let sink = &**self.sink;
+        self.rt.block_on(futures_util::future::join_all(
+            messages.iter().map(|m| deliver_one(sink, m, timeout)),
+        ))
     }
 
     /// One log line for a change of the route's state.
@@ -92,6 +83,17 @@ impl Ctx<'_> {
             }
             std::thread::sleep(left.min(Duration::from_millis(100)));
         }
+    }
+}
+
+/// One delivery bounded by `timeout` (no confirmation in time: unavailable).
+pub async fn deliver_one(sink: &dyn Sink, m: &Message, timeout: Duration) -> Outcome {
+    match tokio::time::timeout(timeout, sink.deliver(m)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Outcome::unavailable(format!(
+            "no confirmation within {} s",
+            timeout.as_secs_f64()
+        )),
     }
 }
 

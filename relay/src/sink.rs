@@ -11,6 +11,7 @@ use crate::config::SinkSpec;
 use crate::message::Message;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A delivery in progress.
@@ -56,20 +57,20 @@ impl Outcome {
 
 /// The sink a route's spec names; connections are opened as deliveries
 /// need them (a sink down at start is a sink unavailable, not an error).
-pub fn open(spec: &SinkSpec, timeout: Duration) -> Box<dyn Sink> {
+pub fn open(spec: &SinkSpec, timeout: Duration) -> Arc<dyn Sink> {
     match spec {
-        SinkSpec::Nats { url, subject } => Box::new(nats::Nats::new(url, subject, timeout)),
+        SinkSpec::Nats { url, subject } => Arc::new(nats::Nats::new(url, subject, timeout)),
         SinkSpec::Amqp {
             url,
             exchange,
             routing_key,
-        } => Box::new(amqp::Amqp::new(url, exchange, routing_key)),
-        SinkSpec::Redis { url, key } => Box::new(redis::Redis::new(url, key, timeout)),
+        } => Arc::new(amqp::Amqp::new(url, exchange, routing_key)),
+        SinkSpec::Redis { url, key } => Arc::new(redis::Redis::new(url, key, timeout)),
         SinkSpec::Http {
             url,
             secret,
             headers,
-        } => Box::new(http::Http::new(
+        } => Arc::new(http::Http::new(
             url,
             secret.clone(),
             headers.clone(),
