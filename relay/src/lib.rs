@@ -28,6 +28,7 @@
 //! claims; a stream route is delivered by one relay at a time, under a
 //! lease.
 
+mod ahead;
 mod backoff;
 mod config;
 mod message;

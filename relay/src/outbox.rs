@@ -8,23 +8,20 @@
 //! their order.
 //!
 //! Claims run ahead of the window by what the sink takes in about a
-//! quarter of a second at its measured pace (at most [`MAX_AHEAD`]), so
-//! one claim and one ack serve many messages; a claimed message not
-//! started within [`AHEAD_TTL`] is given back.
+//! quarter of a second at its measured pace (at most [`MAX_AHEAD`]), on a
+//! thread of their own ([`Ahead`]), and acks go out on another, so one
+//! claim and one ack serve many messages while the window keeps moving; a
+//! claimed message not started within [`AHEAD_TTL`] is given back.
 
+use crate::ahead::{Ahead, EXTEND_ABOVE};
 use crate::backoff::Down;
 use crate::message::Message;
-use crate::route::{deliver_one, Ctx, DbState, IDLE_WAIT, LAG_EVERY};
+use crate::route::{deliver_one, Ctx, LAG_EVERY};
 use crate::sink::Outcome;
 use alkstore::{Job, Retried};
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// Claims are held 60 s (the outbox's visibility); a delivery that may
-/// take longer than this extends its claims first, and then nothing is
-/// claimed ahead.
-const EXTEND_ABOVE: Duration = Duration::from_secs(30);
 /// The most messages claimed ahead of those in flight.
 pub const MAX_AHEAD: usize = 1000;
 /// A message claimed ahead and not started by then is given back (well
@@ -40,20 +37,50 @@ type Done = (Job, Outcome);
 
 pub fn run(ctx: &Ctx<'_>, outbox: &str) -> alkstore::Result<()> {
     let ob = ctx.store.outbox(outbox)?;
+    // Acks go out on a thread of their own: the window keeps moving while
+    // a batch of them commits.
+    let (acker, acked) = std::sync::mpsc::channel::<Vec<i64>>();
+    let ahead = Ahead::default();
+    std::thread::scope(|s| {
+        s.spawn(|| ack(ctx, ob.jobs(), acked));
+        s.spawn(|| ahead.claim(ctx, &ob));
+        window(ctx, outbox, &ob, &ahead, acker)
+    })
+}
+
+/// Acks each batch it is sent until the sender is dropped.
+fn ack(ctx: &Ctx<'_>, q: &alkstore::Queue, batches: std::sync::mpsc::Receiver<Vec<i64>>) {
+    for ids in batches {
+        // A failed ack leaves the claims to expire: those messages go
+        // again, under the same ids.
+        if let Err(e) = q.ack_batch(&ids, &ctx.route.name) {
+            ctx.log(&format!(
+                "could not ack {} delivered messages (they will be delivered again): {e}",
+                ids.len()
+            ));
+        }
+    }
+}
+
+fn window(
+    ctx: &Ctx<'_>,
+    outbox: &str,
+    ob: &alkstore::Outbox,
+    ahead: &Ahead,
+    acker: std::sync::mpsc::Sender<Vec<i64>>,
+) -> alkstore::Result<()> {
     let mut r = Runner {
         ctx,
         outbox,
-        ob: &ob,
+        acker,
         q: ob.jobs(),
         worker: ctx.route.name.as_str(),
-        ahead: VecDeque::new(),
+        ahead,
         in_flight: 0,
         acks: Vec::new(),
         acks_since: None,
         down: Down::default(),
-        db: DbState::default(),
         pace: Pace::default(),
-        dry: false,
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let mut lag_at = Instant::now() - LAG_EVERY;
@@ -61,10 +88,16 @@ pub fn run(ctx: &Ctx<'_>, outbox: &str) -> alkstore::Result<()> {
         // Finished deliveries: wait for one only when nothing else can be
         // done (the window is full, or nothing is left to start).
         let full = r.in_flight >= ctx.route.concurrency;
-        let starved = r.ahead.is_empty() && r.dry;
+        let starved = r.ahead.starved();
         let waiting = r.in_flight > 0 && (full || starved || r.down.left().is_some());
         r.settle(&mut rx, waiting);
+        r.aim();
         if let Some(left) = r.down.left() {
+            // Nothing is claimed while the sink is left alone; what a claim
+            // in progress brought goes back at once (held through a long
+            // backoff, its claims would expire and spend an attempt).
+            let held = ahead.take_all();
+            r.give_back(&held, Some(left));
             if r.in_flight == 0 {
                 ctx.pause(left.min(Duration::from_millis(250)));
             }
@@ -77,13 +110,16 @@ pub fn run(ctx: &Ctx<'_>, outbox: &str) -> alkstore::Result<()> {
                     .set_lag(stats["oldest_runnable_age_s"].as_f64().unwrap_or(0.0));
             }
         }
-        r.refill();
         r.start(&tx);
+        if r.in_flight == 0 {
+            // Nothing to settle: wait for the claimer.
+            ahead.wait_for_jobs(Duration::from_millis(100));
+        }
     }
     // Stopping: nothing new starts; what was claimed ahead goes back at
     // once, what is in flight finishes (each within the route's timeout).
-    let ahead: Vec<i64> = r.ahead.drain(..).map(|(j, _)| j.id).collect();
-    r.give_back(&ahead, None);
+    let held = ahead.close();
+    r.give_back(&held, None);
     let end = Instant::now() + ctx.route.timeout + Duration::from_secs(1);
     while r.in_flight > 0 && Instant::now() < end {
         r.settle(&mut rx, true);
@@ -96,20 +132,17 @@ pub fn run(ctx: &Ctx<'_>, outbox: &str) -> alkstore::Result<()> {
 struct Runner<'a> {
     ctx: &'a Ctx<'a>,
     outbox: &'a str,
-    ob: &'a alkstore::Outbox,
+    acker: std::sync::mpsc::Sender<Vec<i64>>,
     q: &'a alkstore::Queue,
     worker: &'a str,
-    /// Claimed, not yet started, with when they were claimed.
-    ahead: VecDeque<(Job, Instant)>,
+    /// Claimed, not yet started.
+    ahead: &'a Ahead,
     in_flight: usize,
     /// Confirmed, not yet acked.
     acks: Vec<i64>,
     acks_since: Option<Instant>,
     down: Down,
-    db: DbState,
     pace: Pace,
-    /// The last claim found nothing.
-    dry: bool,
 }
 
 impl Runner<'_> {
@@ -163,13 +196,13 @@ impl Runner<'_> {
                 retry_after,
             );
             // What was claimed ahead would meet the same sink: back too.
-            later.extend(self.ahead.drain(..).map(|(j, _)| j.id));
+            later.extend(self.ahead.take_all());
             self.give_back(&later, Some(wait));
         } else if delivered > 0 {
             self.ctx.sink_up(&mut self.down);
         }
         let due = self.acks_since.is_some_and(|t| t.elapsed() >= ACK_WINDOW);
-        if self.acks.len() >= ACK_EVERY || due || (self.in_flight == 0 && self.ahead.is_empty()) {
+        if self.acks.len() >= ACK_EVERY || due || self.in_flight == 0 {
             self.flush_acks();
         }
     }
@@ -192,18 +225,9 @@ impl Runner<'_> {
 
     fn flush_acks(&mut self) {
         self.acks_since = None;
-        if self.acks.is_empty() {
-            return;
+        if !self.acks.is_empty() {
+            let _ = self.acker.send(std::mem::take(&mut self.acks));
         }
-        // A failed ack leaves the claims to expire: those messages go
-        // again, under the same ids.
-        if let Err(e) = self.q.ack_batch(&self.acks, self.worker) {
-            self.ctx.log(&format!(
-                "could not ack {} delivered messages (they will be delivered again): {e}",
-                self.acks.len()
-            ));
-        }
-        self.acks.clear();
     }
 
     fn give_back(&self, ids: &[i64], delay: Option<Duration>) {
@@ -218,63 +242,37 @@ impl Runner<'_> {
         }
     }
 
-    /// Claims what the window and the pace call for: the ahead queue is
-    /// filled to a window's worth, or what the sink takes in about 250 ms
-    /// when that is more, once it ran down to half of that (so each claim
-    /// serves many messages).
-    fn refill(&mut self) {
+    /// Tells the claimer what to hold: a window's worth, or what the sink
+    /// takes in about 250 ms when that is more; nothing while the sink is
+    /// left alone, then one message (the probe); for a slow sink no more
+    /// than the window.
+    fn aim(&self) {
         let c = self.ctx.route.concurrency;
-        // While the sink is down, one message probes it; a slow delivery
-        // claims nothing ahead of its window.
-        let (target, held) = if self.down.is_down() {
-            (1, self.ahead.len() + self.in_flight)
+        if self.down.left().is_some() {
+            self.ahead.aim(0, true, self.in_flight);
+        } else if self.down.is_down() {
+            self.ahead.aim(1, true, self.in_flight);
         } else if self.ctx.route.timeout > EXTEND_ABOVE {
-            (c, self.ahead.len() + self.in_flight)
+            self.ahead.aim(c, true, self.in_flight);
         } else {
-            (c.max(self.pace.ahead().min(MAX_AHEAD)), self.ahead.len())
-        };
-        if held > target / 2 || (held > 0 && held >= target) {
-            return;
-        }
-        let want = target - held;
-        let idle = self.ahead.is_empty() && self.in_flight == 0 && self.acks.is_empty();
-        let claimed = if idle {
-            self.ob.claim_wait(self.worker, want as i64, IDLE_WAIT)
-        } else {
-            self.ob.claim(self.worker, want as i64)
-        };
-        match claimed {
-            Ok(jobs) => {
-                self.db.ok(self.ctx);
-                self.dry = jobs.is_empty();
-                let now = Instant::now();
-                if self.ctx.route.timeout > EXTEND_ABOVE {
-                    for j in &jobs {
-                        let extend = self.ctx.route.timeout + EXTEND_ABOVE;
-                        let _ = self.q.heartbeat(j.id, self.worker, Some(extend));
-                    }
-                }
-                self.ahead.extend(jobs.into_iter().map(|j| (j, now)));
-            }
-            Err(e) => self.db.failed(self.ctx, &e),
+            let target = c.max(self.pace.ahead().min(MAX_AHEAD));
+            self.ahead.aim(target, false, self.in_flight);
         }
     }
 
     /// Starts deliveries until the window is full.
     fn start(&mut self, tx: &mpsc::UnboundedSender<Done>) {
         // Claimed too long ago to be sure of finishing within the claim.
-        let stale: Vec<i64> = self
-            .ahead
-            .iter()
-            .take_while(|(_, at)| at.elapsed() > AHEAD_TTL)
-            .map(|(j, _)| j.id)
-            .collect();
-        if !stale.is_empty() {
-            self.ahead.drain(..stale.len());
-            self.give_back(&stale, None);
-        }
-        while self.in_flight < self.ctx.route.concurrency {
-            let Some((job, _)) = self.ahead.pop_front() else {
+        let stale = self.ahead.take_stale(AHEAD_TTL);
+        self.give_back(&stale, None);
+        // While the sink is down, only the probe goes out.
+        let window = if self.down.is_down() {
+            1
+        } else {
+            self.ctx.route.concurrency
+        };
+        while self.in_flight < window {
+            let Some(job) = self.ahead.pop() else {
                 break;
             };
             let m = Message::outbox(self.outbox, &job);
@@ -285,6 +283,7 @@ impl Runner<'_> {
                 let _ = tx.send((job, outcome));
             });
         }
+        self.aim();
     }
 }
 
