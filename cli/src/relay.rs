@@ -7,13 +7,22 @@ use std::sync::Arc;
 /// Runs the relay until SIGTERM or SIGINT. Exit status 1 when a stream
 /// route stopped at an event its sink refused.
 pub fn run(url: &str, config: alkstore_relay::Config, metrics: Option<&str>) -> Fallible {
-    let store = alkstore::open(url)?;
-    let relay = Arc::new(alkstore_relay::Relay::new(store, config));
-    let stop = alkstore::Stop::new();
+    // The signals are caught before anything is claimed: a SIGTERM from
+    // then on stops the relay cleanly; a second one ends it at once.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()?;
+    let (mut term, mut int) = runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    })?;
+    let store = alkstore::open(url)?;
+    let relay = Arc::new(alkstore_relay::Relay::new(store, config));
+    let stop = alkstore::Stop::new();
     if let Some(listen) = metrics {
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind(listen))
@@ -36,19 +45,18 @@ pub fn run(url: &str, config: alkstore_relay::Config, metrics: Option<&str>) -> 
     }
     let on_signal = stop.clone();
     runtime.spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return;
-        };
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        eprintln!("alkstore relay: stopping");
+        eprintln!("alkstore relay: stopping (again to quit at once)");
         on_signal.stop();
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("alkstore relay: quitting without waiting for deliveries in flight");
+        std::process::exit(130);
     });
     eprintln!(
         "alkstore relay: {} route{} running",

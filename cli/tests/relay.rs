@@ -73,6 +73,9 @@ fn each_bad_config_exits_2_with_one_line_and_claims_nothing() {
         (format!("[[route]]\n{ok}concurrency = 0\n"), "route \"r\" (route 1): key \"concurrency\": must be a whole number"),
         (format!("[[route]]\n{ok}timeout_s = -1\n"), "route \"r\" (route 1): key \"timeout_s\": must be a number of seconds above 0"),
         ("[[route]]\nname = \"r\"\noutbox = \"__alkstore_x\"\nto = \"http://x/\"\n".into(), "route \"r\" (route 1): key \"outbox\":"),
+        (format!("[[route]]\n{ok}\n[[route]]\nname = \"r2\"\noutbox = \"OB\"\nto = \"redis://x\"\nsubject = \"k\"\n"), "route \"r2\" (route 2): key \"outbox\": outbox"),
+        ("[[route]]\nname = \"r\"\noutbox = \"OB\"\nto = \"nats:localhost:4222\"\nsubject = \"s\"\n".into(), "route \"r\" (route 1): key \"to\": the URL names no host"),
+        (format!("[[route]]\n{ok}headers = {{ webhook-id = \"x\" }}\n"), "route \"r\" (route 1): key \"headers\": \"webhook-id\" is set by the relay itself"),
     ];
     for (url, dir) in urls() {
         let outbox = fresh("relay-cli");
@@ -181,7 +184,7 @@ fn sigterm_gives_back_what_could_not_be_delivered_and_exits_0() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{err}");
         assert!(
-            err.contains("route \"r\": sink http://hook:***@127.0.0.1:9/hook down"),
+            err.contains("route \"r\": sink http://***:***@127.0.0.1:9/hook down"),
             "{err}"
         );
         assert!(!err.contains("hunter2"), "no password in any line: {err}");

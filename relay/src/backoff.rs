@@ -25,7 +25,7 @@ impl Down {
             .saturating_mul(1u32 << (self.streak - 1).min(16))
             .min(CAP);
         let wait = backoff.max(retry_after.unwrap_or(Duration::ZERO));
-        self.until = Some(Instant::now() + wait);
+        self.until = Instant::now().checked_add(wait);
         wait
     }
 

@@ -114,15 +114,26 @@ impl fmt::Debug for SinkSpec {
     }
 }
 
-/// A URL as it may be shown: the password (and a token in the user
-/// part of an http URL) as `***`.
+/// A URL as it may be shown: the password, and the user part of an http
+/// URL (where it is often a token), as `***`.
 pub fn redact(url: &url::Url) -> String {
     let mut shown = url.clone();
     if url.password().is_some() {
         let _ = shown.set_password(Some("***"));
     }
+    if matches!(url.scheme(), "http" | "https") && !url.username().is_empty() {
+        let _ = shown.set_username("***");
+    }
     shown.to_string()
 }
+
+/// Request headers the relay sets itself: `headers` may not set them.
+const OWN_HEADERS: &[&str] = &[
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+];
 
 /// A config that cannot run: one line naming the route and the key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,6 +194,7 @@ impl Config {
             }
         };
         let mut seen = HashSet::new();
+        let mut outboxes = std::collections::HashMap::new();
         let mut out = Vec::with_capacity(routes.len());
         for (i, route) in routes.iter().enumerate() {
             let route = parse_route(i + 1, route)?;
@@ -192,6 +204,16 @@ impl Config {
                     route.name,
                     i + 1
                 )));
+            }
+            if let Source::Outbox(o) = &route.source {
+                if let Some(other) = outboxes.insert(o.clone(), route.name.clone()) {
+                    return Err(ConfigError(format!(
+                        "route {:?} (route {}): key \"outbox\": outbox {o:?} is delivered by route {other:?} already \
+                         (two routes would split its messages between them, not each deliver all)",
+                        route.name,
+                        i + 1
+                    )));
+                }
             }
             out.push(route);
         }
@@ -220,6 +242,11 @@ fn parse_route(n: usize, value: &toml::Value) -> Result<Route, ConfigError> {
         return fail(&who, "name", e.detail);
     }
     who = format!("route {name:?} (route {n})");
+    // A stream route's lease is named after the route: it must be a valid
+    // lock name too.
+    if let Err(e) = names::validate(NameKind::Lock, &format!("relay:{name}")) {
+        return fail(&who, "name", e.detail);
+    }
     if let Some(key) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return fail(&who, key, "unknown key".into());
     }
@@ -256,6 +283,9 @@ fn parse_route(n: usize, value: &toml::Value) -> Result<Route, ConfigError> {
         // The parse error names no part of the URL: nothing to hide.
         Err(e) => return fail(&who, "to", format!("not a URL: {e}")),
     };
+    if url.host_str().is_none_or(str::is_empty) {
+        return fail(&who, "to", "the URL names no host".into());
+    }
     let opt = |key: &str| -> Result<Option<String>, ConfigError> {
         t.get(key).map(|v| string(&who, key, v)).transpose()
     };
@@ -290,6 +320,25 @@ fn parse_route(n: usize, value: &toml::Value) -> Result<Route, ConfigError> {
         "amqp" => {
             only("secret", secret.is_some(), "http")?;
             only("headers", headers.is_some(), "http")?;
+            // AMQP short strings: at most 255 bytes, the message id
+            // (`outbox:{name}:{id}`) included.
+            for (key, v) in [("subject", &subject), ("exchange", &exchange)] {
+                if v.as_ref().is_some_and(|v| v.len() > 255) {
+                    return fail(&who, key, "at most 255 bytes for AMQP".into());
+                }
+            }
+            let (key, source_name) = match &source {
+                Source::Outbox(o) => ("outbox", o),
+                Source::Stream(s) => ("stream", s),
+            };
+            if source_name.len() > 200 {
+                return fail(
+                    &who,
+                    key,
+                    "at most 200 bytes for an AMQP route (its message ids are AMQP short strings)"
+                        .into(),
+                );
+            }
             SinkSpec::Amqp {
                 routing_key: need_subject("routing key")?,
                 exchange: exchange.unwrap_or_default(),
@@ -329,6 +378,17 @@ fn parse_route(n: usize, value: &toml::Value) -> Result<Route, ConfigError> {
                             || ureq::http::HeaderValue::from_str(v).is_err()
                         {
                             return fail(&who, "headers", format!("{k:?} is not a valid header"));
+                        }
+                        let lower = k.to_ascii_lowercase();
+                        if OWN_HEADERS.contains(&lower.as_str())
+                            || lower.starts_with("webhook-")
+                            || lower.starts_with("alk-")
+                        {
+                            return fail(
+                                &who,
+                                "headers",
+                                format!("{k:?} is set by the relay itself"),
+                            );
                         }
                         out.push((k.clone(), v.to_string()));
                     }

@@ -84,13 +84,23 @@ fn window(
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let mut lag_at = Instant::now() - LAG_EVERY;
+    // The last turn started nothing: the next waits for a delivery to
+    // finish rather than spin while the claimer works.
+    let mut stalled = false;
     while !ctx.stop.is_stopped() {
         // Finished deliveries: wait for one only when nothing else can be
         // done (the window is full, or nothing is left to start).
         let full = r.in_flight >= ctx.route.concurrency;
         let starved = r.ahead.starved();
-        let waiting = r.in_flight > 0 && (full || starved || r.down.left().is_some());
+        let waiting = r.in_flight > 0 && (full || starved || stalled || r.down.left().is_some());
         r.settle(&mut rx, waiting);
+        if lag_at.elapsed() >= LAG_EVERY {
+            lag_at = Instant::now();
+            if let Ok(stats) = ob.stats() {
+                ctx.metrics
+                    .set_lag(stats["oldest_runnable_age_s"].as_f64().unwrap_or(0.0));
+            }
+        }
         r.aim();
         if let Some(left) = r.down.left() {
             // Nothing is claimed while the sink is left alone; what a claim
@@ -103,14 +113,7 @@ fn window(
             }
             continue;
         }
-        if lag_at.elapsed() >= LAG_EVERY {
-            lag_at = Instant::now();
-            if let Ok(stats) = ob.stats() {
-                ctx.metrics
-                    .set_lag(stats["oldest_runnable_age_s"].as_f64().unwrap_or(0.0));
-            }
-        }
-        r.start(&tx);
+        stalled = r.start(&tx) == 0;
         if r.in_flight == 0 {
             // Nothing to settle: wait for the claimer.
             ahead.wait_for_jobs(Duration::from_millis(100));
@@ -260,8 +263,8 @@ impl Runner<'_> {
         }
     }
 
-    /// Starts deliveries until the window is full.
-    fn start(&mut self, tx: &mpsc::UnboundedSender<Done>) {
+    /// Starts deliveries until the window is full; returns how many.
+    fn start(&mut self, tx: &mpsc::UnboundedSender<Done>) -> usize {
         // Claimed too long ago to be sure of finishing within the claim.
         let stale = self.ahead.take_stale(AHEAD_TTL);
         self.give_back(&stale, None);
@@ -271,10 +274,12 @@ impl Runner<'_> {
         } else {
             self.ctx.route.concurrency
         };
+        let mut started = 0;
         while self.in_flight < window {
             let Some(job) = self.ahead.pop() else {
                 break;
             };
+            started += 1;
             let m = Message::outbox(self.outbox, &job);
             let (sink, tx, timeout) = (self.ctx.sink.clone(), tx.clone(), self.ctx.route.timeout);
             self.in_flight += 1;
@@ -284,6 +289,7 @@ impl Runner<'_> {
             });
         }
         self.aim();
+        started
     }
 }
 

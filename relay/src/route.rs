@@ -53,7 +53,12 @@ impl Ctx<'_> {
         retry_after: Option<Duration>,
     ) -> Duration {
         let first = !down.is_down();
-        let wait = down.fail(retry_after);
+        // Deliveries that were in flight when the sink went down fail one
+        // after another: one outage, one step of the backoff.
+        let wait = match down.left() {
+            Some(left) if retry_after.is_none_or(|r| r <= left) => left,
+            _ => down.fail(retry_after),
+        };
         self.metrics.set_up(false);
         if first {
             self.log(&format!(

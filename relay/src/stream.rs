@@ -58,9 +58,10 @@ pub fn run(ctx: &Ctx<'_>, stream: &str, owner: &str) -> alkstore::Result<End> {
         let done = AtomicBool::new(false);
         let end = std::thread::scope(|s| {
             s.spawn(|| keep(&guard, &lost, &done, ctx));
-            let end = deliver(ctx, stream, &lost, &mut db);
-            done.store(true, Ordering::SeqCst);
-            end
+            // Raised however `deliver` ends, a panic included: the keeper
+            // must not hold the lease for a relay that stopped delivering.
+            let _done = Raise(&done);
+            deliver(ctx, stream, &lost, &mut db)
         });
         // Released at once (dropped), so a standby takes over without
         // waiting out the lease.
@@ -76,6 +77,15 @@ pub fn run(ctx: &Ctx<'_>, stream: &str, owner: &str) -> alkstore::Result<End> {
 
 /// Renews the lease until `done`; raises `lost` when it is gone or could
 /// not be renewed before it ran out.
+/// Raises its flag when dropped.
+struct Raise<'a>(&'a AtomicBool);
+
+impl Drop for Raise<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 fn keep(guard: &alkstore::LockGuard, lost: &AtomicBool, done: &AtomicBool, ctx: &Ctx<'_>) {
     let mut renewed = Instant::now();
     let mut next = Instant::now() + RENEW_EVERY;
@@ -145,6 +155,33 @@ fn deliver(
         };
         if events.is_empty() {
             continue;
+        }
+        // Offsets run 1, 2, 3, … with no gap: a gap is an event this client
+        // could not read (skipped by the reader) or one retention removed.
+        // The first is never skipped silently: the route stops there.
+        let expected = saved + 1;
+        let gap = std::iter::once(expected)
+            .chain(events.iter().map(|e| e.offset + 1))
+            .zip(events.iter().map(|e| e.offset))
+            .find(|(want, got)| got != want)
+            .map(|(want, _)| want);
+        if let Some(missing) = gap {
+            let removed = st.info().map(|i| missing < i.first_offset).unwrap_or(false);
+            if !removed {
+                let error =
+                    "the event cannot be read here (its payload is not JSON this client parses)"
+                        .to_string();
+                ctx.log(&format!(
+                    "stopped at event stream:{stream}:{missing}: {error}"
+                ));
+                return Ok(Some(End::Refused {
+                    offset: missing,
+                    error,
+                }));
+            }
+            ctx.log(&format!(
+                "events from offset {missing} were removed by the stream's retention before delivery"
+            ));
         }
         let messages: Vec<Message> = events.iter().map(|e| Message::event(stream, e)).collect();
         let outcomes = ctx.deliver_all(&messages);

@@ -87,7 +87,13 @@ impl Sink for Amqp {
                 Err(e) => Err(e),
             };
             match confirm {
-                Ok(Confirmation::Ack(None)) | Ok(Confirmation::NotRequested) => Outcome::Delivered,
+                Ok(Confirmation::Ack(None)) => Outcome::Delivered,
+                // The channel is not in confirm mode (after a reconnect):
+                // no confirmation, so not delivered.
+                Ok(Confirmation::NotRequested) => {
+                    *self.chan.lock().await = None;
+                    Outcome::unavailable("amqp: the broker did not confirm the publish")
+                }
                 Ok(Confirmation::Ack(Some(returned))) | Ok(Confirmation::Nack(Some(returned))) => {
                     Outcome::Refused(format!(
                         "amqp: returned unroutable by exchange {:?} for routing key {:?}: {} {}",

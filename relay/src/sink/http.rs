@@ -55,17 +55,22 @@ pub fn signature(secret: &[u8], id: &str, timestamp: u64, body: &str) -> String 
     )
 }
 
-/// A `Retry-After` value: seconds, or an HTTP date (how long until then).
+/// The longest `Retry-After` honoured: a day (a hostile or mistaken value
+/// must not park a route for ever).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
+/// A `Retry-After` value: seconds, or an HTTP date (how long until then),
+/// at most [`MAX_RETRY_AFTER`].
 pub fn retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(s) = value.parse::<u64>() {
-        return Some(Duration::from_secs(s));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(
+    let after = if let Ok(s) = value.parse::<u64>() {
+        Duration::from_secs(s)
+    } else {
+        let at = httpdate::parse_http_date(value).ok()?;
         at.duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    )
+            .unwrap_or(Duration::ZERO)
+    };
+    Some(after.min(MAX_RETRY_AFTER))
 }
 
 impl Sink for Http {
@@ -123,13 +128,16 @@ impl Sink for Http {
                 Ok(Ok((status, _, _))) if (200..300).contains(&status) => Outcome::Delivered,
                 Ok(Ok((status, after, answer))) => {
                     let error = format!("HTTP {status}: {}", answer.trim());
-                    if status >= 500 || status == 408 || status == 429 {
+                    // A refusal is a 4xx other than 408 and 429; anything
+                    // else (5xx, 408, 429, a redirect not followed) is
+                    // tried again later.
+                    if (400..500).contains(&status) && status != 408 && status != 429 {
+                        Outcome::Refused(error)
+                    } else {
                         Outcome::Unavailable {
                             error,
                             retry_after: after,
                         }
-                    } else {
-                        Outcome::Refused(error)
                     }
                 }
             }

@@ -3,7 +3,7 @@
 
 use super::{scrub, Delivery, Outcome, Sink};
 use crate::message::Message;
-use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::context::{GetStreamByNameErrorKind, PublishErrorKind};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -63,11 +63,19 @@ impl Sink for Nats {
             };
             match acked {
                 Ok(_) => Outcome::Delivered,
+                // "No responders" also answers while JetStream starts or
+                // elects a leader: a refusal only when no stream captures
+                // the subject.
                 Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
-                    Outcome::Refused(format!(
-                        "nats: no JetStream stream captures subject {:?}",
-                        self.subject
-                    ))
+                    match js.stream_by_subject(self.subject.clone()).await {
+                        Err(f) if f.kind() == GetStreamByNameErrorKind::NotFound => {
+                            Outcome::Refused(format!(
+                                "nats: no JetStream stream captures subject {:?}",
+                                self.subject
+                            ))
+                        }
+                        _ => Outcome::unavailable(scrub(format!("nats: {e}"), &self.url)),
+                    }
                 }
                 Err(e) => Outcome::unavailable(scrub(format!("nats: {e}"), &self.url)),
             }
