@@ -15,12 +15,15 @@ pub const CAP: Duration = Duration::from_secs(60);
 pub struct Down {
     streak: u32,
     until: Option<Instant>,
+    /// When the first failure of this outage was seen.
+    since: Option<Instant>,
 }
 
 impl Down {
     /// Counts a failure; returns how long to leave the sink alone.
     pub fn fail(&mut self, retry_after: Option<Duration>) -> Duration {
         self.streak = self.streak.saturating_add(1);
+        self.since.get_or_insert_with(Instant::now);
         let backoff = BASE
             .saturating_mul(1u32 << (self.streak - 1).min(16))
             .min(CAP);
@@ -34,7 +37,14 @@ impl Down {
         let was = self.streak > 0;
         self.streak = 0;
         self.until = None;
+        self.since = None;
         was
+    }
+
+    /// How long the sink has been down (zero while it is up): a message
+    /// that failed at the start of the outage has waited at least this long.
+    pub fn for_how_long(&self) -> Duration {
+        self.since.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
     /// Whether the sink is counted down.

@@ -97,8 +97,12 @@ fn window(
         if lag_at.elapsed() >= LAG_EVERY {
             lag_at = Instant::now();
             if let Ok(stats) = ob.stats() {
+                // Messages given back during an outage are not runnable
+                // until their delay ends: the outage's length bounds the
+                // lag from below.
+                let runnable = stats["oldest_runnable_age_s"].as_f64().unwrap_or(0.0);
                 ctx.metrics
-                    .set_lag(stats["oldest_runnable_age_s"].as_f64().unwrap_or(0.0));
+                    .set_lag(runnable.max(r.down.for_how_long().as_secs_f64()));
             }
         }
         r.aim();

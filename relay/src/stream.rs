@@ -129,13 +129,13 @@ fn deliver(
         if lost.load(Ordering::SeqCst) {
             return Ok(None);
         }
-        if let Some(left) = down.left() {
-            ctx.pause(left.min(Duration::from_millis(250)));
-            continue;
-        }
         if lag_at.elapsed() >= LAG_EVERY {
             lag_at = Instant::now();
             ctx.metrics.set_lag(lag(&st, saved));
+        }
+        if let Some(left) = down.left() {
+            ctx.pause(left.min(Duration::from_millis(250)));
+            continue;
         }
         let max = if down.is_down() {
             1

@@ -90,6 +90,15 @@ per_engine! {
         tx.commit().unwrap();
         std::thread::sleep(Duration::from_secs(10));
         assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 0"), "{}", relay.metrics());
+        // The lag counts the outage: every message has waited since it began.
+        let metrics = relay.metrics();
+        let lag: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("alkstore_relay_lag_seconds{route=\"down\"} "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(lag >= 5.0, "lag {lag} after a 10 s outage: {metrics}");
         server.start();
         wait_until(180, "1,000 entries", || entries(server.port, "k").len() >= 1000);
         wait_until(60, "every ack", || {
