@@ -35,18 +35,25 @@ fn jetstream(port: u16) -> async_nats::jetstream::Context {
     })
 }
 
-/// Every message of the stream `ORDERS`: its headers and payload.
+/// Every message of the stream `ORDERS`: its headers and payload (none
+/// while the server or its JetStream cannot answer).
 fn messages(port: u16) -> Vec<(async_nats::HeaderMap, Value)> {
     rt().block_on(async {
-        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
-            .await
-            .unwrap();
+        let Ok(client) = async_nats::connect(format!("nats://127.0.0.1:{port}")).await else {
+            return vec![];
+        };
         let js = async_nats::jetstream::new(client);
-        let mut stream = js.get_stream("ORDERS").await.unwrap();
-        let n = stream.info().await.unwrap().state.messages;
+        let Ok(mut stream) = js.get_stream("ORDERS").await else {
+            return vec![];
+        };
+        let Ok(info) = stream.info().await else {
+            return vec![];
+        };
         let mut out = Vec::new();
-        for seq in 1..=n {
-            let m = stream.get_raw_message(seq).await.unwrap();
+        for seq in 1..=info.state.messages {
+            let Ok(m) = stream.get_raw_message(seq).await else {
+                return vec![];
+            };
             out.push((m.headers, serde_json::from_slice(&m.payload).unwrap()));
         }
         out
@@ -100,5 +107,51 @@ per_engine! {
             assert!(ack.duplicate, "JetStream drops the repeat");
         });
         assert_eq!(messages(server.port).len(), 1);
+    }
+}
+
+per_engine! {
+    /// The NATS server killed while 1,000 messages are enqueued and
+    /// started again 10 s later (its JetStream store kept): every message
+    /// is in the stream once it is back, none dead, no attempt spent, and
+    /// JetStream holds one copy of each id.
+    fn an_outage_loses_nothing_and_spends_no_attempt(target) {
+        let Some(mut server) = Server::nats() else { return };
+        let _ = jetstream(server.port);
+        let store = store(target);
+        let outbox = fresh("relay-nats-down");
+        let ob = store.outbox(&outbox).unwrap();
+        let config = format!(
+            "[[route]]\nname = \"down\"\noutbox = \"{outbox}\"\nto = \"nats://127.0.0.1:{}\"\nsubject = \"orders.new\"\ntimeout_s = 2\n",
+            server.port
+        );
+        let relay = Running::start(&store, &config);
+        ob.enqueue(&EnqueueOpts::default(), &json!({"i": -1})).unwrap();
+        wait_until(60, "a first message", || messages(server.port).len() == 1);
+        server.kill();
+        let mut tx = store.begin().unwrap();
+        for i in 0..1000 {
+            tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::default(), &json!({"i": i})).unwrap();
+        }
+        tx.commit().unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(10));
+        assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 0"), "{}", relay.metrics());
+        server.start();
+        wait_until(180, "1,001 messages", || {
+            messages(server.port).len() >= 1001
+        });
+        wait_until(60, "every ack", || {
+            let s = ob.stats().unwrap();
+            s["pending"].as_i64() == Some(0) && s["running"].as_i64() == Some(0) && s["scheduled"].as_i64() == Some(0)
+        });
+        assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+        let got = messages(server.port);
+        let ids: std::collections::HashSet<String> = got
+            .iter()
+            .map(|(h, _)| h.get(async_nats::header::NATS_MESSAGE_ID).unwrap().to_string())
+            .collect();
+        assert_eq!(got.len(), 1001, "one copy of each");
+        assert_eq!(ids.len(), 1001);
+        assert!(got.iter().all(|(h, _)| h.get("Alk-Attempt").unwrap().as_str() == "1"), "no attempt spent");
     }
 }
