@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# One build from scratch: incremental state would only take disk (gigabytes).
+export CARGO_INCREMENTAL=0
 
 # Keep a copy of everything printed, to total the test counts at the end.
 log=$(mktemp)
@@ -22,6 +24,7 @@ summary() {
 step() { printf '\n=== %s\n' "$*"; }
 
 step "setup"
+df -h . | tail -1 | awk '{print "disk before: " $4 " free"}'
 bash scripts/setup.sh
 
 step "format"
@@ -169,5 +172,7 @@ step "examples: Python and Node programs on SQLite and PostgreSQL"
 bash examples/run.sh
 
 echo
+du -sh target | awk '{print "target/: " $1}'
+df -h . | tail -1 | awk '{print "disk after: " $4 " free"}'
 echo "all suites passed"
 summary

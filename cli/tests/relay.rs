@@ -269,75 +269,80 @@ fn wait(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
 /// other takes the stream route over within 15 s.
 #[test]
 fn sigkill_loses_nothing_and_the_other_relay_takes_the_stream_over() {
-    for (url, dir) in urls() {
-        let store = alkstore::open(&url).unwrap();
-        let (outbox, stream) = (fresh("relay-kill"), fresh("relay-kill-st"));
-        let (hook, log) = receiver(Duration::from_millis(20));
-        let config = format!(
-            "[[route]]\nname = \"orders\"\noutbox = \"{outbox}\"\nto = \"{hook}\"\n\n\
-             [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"{hook}\"\n"
-        );
-        let ob = store.outbox(&outbox).unwrap();
-        let st = store.stream(&stream).unwrap();
-        let mut want = std::collections::HashSet::new();
-        for i in 0..300 {
-            want.insert(format!(
-                "outbox:{outbox}:{}",
-                ob.enqueue(&Default::default(), &json!({"i": i})).unwrap()
-            ));
-            st.publish(&json!({"i": i}), None).unwrap();
-        }
-        let mut first = relay(&url, &config, dir.path());
-        // The first holds the stream's lease before the second starts.
-        wait(60, "the first deliveries", || {
-            ids(&log).iter().any(|id| id.starts_with("stream:"))
-        });
-        let mut second = relay(&url, &config, dir.path());
-        wait(60, "a third of the messages", || ids(&log).len() >= 200);
-        first.kill().unwrap();
-        let killed = Instant::now();
-        let _ = first.wait();
-        for i in 300..350 {
-            st.publish(&json!({"i": i}), None).unwrap();
-        }
-        let events: Vec<i64> = {
-            let mut all = Vec::new();
-            wait(60, "offsets for every event", || {
-                all = st.read(0, 1000).unwrap().iter().map(|e| e.offset).collect();
-                all.len() == 350
+    // Each install waits out the killed relay's 60 s claims: side by side.
+    std::thread::scope(|scope| {
+        for (url, dir) in urls() {
+            scope.spawn(move || {
+                let store = alkstore::open(&url).unwrap();
+                let (outbox, stream) = (fresh("relay-kill"), fresh("relay-kill-st"));
+                let (hook, log) = receiver(Duration::from_millis(20));
+                let config = format!(
+                    "[[route]]\nname = \"orders\"\noutbox = \"{outbox}\"\nto = \"{hook}\"\n\n\
+                     [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"{hook}\"\n"
+                );
+                let ob = store.outbox(&outbox).unwrap();
+                let st = store.stream(&stream).unwrap();
+                let mut want = std::collections::HashSet::new();
+                for i in 0..300 {
+                    want.insert(format!(
+                        "outbox:{outbox}:{}",
+                        ob.enqueue(&Default::default(), &json!({"i": i})).unwrap()
+                    ));
+                    st.publish(&json!({"i": i}), None).unwrap();
+                }
+                let mut first = relay(&url, &config, dir.path());
+                // The first holds the stream's lease before the second starts.
+                wait(60, "the first deliveries", || {
+                    ids(&log).iter().any(|id| id.starts_with("stream:"))
+                });
+                let mut second = relay(&url, &config, dir.path());
+                wait(60, "a third of the messages", || ids(&log).len() >= 200);
+                first.kill().unwrap();
+                let killed = Instant::now();
+                let _ = first.wait();
+                for i in 300..350 {
+                    st.publish(&json!({"i": i}), None).unwrap();
+                }
+                let events: Vec<i64> = {
+                    let mut all = Vec::new();
+                    wait(60, "offsets for every event", || {
+                        all = st.read(0, 1000).unwrap().iter().map(|e| e.offset).collect();
+                        all.len() == 350
+                    });
+                    all
+                };
+                for o in &events {
+                    want.insert(format!("stream:{stream}:{o}"));
+                }
+                wait(180, "every message and event", || {
+                    want.is_subset(&ids(&log))
+                });
+                let late = format!("stream:{stream}:{}", events[300]);
+                let took_over = log
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(id, _)| *id == late)
+                    .map(|(_, at)| *at)
+                    .unwrap();
+                assert!(
+                    took_over.duration_since(killed) < Duration::from_secs(15),
+                    "the stream route went on {:?} after the kill",
+                    took_over.duration_since(killed)
+                );
+                assert_eq!(ids(&log).len(), want.len(), "nothing but these ids");
+                wait(60, "every ack", || {
+                    let s = ob.stats().unwrap();
+                    s["pending"] == 0 && s["running"] == 0 && s["scheduled"] == 0
+                });
+                assert_eq!(ob.stats().unwrap()["dead"], 0);
+                Command::new("kill")
+                    .arg("-TERM")
+                    .arg(second.id().to_string())
+                    .status()
+                    .unwrap();
+                assert_eq!(second.wait().unwrap().code(), Some(0));
             });
-            all
-        };
-        for o in &events {
-            want.insert(format!("stream:{stream}:{o}"));
         }
-        wait(180, "every message and event", || {
-            want.is_subset(&ids(&log))
-        });
-        let late = format!("stream:{stream}:{}", events[300]);
-        let took_over = log
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(id, _)| *id == late)
-            .map(|(_, at)| *at)
-            .unwrap();
-        assert!(
-            took_over.duration_since(killed) < Duration::from_secs(15),
-            "the stream route went on {:?} after the kill",
-            took_over.duration_since(killed)
-        );
-        assert_eq!(ids(&log).len(), want.len(), "nothing but these ids");
-        wait(60, "every ack", || {
-            let s = ob.stats().unwrap();
-            s["pending"] == 0 && s["running"] == 0 && s["scheduled"] == 0
-        });
-        assert_eq!(ob.stats().unwrap()["dead"], 0);
-        Command::new("kill")
-            .arg("-TERM")
-            .arg(second.id().to_string())
-            .status()
-            .unwrap();
-        assert_eq!(second.wait().unwrap().code(), Some(0));
-    }
+    });
 }
