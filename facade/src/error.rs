@@ -117,7 +117,19 @@ impl From<rusqlite::Error> for Error {
     feature = "tokio-postgres",
     feature = "sqlx-postgres"
 ))]
-pub(crate) fn from_postgres(sqlstate: &str, message: &str) -> Error {
+pub(crate) fn from_postgres(sqlstate: &str, message: &str, context: Option<&str>) -> Error {
+    // The plain install cannot tell an empty transaction block from none,
+    // so `CALL alk_sequence` there meets PostgreSQL's refusal of its first
+    // COMMIT, before anything is done: the same refusal as the extension's
+    // (contract v1.2 §K), whichever install answered.
+    if sqlstate == "2D000" && context.is_some_and(|c| c.contains("alk_sequence(")) {
+        return ContractError::new(
+            Code::InvalidArgument,
+            "alk_sequence commits transactions of its own and cannot run inside a \
+             transaction block: CALL it on its own (CALL alk_sequence(NULL))",
+        )
+        .into();
+    }
     if let Some(code) = Code::from_code(sqlstate) {
         // The message reads "alkstore: <Variant>: <detail>".
         let detail = message
@@ -142,7 +154,7 @@ pub(crate) fn from_postgres(sqlstate: &str, message: &str) -> Error {
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
         match e.as_db_error() {
-            Some(db) => from_postgres(db.code().code(), db.message()),
+            Some(db) => from_postgres(db.code().code(), db.message(), db.where_()),
             // With its causes: "error performing TLS handshake" alone does
             // not say that the certificate was for another host.
             None => Error::engine("postgres", "", with_sources(&e)),
@@ -178,9 +190,12 @@ impl From<sqlx::Error> for Error {
                 }
             }
             #[cfg(feature = "sqlx-postgres")]
-            sqlx::Error::Database(db) => {
-                from_postgres(db.code().as_deref().unwrap_or(""), db.message())
-            }
+            sqlx::Error::Database(db) => from_postgres(
+                db.code().as_deref().unwrap_or(""),
+                db.message(),
+                db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .and_then(|p| p.r#where()),
+            ),
             _ => Error::engine("sqlx", "", e.to_string()),
         }
     }
