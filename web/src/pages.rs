@@ -300,7 +300,8 @@ pub async fn queue(
             @for f in ["pending", "scheduled", "running", "dead", "completed"] {
                 div.count { span.label { (f) } span.value data-q=(queue) data-f=(f) { (text(&stats[f])) } }
             }
-            div.count { span.label { "oldest runnable" } span.value data-q=(queue) data-f="oldest_runnable_age_s" data-age="1" { (age(&stats["oldest_runnable_age_s"])) } }
+            // For an outbox this is its relay's lag: nothing else takes its messages.
+            div.count { span.label { @if is_outbox { "oldest runnable (relay lag)" } @else { "oldest runnable" } } span.value data-q=(queue) data-f="oldest_runnable_age_s" data-age="1" { (age(&stats["oldest_runnable_age_s"])) } }
             @if !opts["max_running"].is_null() {
                 div.count { span.label { "running limit" } span.value { (text(&opts["max_running"])) } }
             }
@@ -516,25 +517,82 @@ pub async fn dead(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -
     Ok(layout(&app, &csrf, "Dead letters", true, body))
 }
 
-/// `GET /streams`: streams with their consumers and lag.
+/// `GET /streams`: streams with their consumers, how far behind each is
+/// (events, and the age of the first event it has not read), and the
+/// relay route delivering it: a stream route saves its offset as the
+/// consumer named after it, under the lease `relay:{route}` (contract v1.3
+/// §N), so a held lease of that name marks the consumer as a relay's.
 pub async fn streams(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -> Page {
-    let streams = call(&app.db, "alk_streams", vec![]).await?;
+    let (streams, relays, behind) = blocking(&app.db, |db| {
+        let streams = db.store().call("alk_streams", &[])?;
+        let relays: std::collections::HashMap<String, String> = db
+            .store()
+            .call("alk_locks", &[])?
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| l["held"] == true)
+            .filter_map(|l| {
+                let route = l["name"].as_str()?.strip_prefix("relay:")?;
+                Some((route.to_string(), text(&l["owner"])))
+            })
+            .collect();
+        let mut behind = std::collections::HashMap::new();
+        for s in streams.as_array().into_iter().flatten() {
+            for c in s["consumers"].as_array().into_iter().flatten() {
+                if c["lag"].as_i64().unwrap_or(0) <= 0 {
+                    continue;
+                }
+                let next = db.store().call(
+                    "alk_read",
+                    &[
+                        Arg::Text(text(&s["stream"])),
+                        Arg::Int(c["offset"].as_i64().unwrap_or(0)),
+                        Arg::Int(1),
+                    ],
+                )?;
+                if let Some(age) = next[0]["created_at"].as_str().and_then(age_of) {
+                    behind.insert((text(&s["stream"]), text(&c["consumer"])), age);
+                }
+            }
+        }
+        Ok((streams, relays, behind))
+    })
+    .await?;
     let body = html! {
         @if streams.as_array().is_none_or(Vec::is_empty) { p.empty { "No streams." } }
         @for s in streams.as_array().into_iter().flatten() {
             h2 { (text(&s["stream"])) }
             p { "offsets " (text(&s["first_offset"])) "–" (text(&s["last_offset"])) }
             table {
-                thead { tr { th { "consumer" } th { "offset" } th { "lag" } } }
+                thead { tr { th { "consumer" } th { "offset" } th { "lag (events)" } th { "behind" } th { "relay route held by" } } }
                 tbody {
                     @for c in s["consumers"].as_array().into_iter().flatten() {
-                        tr { td { (text(&c["consumer"])) } td.num { (text(&c["offset"])) } td.num { (text(&c["lag"])) } }
+                        @let consumer = text(&c["consumer"]);
+                        @let age_s = behind.get(&(text(&s["stream"]), consumer.clone())).copied();
+                        tr data-consumer=(consumer) {
+                            td { (consumer) }
+                            td.num { (text(&c["offset"])) }
+                            td.num { (text(&c["lag"])) }
+                            td.num.behind { @if let Some(a) = age_s { (age(&Value::from(a))) } @else { "—" } }
+                            td.relay { @if let Some(owner) = relays.get(&consumer) { (owner) } }
+                        }
                     }
                 }
             }
         }
+        p.hint { "A relay's stream route reads as the consumer named after the route; its lease "
+            code { "relay:{route}" } " names the relay holding it (docs/relay.md). The lease names the route, not the stream: "
+            "a consumer of another stream with the route's name is marked too." }
     };
     Ok(layout(&app, &csrf, "Streams", false, body))
+}
+
+/// Seconds since an RFC 3339 time, never below 0.
+fn age_of(at: &str) -> Option<f64> {
+    let at = chrono::DateTime::parse_from_rfc3339(at).ok()?;
+    let ms = (chrono::Utc::now() - at.with_timezone(&chrono::Utc)).num_milliseconds();
+    Some((ms.max(0) as f64) / 1000.0)
 }
 
 /// `GET /schedules`: every schedule with its next and last run.

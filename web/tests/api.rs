@@ -1153,3 +1153,58 @@ fn an_outboxs_messages_are_listed_and_acted_on() {
         );
     }
 }
+
+/// Issue 60: the streams page shows how far behind each consumer is, in
+/// events and in the age of the first event it has not read, and marks the
+/// consumer a relay's stream route saves (the lease `relay:{route}` held).
+#[test]
+fn the_streams_page_shows_relay_routes_and_how_far_behind_they_are() {
+    for t in targets() {
+        let store = alkstore::open(&t.url).unwrap();
+        let server = serve(&t.url, with_token());
+        let stream = fresh("web-relay-st");
+        let st = store.stream(&stream).unwrap();
+        for i in 0..3 {
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        let first = st.read(0, 10).unwrap()[0].offset;
+        let route = fresh("web-route");
+        st.save_offset(&route, first).unwrap();
+        st.save_offset("reports", first).unwrap();
+        let _lease = store
+            .lock(
+                &format!("relay:{route}"),
+                "relay-on-host-1",
+                Duration::from_secs(60),
+            )
+            .unwrap()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        let a = auth();
+        let page = get(&server.url("/streams"), &[(a[0].0, &a[0].1)]);
+        assert_eq!(page.status, 200, "[{}] {}", t.label, page.text);
+        let row = |consumer: &str| -> String {
+            let start = page
+                .text
+                .find(&format!("data-consumer=\"{consumer}\""))
+                .unwrap_or_else(|| panic!("[{}] no row for {consumer}: {}", t.label, page.text));
+            let rest = &page.text[start..];
+            rest[..rest.find("</tr>").unwrap()].to_string()
+        };
+        let relay = row(&route);
+        assert!(relay.contains(">2</td>"), "[{}] lag 2: {relay}", t.label);
+        assert!(relay.contains("relay-on-host-1"), "[{}] {relay}", t.label);
+        let behind = relay.split("behind\">").nth(1).unwrap();
+        assert!(
+            behind.starts_with(|c: char| c.is_ascii_digit()) && behind.contains(" s<"),
+            "[{}] an age: {relay}",
+            t.label
+        );
+        let other = row("reports");
+        assert!(
+            !other.contains("relay-on-host-1"),
+            "[{}] not a relay's: {other}",
+            t.label
+        );
+    }
+}
