@@ -192,6 +192,75 @@ fn sigterm_gives_back_what_could_not_be_delivered_and_exits_0() {
     }
 }
 
+/// A relay connected as a role granted nothing but `alkstore_user` (every
+/// function the relay calls is catalogued for it) delivers an outbox and a
+/// stream, takes its lease, saves its offset and reads its lag, logging no
+/// failed call. PostgreSQL, both installs.
+#[test]
+fn a_role_granted_only_alkstore_user_runs_the_relay() {
+    let mut roles = Vec::new();
+    for var in ["ALKSTORE_PG_URL", "ALKSTORE_PG_PLAIN_URL"] {
+        let Ok(url) = std::env::var(var) else {
+            assert!(!pg_required(), "{var} is required");
+            continue;
+        };
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let role = fresh("relay_user").replace('-', "_");
+        c.batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN NOSUPERUSER PASSWORD 'relay-pw'; GRANT alkstore_user TO {role}"
+        ))
+        .unwrap();
+        roles.push(role.clone());
+        let db: String = c
+            .query_one("SELECT current_database()", &[])
+            .unwrap()
+            .get(0);
+        let user_url = format!("postgresql://{role}:relay-pw@127.0.0.1:5432/{db}?sslmode=disable");
+        let store = alkstore::open(&url).unwrap();
+        let (outbox, stream) = (fresh("relay-user"), fresh("relay-user-st"));
+        let ob = store.outbox(&outbox).unwrap();
+        let st = store.stream(&stream).unwrap();
+        for i in 0..20 {
+            ob.enqueue(&Default::default(), &json!({"i": i})).unwrap();
+            st.publish(&json!({"i": i}), None).unwrap();
+        }
+        let (hook, log) = receiver(Duration::ZERO);
+        let config = format!(
+            "[[route]]\nname = \"orders\"\noutbox = \"{outbox}\"\nto = \"{hook}\"\n\n\
+             [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"{hook}\"\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let child = relay(&user_url, &config, dir.path());
+        wait(60, "40 deliveries", || ids(&log).len() >= 40);
+        wait(30, "every ack", || {
+            let s = ob.stats().unwrap();
+            s["pending"] == 0 && s["running"] == 0
+        });
+        let last = st.read(0, 100).unwrap().last().unwrap().offset;
+        wait(30, "the saved offset", || {
+            st.get_offset("events").unwrap() == last
+        });
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "[{var}] {err}");
+        assert!(err.contains("lease relay:events taken"), "[{var}] {err}");
+        for bad in ["failed", "permission", "denied", "ALK"] {
+            assert!(!err.contains(bad), "[{var}] {bad:?} in the log: {err}");
+        }
+    }
+    if let Ok(url) = std::env::var("ALKSTORE_PG_URL") {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        for role in roles {
+            c.batch_execute(&format!("DROP ROLE {role}")).unwrap();
+        }
+    }
+}
+
 /// What a webhook receiver got: each request's `webhook-id` and when.
 type Log = std::sync::Arc<std::sync::Mutex<Vec<(String, Instant)>>>;
 

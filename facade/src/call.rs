@@ -103,6 +103,13 @@ impl<T> Call<T> {
         self.decode(v)
     }
 
+    /// Runs it in its own transaction on a store's engine; its result as
+    /// the database wrote it, undecoded.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn run_text_on(&self, engine: &dyn crate::engine::Engine) -> Result<Option<String>> {
+        engine.call_text(self.function, &self.args)
+    }
+
     /// Runs it in an async transaction (or any [`AsyncTxHandle`](crate::AsyncTxHandle)).
     #[cfg(any(
         feature = "sqlx-postgres",

@@ -30,6 +30,9 @@ impl Kind {
 pub(crate) trait Engine: Send + Sync {
     /// Calls an `alk_*` function in its own transaction.
     fn call(&self, f: &str, args: &[Arg]) -> Result<Value>;
+    /// The same, its result as text, unparsed: JSON as the database wrote
+    /// it (what the relay delivers, contract v1.3 §N2).
+    fn call_text(&self, f: &str, args: &[Arg]) -> Result<Option<String>>;
     /// Opens a transaction.
     fn begin(&self) -> Result<Box<dyn TxHandle>>;
     /// The wake-up counters.

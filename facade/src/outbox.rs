@@ -55,6 +55,31 @@ impl Outbox {
         })
     }
 
+    /// Claims like [`claim`](Self::claim), each message with its payload's
+    /// JSON text as the database wrote it: on SQLite the text as enqueued,
+    /// on PostgreSQL jsonb's rendering (contract v1.3 §N2, the relay's
+    /// body). A payload this crate's JSON cannot hold (`1e400`) is not
+    /// failed here: its [`Job::payload`] is null and its text is whole.
+    pub fn claim_verbatim(&self, worker: &str, max_jobs: i64) -> Result<Vec<(Job, String)>> {
+        let text =
+            call::outbox_claim(&self.name, worker, max_jobs)?.run_text_on(&*self.queue.engine)?;
+        crate::types::verbatim(text.as_deref(), Job::from_json)
+    }
+
+    /// [`claim_verbatim`](Self::claim_verbatim), waiting up to `timeout`
+    /// for a message.
+    pub fn claim_verbatim_wait(
+        &self,
+        worker: &str,
+        max_jobs: i64,
+        timeout: Duration,
+    ) -> Result<Vec<(Job, String)>> {
+        let q = &self.queue;
+        wait_for(&*q.engine, Kind::Queue, &q.name, timeout, || {
+            self.claim_verbatim(worker, max_jobs)
+        })
+    }
+
     /// Delivers one message if there is one: claims it, calls `deliver`,
     /// acks on `Ok`, retries with the stamped backoff on `Err` (dead after
     /// the last attempt). Returns whether a message was processed.

@@ -243,6 +243,10 @@ impl Engine for PgEngine {
         call_postgres(&mut *self.checkout()?, f, args)
     }
 
+    fn call_text(&self, f: &str, args: &[Arg]) -> Result<Option<String>> {
+        crate::sql::postgres_text(&mut *self.checkout()?, f, args)
+    }
+
     fn begin(&self) -> Result<Box<dyn TxHandle>> {
         let mut client = self.checkout()?;
         client.batch_execute("BEGIN")?;

@@ -185,7 +185,7 @@ pub const UNREADABLE: &str = "__alkstore_unreadable";
 /// null and its object gets [`UNREADABLE`] with the reason, so that one bad
 /// payload fails its job instead of the whole claim (whose jobs are already
 /// claimed), and `alk_get_job` still shows the job.
-fn tolerant(text: &str) -> Result<Value> {
+pub(crate) fn tolerant(text: &str) -> Result<Value> {
     use serde_json::value::RawValue;
     use std::collections::BTreeMap;
     if let Ok(v) = serde_json::from_str(text) {
@@ -211,6 +211,28 @@ fn tolerant(text: &str) -> Result<Value> {
 /// Calls `f` on a SQLite connection that has the functions registered.
 #[cfg(feature = "blocking")]
 pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result<Value> {
+    sqlite_result(f, sqlite_column(conn, f, args)?)
+}
+
+/// Calls `f` on SQLite; its result as text, unparsed (JSON as the engine
+/// wrote it).
+#[cfg(feature = "blocking")]
+pub(crate) fn sqlite_text(
+    conn: &rusqlite::Connection,
+    f: &str,
+    args: &[Arg],
+) -> Result<Option<String>> {
+    Ok(match sqlite_column(conn, f, args)? {
+        SqliteValue::Null => None,
+        SqliteValue::Int(i) => Some(i.to_string()),
+        SqliteValue::Text(t) => Some(t),
+        SqliteValue::Other(o) => return Err(unexpected(f, &o)),
+    })
+}
+
+/// `f`'s result column on SQLite.
+#[cfg(feature = "blocking")]
+fn sqlite_column(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result<SqliteValue> {
     use rusqlite::types::Value as V;
     function(f, args.len(), false)?;
     let sql = sqlite_sql(f, args.len());
@@ -226,15 +248,12 @@ pub fn call_sqlite(conn: &rusqlite::Connection, f: &str, args: &[Arg]) -> Result
         .collect();
     let mut st = conn.prepare_cached(&sql)?;
     let v = st.query_row(rusqlite::params_from_iter(params), |r| r.get::<_, V>(0))?;
-    sqlite_result(
-        f,
-        match v {
-            V::Null => SqliteValue::Null,
-            V::Integer(i) => SqliteValue::Int(i),
-            V::Text(t) => SqliteValue::Text(t),
-            other => SqliteValue::Other(format!("{other:?}")),
-        },
-    )
+    Ok(match v {
+        V::Null => SqliteValue::Null,
+        V::Integer(i) => SqliteValue::Int(i),
+        V::Text(t) => SqliteValue::Text(t),
+        other => SqliteValue::Other(format!("{other:?}")),
+    })
 }
 
 /// The statement that calls `f` on SQLite: `SELECT f(?1, …)`.
@@ -385,12 +404,31 @@ pub fn call_postgres(
     args: &[Arg],
 ) -> Result<Value> {
     let call = PgCall::new(f, args)?;
+    call.result(postgres_column(client, &call)?)
+}
+
+/// Calls `f` on PostgreSQL; its result as text, unparsed (JSON as the
+/// server wrote it).
+#[cfg(feature = "blocking")]
+pub(crate) fn postgres_text(
+    client: &mut impl postgres::GenericClient,
+    f: &str,
+    args: &[Arg],
+) -> Result<Option<String>> {
+    postgres_column(client, &PgCall::new(f, args)?)
+}
+
+#[cfg(feature = "blocking")]
+fn postgres_column(
+    client: &mut impl postgres::GenericClient,
+    call: &PgCall,
+) -> Result<Option<String>> {
     // Typed, unnamed statements: parse, bind and execute in one round trip,
     // and nothing left on the server connection between calls, so calls work
     // through a transaction-pooling PgBouncer too (a named prepared statement
     // would live on a server connection other clients then share).
     let row = client.query_typed_one(call.sql.as_str(), &call.typed_params())?;
-    call.result(call.column(&row)?)
+    call.column(&row)
 }
 
 #[cfg(any(feature = "blocking", feature = "tokio-postgres"))]

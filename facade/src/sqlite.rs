@@ -258,6 +258,10 @@ impl Engine for SqliteEngine {
         call_sqlite(&*self.pool.get()?, f, args)
     }
 
+    fn call_text(&self, f: &str, args: &[Arg]) -> Result<Option<String>> {
+        crate::sql::sqlite_text(&*self.pool.get()?, f, args)
+    }
+
     fn begin(&self) -> Result<Box<dyn TxHandle>> {
         let conn = self.pool.get()?;
         conn.execute_batch("BEGIN IMMEDIATE")?;

@@ -62,6 +62,24 @@ impl Stream {
         Ok(self.read_page(after, max)?.0)
     }
 
+    /// Up to `max` events after `after`, ascending, each with its payload's
+    /// JSON text as the database wrote it: on SQLite the text as published,
+    /// on PostgreSQL jsonb's rendering (contract v1.3 §N2, the relay's
+    /// body). None is skipped: a payload this crate's JSON cannot hold
+    /// (`1e400`) is null in its [`Event`] and whole in its text.
+    pub fn read_verbatim(&self, after: i64, max: i64) -> Result<Vec<(Event, String)>> {
+        let read = || -> Result<Vec<(Event, String)>> {
+            let text = call::read(&self.name, after, max)?.run_text_on(&*self.engine)?;
+            crate::types::verbatim(text.as_deref(), Event::from_json)
+        };
+        let page = read()?;
+        // As read_page: events committed without their offsets yet get them.
+        if i64::try_from(page.len()).is_ok_and(|n| n >= max) || self.sequence()? == 0 {
+            return Ok(page);
+        }
+        read()
+    }
+
     /// A page of events and the offset of the last row read, readable or not.
     /// At the end of what has offsets, events may be committed without
     /// theirs yet: they get them, and the page is read again.
@@ -134,6 +152,24 @@ impl StreamSubscription {
             }
         })?;
         self.position = seen.get();
+        Ok(events)
+    }
+
+    /// [`next_batch`](Self::next_batch), each event with its payload's JSON
+    /// text as the database wrote it ([`Stream::read_verbatim`]): none is
+    /// skipped.
+    pub fn next_batch_verbatim(
+        &mut self,
+        max: i64,
+        timeout: Duration,
+    ) -> Result<Vec<(Event, String)>> {
+        let (s, after) = (&self.stream, self.position);
+        let events = wait_for(&*s.engine, Kind::Stream, &s.name, timeout, || {
+            s.read_verbatim(after, max)
+        })?;
+        if let Some((last, _)) = events.last() {
+            self.position = last.offset;
+        }
         Ok(events)
     }
 

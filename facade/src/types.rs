@@ -61,6 +61,39 @@ impl Job {
     }
 }
 
+/// The rows of a claim's or a read's result, each with its payload's JSON
+/// text as the database wrote it (contract v1.3 §N2: SQLite keeps the text
+/// as given). A payload this crate's JSON cannot hold is null in the row
+/// and whole in its text.
+#[cfg(feature = "blocking")]
+pub(crate) fn verbatim<T>(
+    text: Option<&str>,
+    row: impl Fn(&Value) -> Result<T>,
+) -> Result<Vec<(T, String)>> {
+    #[derive(serde::Deserialize)]
+    struct Payload<'a> {
+        #[serde(borrow)]
+        payload: Option<&'a serde_json::value::RawValue>,
+    }
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let rows = crate::sql::tolerant(text)?;
+    let payloads: Vec<Payload<'_>> = serde_json::from_str(text).map_err(Error::decode)?;
+    let rows = rows.as_array().map(Vec::as_slice).unwrap_or_default();
+    if rows.len() != payloads.len() {
+        return Err(Error::decode(format!(
+            "{} rows but {} payloads",
+            rows.len(),
+            payloads.len()
+        )));
+    }
+    rows.iter()
+        .zip(payloads)
+        .map(|(r, p)| Ok((row(r)?, p.payload.map_or("null", |p| p.get()).to_string())))
+        .collect()
+}
+
 /// A stream event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {

@@ -26,7 +26,8 @@ pub struct Ahead {
 
 #[derive(Default)]
 struct State {
-    jobs: VecDeque<(Job, Instant)>,
+    /// Each with its payload's text and when it was claimed.
+    jobs: VecDeque<(Job, String, Instant)>,
     /// How many messages the claimer keeps held…
     target: usize,
     /// …counting those in flight too (a probe, a slow sink), or not.
@@ -56,9 +57,9 @@ impl Ahead {
         }
     }
 
-    /// The next message to start.
-    pub fn pop(&self) -> Option<Job> {
-        let job = self.lock().jobs.pop_front().map(|(j, _)| j);
+    /// The next message to start, with its payload's text.
+    pub fn pop(&self) -> Option<(Job, String)> {
+        let job = self.lock().jobs.pop_front().map(|(j, body, _)| (j, body));
         if job.is_some() {
             self.changed.notify_all();
         }
@@ -67,7 +68,7 @@ impl Ahead {
 
     /// Every message held, taken out (to give back).
     pub fn take_all(&self) -> Vec<i64> {
-        let ids = self.lock().jobs.drain(..).map(|(j, _)| j.id).collect();
+        let ids = self.lock().jobs.drain(..).map(|(j, _, _)| j.id).collect();
         self.changed.notify_all();
         ids
     }
@@ -78,9 +79,9 @@ impl Ahead {
         let n = st
             .jobs
             .iter()
-            .take_while(|(_, at)| at.elapsed() > ttl)
+            .take_while(|(_, _, at)| at.elapsed() > ttl)
             .count();
-        st.jobs.drain(..n).map(|(j, _)| j.id).collect()
+        st.jobs.drain(..n).map(|(j, _, _)| j.id).collect()
     }
 
     /// Nothing held and the last claim found nothing.
@@ -127,9 +128,9 @@ impl Ahead {
                 }
             };
             let claimed = if idle {
-                ob.claim_wait(worker, want as i64, IDLE_WAIT)
+                ob.claim_verbatim_wait(worker, want as i64, IDLE_WAIT)
             } else {
-                ob.claim(worker, want as i64)
+                ob.claim_verbatim(worker, want as i64)
             };
             let jobs = match claimed {
                 Ok(jobs) => {
@@ -142,7 +143,7 @@ impl Ahead {
                 }
             };
             if ctx.route.timeout > EXTEND_ABOVE {
-                for j in &jobs {
+                for (j, _) in &jobs {
                     let extend = ctx.route.timeout + EXTEND_ABOVE;
                     let _ = ob.jobs().heartbeat(j.id, worker, Some(extend));
                 }
@@ -151,7 +152,7 @@ impl Ahead {
             let mut st = self.lock();
             if st.closed {
                 drop(st);
-                let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+                let ids: Vec<i64> = jobs.iter().map(|(j, _)| j.id).collect();
                 if !ids.is_empty() {
                     let _ = ob.jobs().release_batch(&ids, worker, None);
                 }
@@ -159,7 +160,8 @@ impl Ahead {
             }
             st.dry = empty;
             let now = Instant::now();
-            st.jobs.extend(jobs.into_iter().map(|j| (j, now)));
+            st.jobs
+                .extend(jobs.into_iter().map(|(j, body)| (j, body, now)));
             self.changed.notify_all();
             drop(st);
             if empty && !idle {

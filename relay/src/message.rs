@@ -11,7 +11,8 @@ pub struct Message {
     pub id: String,
     /// `outbox:{name}` or `stream:{name}`.
     pub source: String,
-    /// The payload as JSON text.
+    /// The payload as JSON text, as the database wrote it: on SQLite the
+    /// text as enqueued, on PostgreSQL jsonb's rendering.
     pub body: String,
     /// For an outbox message: the job's attempts at this delivery (1 the first time).
     pub attempt: Option<i64>,
@@ -20,23 +21,23 @@ pub struct Message {
 }
 
 impl Message {
-    /// An outbox job as a message.
-    pub fn outbox(outbox: &str, job: &alkstore::Job) -> Message {
+    /// An outbox job as a message, with its payload's text.
+    pub fn outbox(outbox: &str, job: &alkstore::Job, body: &str) -> Message {
         Message {
             id: format!("outbox:{outbox}:{}", job.id),
             source: Source::Outbox(outbox.into()).label(),
-            body: job.payload.to_string(),
+            body: body.to_string(),
             attempt: Some(job.attempts),
             offset: None,
         }
     }
 
-    /// A stream event as a message.
-    pub fn event(stream: &str, event: &alkstore::Event) -> Message {
+    /// A stream event as a message, with its payload's text.
+    pub fn event(stream: &str, event: &alkstore::Event, body: &str) -> Message {
         Message {
             id: format!("stream:{stream}:{}", event.offset),
             source: Source::Stream(stream.into()).label(),
-            body: event.payload.to_string(),
+            body: body.to_string(),
             attempt: None,
             offset: Some(event.offset),
         }

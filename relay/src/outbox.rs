@@ -280,11 +280,11 @@ impl Runner<'_> {
         };
         let mut started = 0;
         while self.in_flight < window {
-            let Some(job) = self.ahead.pop() else {
+            let Some((job, body)) = self.ahead.pop() else {
                 break;
             };
             started += 1;
-            let m = Message::outbox(self.outbox, &job);
+            let m = Message::outbox(self.outbox, &job, &body);
             let (sink, tx, timeout) = (self.ctx.sink.clone(), tx.clone(), self.ctx.route.timeout);
             self.in_flight += 1;
             self.ctx.rt.spawn(async move {

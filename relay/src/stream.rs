@@ -142,7 +142,7 @@ fn deliver(
         } else {
             ctx.route.concurrency as i64
         };
-        let events = match reader.next_batch(max, IDLE_WAIT) {
+        let events = match reader.next_batch_verbatim(max, IDLE_WAIT) {
             Ok(e) => {
                 db.ok(ctx);
                 e
@@ -156,21 +156,19 @@ fn deliver(
         if events.is_empty() {
             continue;
         }
-        // Offsets run 1, 2, 3, … with no gap: a gap is an event this client
-        // could not read (skipped by the reader) or one retention removed.
-        // The first is never skipped silently: the route stops there.
+        // Offsets run 1, 2, 3, … with no gap: a gap is an event that
+        // retention removed, or one the reader did not return (which would
+        // be a defect): never skipped silently, the route stops there.
         let expected = saved + 1;
         let gap = std::iter::once(expected)
-            .chain(events.iter().map(|e| e.offset + 1))
-            .zip(events.iter().map(|e| e.offset))
+            .chain(events.iter().map(|(e, _)| e.offset + 1))
+            .zip(events.iter().map(|(e, _)| e.offset))
             .find(|(want, got)| got != want)
             .map(|(want, _)| want);
         if let Some(missing) = gap {
             let removed = st.info().map(|i| missing < i.first_offset).unwrap_or(false);
             if !removed {
-                let error =
-                    "the event cannot be read here (its payload is not JSON this client parses)"
-                        .to_string();
+                let error = "the event was not read (a gap in the offsets read)".to_string();
                 ctx.log(&format!(
                     "stopped at event stream:{stream}:{missing}: {error}"
                 ));
@@ -183,14 +181,17 @@ fn deliver(
                 "events from offset {missing} were removed by the stream's retention before delivery"
             ));
         }
-        let messages: Vec<Message> = events.iter().map(|e| Message::event(stream, e)).collect();
+        let messages: Vec<Message> = events
+            .iter()
+            .map(|(e, body)| Message::event(stream, e, body))
+            .collect();
         let outcomes = ctx.deliver_all(&messages);
         let confirmed = outcomes
             .iter()
             .take_while(|o| **o == Outcome::Delivered)
             .count();
         if confirmed > 0 {
-            let offset = events[confirmed - 1].offset;
+            let offset = events[confirmed - 1].0.offset;
             // Offsets never move backwards: a relay that lost its lease
             // meanwhile saves nothing wrong.
             st.save_offset(consumer, offset)?;
@@ -201,7 +202,7 @@ fn deliver(
             None => ctx.sink_up(&mut down),
             Some(Outcome::Refused(error)) => {
                 ctx.metrics.failed(1);
-                let offset = events[confirmed].offset;
+                let offset = events[confirmed].0.offset;
                 ctx.metrics.set_lag(lag(&st, saved));
                 ctx.log(&format!(
                     "stopped at event stream:{stream}:{offset}, which the sink refused: {error}"
@@ -223,10 +224,12 @@ fn deliver(
 
 /// Seconds since the first event after `saved` was published (0: none).
 fn lag(st: &alkstore::Stream, saved: i64) -> f64 {
-    let Ok(events) = st.read(saved, 1) else {
+    // Verbatim: a plain read skips an event whose payload this client
+    // cannot parse, and the lag would be the next one's.
+    let Ok(events) = st.read_verbatim(saved, 1) else {
         return 0.0;
     };
-    let Some(e) = events.first() else {
+    let Some((e, _)) = events.first() else {
         return 0.0;
     };
     chrono::DateTime::parse_from_rfc3339(&e.created_at)

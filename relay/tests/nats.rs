@@ -60,6 +60,153 @@ fn messages(port: u16) -> Vec<(async_nats::HeaderMap, Value)> {
     })
 }
 
+/// How many messages the stream `ORDERS` holds (0 while it cannot answer).
+fn count(port: u16) -> u64 {
+    rt().block_on(async {
+        let Ok(client) = async_nats::connect(format!("nats://127.0.0.1:{port}")).await else {
+            return 0;
+        };
+        let js = async_nats::jetstream::new(client);
+        let Ok(mut stream) = js.get_stream("ORDERS").await else {
+            return 0;
+        };
+        stream.info().await.map_or(0, |i| i.state.messages)
+    })
+}
+
+/// Not a test of its own: the relay that
+/// `a_sigkilled_relay_loses_nothing_and_jetstream_keeps_one_copy` runs in
+/// a child process of this test binary, so that it can be SIGKILLed.
+/// Without its variables it does nothing.
+#[test]
+fn relay_process() {
+    let (Ok(url), Ok(config)) = (
+        std::env::var("ALK_RELAY_CHILD_URL"),
+        std::env::var("ALK_RELAY_CHILD_CONFIG"),
+    ) else {
+        return;
+    };
+    let store = alkstore::open(&url).unwrap();
+    let config = alkstore_relay::Config::parse(&config).unwrap();
+    let relay = alkstore_relay::Relay::new(store, config);
+    relay.run(&alkstore::Stop::new()).unwrap();
+}
+
+/// A child relay, SIGKILLed when dropped: a failed assertion leaves none
+/// running.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// [`relay_process`] as a child process.
+fn relay_child(target: &alkstore_tests::Target, config: &str) -> Child {
+    let url = if target.is_postgres() {
+        target.pg_url().to_string()
+    } else {
+        format!("sqlite:{}", target.sqlite_path().display())
+    };
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "relay_process",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ALK_RELAY_CHILD_URL", url)
+        .env("ALK_RELAY_CHILD_CONFIG", config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(Child)
+        .unwrap()
+}
+
+per_engine! {
+    /// The relay SIGKILLed mid-run (publishes in flight, acks not yet
+    /// written) and started again: every outbox message and stream event
+    /// is in the JetStream stream, and only once — redeliveries go out
+    /// under the same `Nats-Msg-Id`, which JetStream's duplicate window
+    /// drops — none dead. The killed relay's claims come back when they
+    /// expire (the outbox's 60 s).
+    fn a_sigkilled_relay_loses_nothing_and_jetstream_keeps_one_copy(target) {
+        let Some(server) = Server::nats() else { return };
+        let _ = jetstream(server.port);
+        let store = store(target);
+        let (outbox, stream) = (fresh("relay-nats-kill"), fresh("relay-nats-kill-st"));
+        let ob = store.outbox(&outbox).unwrap();
+        for i in 0..600 {
+            ob.enqueue(&EnqueueOpts::default(), &json!({"i": i})).unwrap();
+        }
+        publish_numbered(&store, &stream, 200);
+        let config = format!(
+            "[[route]]\nname = \"orders\"\noutbox = \"{outbox}\"\nto = \"nats://127.0.0.1:{p}\"\nsubject = \"orders.new\"\nconcurrency = 16\n\n\
+             [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"nats://127.0.0.1:{p}\"\nsubject = \"orders.events\"\nconcurrency = 16\n",
+            p = server.port
+        );
+        let first = relay_child(target, &config);
+        wait_until(60, "a first part delivered", || count(server.port) >= 150);
+        drop(first); // SIGKILL
+        let second = relay_child(target, &config);
+        wait_until(240, "every message and event", || count(server.port) >= 800);
+        // The killed relay's claims come back 60 s after they were made.
+        wait_until(150, "every ack", || {
+            let s = ob.stats().unwrap();
+            s["pending"].as_i64() == Some(0) && s["running"].as_i64() == Some(0)
+        });
+        // Anything sent again in the meantime would show now.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        drop(second);
+        assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+        let got = messages(server.port);
+        let ids: std::collections::HashSet<String> = got
+            .iter()
+            .map(|(h, _)| h.get(async_nats::header::NATS_MESSAGE_ID).unwrap().to_string())
+            .collect();
+        assert_eq!(got.len(), 800, "one copy of each");
+        assert_eq!(ids.len(), 800);
+        let events: Vec<Value> = got
+            .iter()
+            .filter(|(h, _)| h.get("Alk-Source").map(|v| v.as_str()) == Some(format!("stream:{stream}").as_str()))
+            .map(|(_, b)| b.clone())
+            .collect();
+        assert_numbered(&events, 200);
+    }
+}
+
+per_engine! {
+    /// A message larger than the server's `max_payload` (1 MB by default)
+    /// is a refusal: dead after `max_attempts` with the reason, while the
+    /// messages after it go on (an outage would hold the route back).
+    fn a_message_over_max_payload_is_refused_and_the_route_goes_on(target) {
+        let Some(server) = Server::nats() else { return };
+        let _ = jetstream(server.port);
+        let store = store(target);
+        let outbox = fresh("relay-nats-big");
+        let ob = store.outbox(&outbox).unwrap();
+        let big = ob
+            .enqueue(&EnqueueOpts { max_attempts: Some(2), ..Default::default() }, &json!({"blob": "x".repeat(1_100_000)}))
+            .unwrap();
+        ob.enqueue(&EnqueueOpts::default(), &json!({"after": true})).unwrap();
+        let config = format!(
+            "[[route]]\nname = \"big\"\noutbox = \"{outbox}\"\nto = \"nats://127.0.0.1:{}\"\nsubject = \"orders.big\"\n",
+            server.port
+        );
+        let relay = Running::start(&store, &config);
+        wait_until(60, "the small message", || count(server.port) == 1);
+        assert_eq!(messages(server.port)[0].1, json!({"after": true}));
+        // Its second attempt waits out the outbox's backoff.
+        wait_until(120, "the big one dead", || store.get_job(big).unwrap().is_some_and(|j| j["state"] == "dead"));
+        let dead = store.get_job(big).unwrap().unwrap();
+        assert!(dead["last_error"].as_str().unwrap().contains("over the server's max_payload of 1048576"), "{dead}");
+        assert!(relay.metrics().contains("alkstore_relay_up{route=\"big\"} 1"), "{}", relay.metrics());
+    }
+}
+
 per_engine! {
     /// A message arrives with `Nats-Msg-Id` = `Alk-Id` = its message id and
     /// `Alk-Source`, `Alk-Attempt`; a publish under the same id again is
@@ -107,6 +254,37 @@ per_engine! {
             assert!(ack.duplicate, "JetStream drops the repeat");
         });
         assert_eq!(messages(server.port).len(), 1);
+    }
+}
+
+per_engine! {
+    /// Under `concurrency` 16 (JetStream publishes in flight side by side)
+    /// each outbox group's messages are in its order and a stream's events
+    /// in offset order.
+    fn group_and_stream_order_hold_under_concurrency(target) {
+        let Some(server) = Server::nats() else { return };
+        let _ = jetstream(server.port);
+        let store = store(target);
+        let (outbox, stream) = (fresh("relay-nats-order"), fresh("relay-nats-order-st"));
+        enqueue_groups(&store, &outbox);
+        publish_numbered(&store, &stream, 60);
+        let config = format!(
+            "[[route]]\nname = \"groups\"\noutbox = \"{outbox}\"\nto = \"nats://127.0.0.1:{p}\"\nsubject = \"orders.groups\"\nconcurrency = 16\n\n\
+             [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"nats://127.0.0.1:{p}\"\nsubject = \"orders.events\"\nconcurrency = 16\n",
+            p = server.port
+        );
+        let relay = Running::start(&store, &config);
+        wait_until(120, "160 messages", || messages(server.port).len() >= 160);
+        drop(relay);
+        let all = messages(server.port);
+        let from = |source: String| -> Vec<Value> {
+            all.iter()
+                .filter(|(h, _)| h.get("Alk-Source").map(|v| v.as_str()) == Some(source.as_str()))
+                .map(|(_, b)| b.clone())
+                .collect()
+        };
+        assert_group_order(&from(format!("outbox:{outbox}")));
+        assert_numbered(&from(format!("stream:{stream}")), 60);
     }
 }
 

@@ -68,6 +68,29 @@ per_engine! {
         drop(relay);
     }
 
+    /// Under `concurrency` 16 each outbox group's entries are in its order
+    /// (groups side by side) and a stream's events in offset order.
+    fn group_and_stream_order_hold_under_concurrency(target) {
+        let Some(server) = Server::redis() else { return };
+        let store = store(target);
+        let (outbox, stream) = (fresh("relay-redis-order"), fresh("relay-redis-order-st"));
+        enqueue_groups(&store, &outbox);
+        publish_numbered(&store, &stream, 60);
+        let config = format!(
+            "[[route]]\nname = \"groups\"\noutbox = \"{outbox}\"\nto = \"redis://127.0.0.1:{p}\"\nsubject = \"groups\"\nconcurrency = 16\n\n\
+             [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"redis://127.0.0.1:{p}\"\nsubject = \"events\"\nconcurrency = 16\n",
+            p = server.port
+        );
+        let relay = Running::start(&store, &config);
+        wait_until(120, "100 group entries and 60 events", || entries(server.port, "groups").len() >= 100 && entries(server.port, "events").len() >= 60);
+        drop(relay);
+        let bodies = |key: &str| -> Vec<Value> {
+            entries(server.port, key).iter().map(|e| serde_json::from_str(&e["payload"]).unwrap()).collect()
+        };
+        assert_group_order(&bodies("groups"));
+        assert_numbered(&bodies("events"), 60);
+    }
+
     /// Redis down for 10 s while 1,000 messages are enqueued: once it is
     /// back every message arrives, none is dead, no attempt was spent.
     fn an_outage_loses_nothing_and_spends_no_attempt(target) {

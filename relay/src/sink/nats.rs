@@ -51,8 +51,20 @@ impl Sink for Nats {
             };
             let mut headers = async_nats::HeaderMap::new();
             headers.insert("Nats-Msg-Id", m.id.as_str());
+            let mut size = "NATS/1.0\r\n\r\n".len() + "Nats-Msg-Id: \r\n".len() + m.id.len();
             for (k, v) in m.headers() {
+                size += k.len() + v.len() + ": \r\n".len();
                 headers.insert(k, v.as_str());
+            }
+            // Larger than the server takes (headers and body count): no
+            // retry will get it in, so a refusal (its attempts spent, then
+            // dead), not an outage that would hold the whole route back.
+            let max = js.client().server_info().max_payload;
+            size += m.body.len();
+            if size > max {
+                return Outcome::Refused(format!(
+                    "nats: the message is {size} bytes with its headers, over the server's max_payload of {max}"
+                ));
             }
             let sent = js
                 .publish_with_headers(self.subject.clone(), headers, m.body.clone().into())

@@ -21,6 +21,58 @@ pub fn store(target: &Target) -> Store {
     alkstore::open(&url).expect("open the store")
 }
 
+/// The groups [`enqueue_groups`] fills, and how many messages each gets.
+pub const GROUPS: [&str; 4] = ["a", "b", "c", "d"];
+pub const PER_GROUP: i64 = 25;
+
+/// [`PER_GROUP`] messages `{"g": group, "i": n}` in each of [`GROUPS`],
+/// enqueued interleaved (a0 b0 c0 d0 a1 …).
+pub fn enqueue_groups(store: &Store, outbox: &str) {
+    let ob = store.outbox(outbox).unwrap();
+    for i in 0..PER_GROUP {
+        for g in GROUPS {
+            let opts = alkstore::EnqueueOpts {
+                group_key: Some(g.into()),
+                ..Default::default()
+            };
+            ob.enqueue(&opts, &serde_json::json!({"g": g, "i": i}))
+                .unwrap();
+        }
+    }
+}
+
+/// Each group's messages arrived once, one after another in its order
+/// (contract v1.3 §N3), whatever the groups' interleaving.
+pub fn assert_group_order(bodies: &[serde_json::Value]) {
+    assert_eq!(bodies.len(), GROUPS.len() * PER_GROUP as usize, "each once");
+    for g in GROUPS {
+        let order: Vec<i64> = bodies
+            .iter()
+            .filter(|b| b["g"] == g)
+            .map(|b| b["i"].as_i64().unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            (0..PER_GROUP).collect::<Vec<_>>(),
+            "group {g} in order"
+        );
+    }
+}
+
+/// Publishes `{"i": 0}` … `{"i": n - 1}` to `stream`.
+pub fn publish_numbered(store: &Store, stream: &str, n: i64) {
+    let st = store.stream(stream).unwrap();
+    for i in 0..n {
+        st.publish(&serde_json::json!({"i": i}), None).unwrap();
+    }
+}
+
+/// The events of [`publish_numbered`] arrived once each, in offset order.
+pub fn assert_numbered(bodies: &[serde_json::Value], n: i64) {
+    let got: Vec<i64> = bodies.iter().map(|b| b["i"].as_i64().unwrap()).collect();
+    assert_eq!(got, (0..n).collect::<Vec<_>>(), "each event once, in order");
+}
+
 /// A relay running on a thread until dropped (or [`Running::stop`]).
 pub struct Running {
     pub relay: Arc<Relay>,
