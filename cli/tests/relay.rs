@@ -248,7 +248,10 @@ fn a_role_granted_only_alkstore_user_runs_the_relay() {
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "[{var}] {err}");
-        assert!(err.contains("lease relay:events taken"), "[{var}] {err}");
+        assert!(
+            err.contains(&format!("lease relay:{stream}:events taken")),
+            "[{var}] {err}"
+        );
         for bad in ["failed", "permission", "denied", "ALK"] {
             assert!(!err.contains(bad), "[{var}] {bad:?} in the log: {err}");
         }

@@ -34,6 +34,14 @@ pub struct Route {
     pub timeout: Duration,
 }
 
+/// The lease under which one relay at a time delivers a stream route:
+/// `relay:{stream}:{route}`, as narrow as the consumer offset the route
+/// saves (the stream's consumer named after the route), so that routes of
+/// one name on different streams never wait for each other.
+pub fn lease_name(stream: &str, route: &str) -> String {
+    format!("relay:{stream}:{route}")
+}
+
 /// What a route delivers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -242,11 +250,6 @@ fn parse_route(n: usize, value: &toml::Value) -> Result<Route, ConfigError> {
         return fail(&who, "name", e.detail);
     }
     who = format!("route {name:?} (route {n})");
-    // A stream route's lease is named after the route: it must be a valid
-    // lock name too.
-    if let Err(e) = names::validate(NameKind::Lock, &format!("relay:{name}")) {
-        return fail(&who, "name", e.detail);
-    }
     if let Some(key) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return fail(&who, key, "unknown key".into());
     }
@@ -270,6 +273,10 @@ fn parse_route(n: usize, value: &toml::Value) -> Result<Route, ConfigError> {
             let s = string(&who, "stream", v)?;
             if let Err(e) = names::validate(NameKind::Stream, &s) {
                 return fail(&who, "stream", e.detail);
+            }
+            // The route's lease must be a valid lock name too.
+            if let Err(e) = names::validate(NameKind::Lock, &lease_name(&s, &name)) {
+                return fail(&who, "name", e.detail);
             }
             Source::Stream(s)
         }

@@ -39,7 +39,7 @@ mod sink;
 mod stream;
 
 pub use config::{
-    Config, ConfigError, Route, SinkSpec, Source, DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT,
+    lease_name, Config, ConfigError, Route, SinkSpec, Source, DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT,
 };
 pub use message::Message;
 pub use metrics::RouteMetrics;

@@ -1,5 +1,5 @@
 //! A stream route: one relay at a time delivers it, under a lease named
-//! `relay:{route}` (10 s, renewed every 3 s by a keeper thread); it reads
+//! `relay:{stream}:{route}` (10 s, renewed every 3 s by a keeper thread); it reads
 //! from the route's saved offset (the route name is the consumer), delivers
 //! a batch with every event in flight, and saves the offset of the
 //! gap-free prefix the sink confirmed. An unavailable sink is tried again
@@ -29,7 +29,7 @@ pub enum End {
 }
 
 pub fn run(ctx: &Ctx<'_>, stream: &str, owner: &str) -> alkstore::Result<End> {
-    let lease = format!("relay:{}", ctx.route.name);
+    let lease = crate::config::lease_name(stream, &ctx.route.name);
     let mut db = DbState::default();
     let mut standby_logged = false;
     while !ctx.stop.is_stopped() {

@@ -1,7 +1,8 @@
 //! The relay to RabbitMQ (contract v1.3 §N), against a real RabbitMQ node
 //! of the test's own, from SQLite and every PostgreSQL install at once:
 //! the properties and headers, a message no queue takes refused (dead
-//! after `max_attempts`), and the node killed while 1,000 messages per
+//! after `max_attempts`), group and stream order under concurrency 16,
+//! and the node killed while 1,000 messages per
 //! engine are enqueued — all delivered once it is back, none dead, no
 //! attempt spent.
 
@@ -106,13 +107,27 @@ fn rabbitmq_confirms_refusals_and_an_outage_on_every_engine() {
     let queues: Vec<String> = (0..targets.len())
         .map(|i| fresh(&format!("orders{i}")))
         .collect();
+    // Per engine, a queue for grouped outbox messages and one for events.
+    let ordered: Vec<(String, String)> = (0..targets.len())
+        .map(|i| (fresh(&format!("groups{i}")), fresh(&format!("events{i}"))))
+        .collect();
     declare(&url, &queues);
+    declare(
+        &url,
+        &ordered
+            .iter()
+            .flat_map(|(g, e)| [g.clone(), e.clone()])
+            .collect::<Vec<_>>(),
+    );
     let mut relays = Vec::new();
     let mut cases = Vec::new();
-    for (target, queue) in targets.iter().zip(&queues) {
+    for ((target, queue), (groups, events)) in targets.iter().zip(&queues).zip(&ordered) {
         let store = store(target);
         let outbox = fresh("relay-amqp");
         let nowhere = fresh("relay-amqp-nowhere");
+        let (grouped, stream) = (fresh("relay-amqp-groups"), fresh("relay-amqp-st"));
+        enqueue_groups(&store, &grouped);
+        publish_numbered(&store, &stream, 60);
         let id = store
             .outbox(&outbox)
             .unwrap()
@@ -131,7 +146,9 @@ fn rabbitmq_confirms_refusals_and_an_outage_on_every_engine() {
             .unwrap();
         let config = format!(
             "[[route]]\nname = \"to-rabbit\"\noutbox = \"{outbox}\"\nto = \"{url}\"\nsubject = \"{queue}\"\ntimeout_s = 3\n\n\
-             [[route]]\nname = \"unroutable\"\noutbox = \"{nowhere}\"\nto = \"{url}\"\nsubject = \"no-queue-has-this-name\"\n"
+             [[route]]\nname = \"unroutable\"\noutbox = \"{nowhere}\"\nto = \"{url}\"\nsubject = \"no-queue-has-this-name\"\n\n\
+             [[route]]\nname = \"groups\"\noutbox = \"{grouped}\"\nto = \"{url}\"\nsubject = \"{groups}\"\nconcurrency = 16\n\n\
+             [[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"{url}\"\nsubject = \"{events}\"\nconcurrency = 16\n"
         );
         relays.push(Running::start(&store, &config));
         cases.push((target.name(), store, outbox, id, lost, queue.clone()));
@@ -165,6 +182,17 @@ fn rabbitmq_confirms_refusals_and_an_outage_on_every_engine() {
                 .contains("returned unroutable"),
             "[{name}] {dead}"
         );
+        // Under concurrency 16 (confirms pipelined on one channel): each
+        // group in its order, the stream's events in offset order.
+        let (groups, events) = &ordered[i];
+        let (mut g, mut e) = (Vec::new(), Vec::new());
+        wait_until(120, "100 grouped messages and 60 events", || {
+            g.extend(take(&url, groups).into_iter().map(|m| m.body));
+            e.extend(take(&url, events).into_iter().map(|m| m.body));
+            g.len() >= 100 && e.len() >= 60
+        });
+        assert_group_order(&g);
+        assert_numbered(&e, 60);
     }
     server.kill();
     for (_, store, outbox, ..) in &cases {

@@ -520,8 +520,9 @@ pub async fn dead(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -
 /// `GET /streams`: streams with their consumers, how far behind each is
 /// (events, and the age of the first event it has not read), and the
 /// relay route delivering it: a stream route saves its offset as the
-/// consumer named after it, under the lease `relay:{route}` (contract v1.3
-/// §N), so a held lease of that name marks the consumer as a relay's.
+/// consumer named after it, under the lease `relay:{stream}:{route}`
+/// (alkstore-relay's `lease_name`), so a held lease of that name marks the
+/// consumer as a relay's.
 pub async fn streams(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -> Page {
     let (streams, relays, behind) = blocking(&app.db, |db| {
         let streams = db.store().call("alk_streams", &[])?;
@@ -532,10 +533,7 @@ pub async fn streams(State(app): State<Shared>, Extension(csrf): Extension<Csrf>
             .into_iter()
             .flatten()
             .filter(|l| l["held"] == true)
-            .filter_map(|l| {
-                let route = l["name"].as_str()?.strip_prefix("relay:")?;
-                Some((route.to_string(), text(&l["owner"])))
-            })
+            .filter_map(|l| Some((l["name"].as_str()?.to_string(), text(&l["owner"]))))
             .collect();
         let mut behind = std::collections::HashMap::new();
         for s in streams.as_array().into_iter().flatten() {
@@ -575,15 +573,14 @@ pub async fn streams(State(app): State<Shared>, Extension(csrf): Extension<Csrf>
                             td.num { (text(&c["offset"])) }
                             td.num { (text(&c["lag"])) }
                             td.num.behind { @if let Some(a) = age_s { (age(&Value::from(a))) } @else { "—" } }
-                            td.relay { @if let Some(owner) = relays.get(&consumer) { (owner) } }
+                            td.relay { @if let Some(owner) = relays.get(&format!("relay:{}:{consumer}", text(&s["stream"]))) { (owner) } }
                         }
                     }
                 }
             }
         }
         p.hint { "A relay's stream route reads as the consumer named after the route; its lease "
-            code { "relay:{route}" } " names the relay holding it (docs/relay.md). The lease names the route, not the stream: "
-            "a consumer of another stream with the route's name is marked too." }
+            code { "relay:{stream}:{route}" } " names the relay holding it (docs/relay.md)." }
     };
     Ok(layout(&app, &csrf, "Streams", false, body))
 }

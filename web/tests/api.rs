@@ -1156,7 +1156,8 @@ fn an_outboxs_messages_are_listed_and_acted_on() {
 
 /// Issue 60: the streams page shows how far behind each consumer is, in
 /// events and in the age of the first event it has not read, and marks the
-/// consumer a relay's stream route saves (the lease `relay:{route}` held).
+/// consumer a relay's stream route saves (the lease `relay:{stream}:{route}`
+/// held), and only on that stream.
 #[test]
 fn the_streams_page_shows_relay_routes_and_how_far_behind_they_are() {
     for t in targets() {
@@ -1173,7 +1174,7 @@ fn the_streams_page_shows_relay_routes_and_how_far_behind_they_are() {
         st.save_offset("reports", first).unwrap();
         let _lease = store
             .lock(
-                &format!("relay:{route}"),
+                &format!("relay:{stream}:{route}"),
                 "relay-on-host-1",
                 Duration::from_secs(60),
             )
@@ -1204,6 +1205,21 @@ fn the_streams_page_shows_relay_routes_and_how_far_behind_they_are() {
         assert!(
             !other.contains("relay-on-host-1"),
             "[{}] not a relay's: {other}",
+            t.label
+        );
+        // A consumer of the route's name on another stream is not the route's.
+        let elsewhere = fresh("web-relay-st2");
+        let st2 = store.stream(&elsewhere).unwrap();
+        st2.publish(&json!({}), None).unwrap();
+        st2.save_offset(&route, st2.read(0, 1).unwrap()[0].offset)
+            .unwrap();
+        let page = get(&server.url("/streams"), &[(a[0].0, &a[0].1)]).text;
+        let section = &page[page.find(&format!("<h2>{elsewhere}</h2>")).unwrap()..];
+        let row2 = &section[section.find(&format!("data-consumer=\"{route}\"")).unwrap()..];
+        let row2 = &row2[..row2.find("</tr>").unwrap()];
+        assert!(
+            !row2.contains("relay-on-host-1"),
+            "[{}] another stream's consumer: {row2}",
             t.label
         );
     }
