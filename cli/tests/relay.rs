@@ -26,6 +26,20 @@ fn urls() -> Vec<(String, tempfile::TempDir)> {
     urls
 }
 
+/// SIGTERM to a relay; its exit code and what it printed on standard error.
+fn terminate(child: std::process::Child) -> (Option<i32>, String) {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn relay(url: &str, config: &str, dir: &std::path::Path) -> std::process::Child {
     relay_with(url, config, dir, &[])
 }
@@ -175,14 +189,8 @@ fn sigterm_gives_back_what_could_not_be_delivered_and_exits_0() {
             "{metrics}"
         );
         assert!(!metrics.contains("hunter2"), "{metrics}");
-        Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
+        let (code, err) = terminate(child);
+        assert_eq!(code, Some(0), "{err}");
         assert!(
             err.contains("route \"r\": sink http://***:***@127.0.0.1:9/hook down"),
             "{err}"
@@ -240,14 +248,8 @@ fn a_role_granted_only_alkstore_user_runs_the_relay() {
         wait(30, "the saved offset", || {
             st.get_offset("events").unwrap() == last
         });
-        Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "[{var}] {err}");
+        let (code, err) = terminate(child);
+        assert_eq!(code, Some(0), "[{var}] {err}");
         assert!(
             err.contains(&format!("lease relay:{stream}:events taken")),
             "[{var}] {err}"
