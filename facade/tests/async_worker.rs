@@ -836,6 +836,7 @@ async fn an_async_workers_default_prefetch_follows_the_handlers_pace_on<DB: Asyn
     let (finished, shutdown) = tokio::sync::oneshot::channel::<()>();
     let finished = Arc::new(Mutex::new(Some(finished)));
     let (s, n, seen) = (store.clone(), name.clone(), most.clone());
+    let began = std::time::Instant::now();
     // Each job acked as its handler returns: the claims counted running
     // are those held, waiting or running.
     AsyncWorker::new(q.clone(), "pace")
@@ -873,5 +874,12 @@ async fn an_async_workers_default_prefetch_follows_the_handlers_pace_on<DB: Asyn
         .await
         .unwrap();
     let most = most.load(Ordering::SeqCst);
-    assert!(most >= 50, "[{target}] at most {most} claimed at once");
+    let rate = 3000.0 / began.elapsed().as_secs_f64();
+    // Concurrency 1: a prefetch that ignored the pace holds 1 or 2. Ten
+    // times that is a pace of 100 jobs/s, which a loaded 2-core machine
+    // still keeps; the figure itself follows the machine, so it is printed.
+    assert!(
+        most >= 10,
+        "[{target}] at most {most} claimed at once, at {rate:.0} jobs/s"
+    );
 }
