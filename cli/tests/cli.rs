@@ -901,8 +901,10 @@ fn the_exporter_answers_down_within_its_timeout_while_the_database_stalls() {
     let took = started.elapsed();
     exporter.kill().unwrap();
     exporter.wait().unwrap();
+    // Waiting for the database would never end: the bound only catches a
+    // hang (generous, for a loaded machine).
     assert!(
-        took < Duration::from_secs(4),
+        took < Duration::from_secs(15),
         "two concurrent scrapes took {took:?} with a 1 s scrape timeout"
     );
 }
@@ -931,7 +933,7 @@ fn urls_that_name_no_database_are_refused_at_once_without_their_password() {
             "{url}: {stderr}"
         );
         assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{url}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{url}");
     }
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
@@ -1222,8 +1224,9 @@ fn inspecting_a_sqlite_file_changes_nothing() {
     let started = Instant::now();
     let err = fails(&format!("sqlite:{}", junk.display()), &["queues"], "", 1);
     assert!(err.contains("not a SQLite database"), "{err}");
+    // It took the 30 s busy timeout to say so before.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );

@@ -340,7 +340,9 @@ fn wait(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
 /// the stream route. The one holding the stream's lease is SIGKILLed
 /// mid-run: every outbox message and every event still arrives (what the
 /// killed one had not acked goes again, under the same ids), and the
-/// other takes the stream route over within 15 s.
+/// other takes the stream route over within 30 s (the lease lasts 10 s:
+/// ~12 s is usual, more on a loaded machine; still well under the killed
+/// one's 60 s claims).
 #[test]
 fn sigkill_loses_nothing_and_the_other_relay_takes_the_stream_over() {
     // Each install waits out the killed relay's 60 s claims: side by side.
@@ -400,7 +402,7 @@ fn sigkill_loses_nothing_and_the_other_relay_takes_the_stream_over() {
                     .map(|(_, at)| *at)
                     .unwrap();
                 assert!(
-                    took_over.duration_since(killed) < Duration::from_secs(15),
+                    took_over.duration_since(killed) < Duration::from_secs(30),
                     "the stream route went on {:?} after the kill",
                     took_over.duration_since(killed)
                 );

@@ -100,8 +100,8 @@ fn an_idle_async_worker_in_another_process_is_woken_by_the_commit() {
         let mut tx = store.begin().unwrap();
         tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({ "n": 1 }))
             .unwrap();
-        let committed = now_ms();
         tx.commit().unwrap();
+        let committed = now_ms();
         assert!(child.wait().unwrap().success(), "[{}]", target.name());
         let handled_at: i64 = std::fs::read_to_string(&out)
             .unwrap()
@@ -127,6 +127,7 @@ async fn child_async_worker_waits() {
 
 async fn async_worker_waits<DB: AsyncEngine>(store: AsyncStore<DB>) {
     let queue = store.queue(&env("ALK_CHILD_NAME")).unwrap();
+    let registers = queue.clone();
     let (done, shutdown) = tokio::sync::oneshot::channel::<()>();
     let done = Arc::new(Mutex::new(Some(done)));
     let worker = AsyncWorker::new(queue, "woken").poll_every(Duration::from_secs(60));
@@ -142,8 +143,14 @@ async fn async_worker_waits<DB: AsyncEngine>(store: AsyncStore<DB>) {
         }
     });
     let ready = async {
-        // The worker has made its first (empty) claim and waits by now.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The store is registered for the queue's wake-ups (the worker's
+        // wait shares it; a job committed before its first claim is found
+        // by that claim): a fixed pause was not always enough.
+        let none = registers
+            .claim_wait("woken", 1, Duration::from_millis(50))
+            .await
+            .unwrap();
+        assert!(none.is_empty());
         std::fs::write(env("ALK_CHILD_READY"), "ready").unwrap();
     };
     let (handled, ()) =
@@ -177,8 +184,8 @@ fn async_listeners_and_stream_subscribers_in_another_process_are_woken_by_the_co
         let mut tx = store.begin().unwrap();
         tx.notify_tx(&channel, &json!("hello")).unwrap();
         let id = tx.publish_tx(&stream, &json!({ "n": 1 })).unwrap();
-        let committed = now_ms();
         tx.commit().unwrap();
+        let committed = now_ms();
         assert!(child.wait().unwrap().success(), "[{}]", target.name());
         let got: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();

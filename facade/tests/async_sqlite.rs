@@ -211,7 +211,7 @@ async fn a_call_waiting_for_the_write_lock_does_not_stall_the_runtime() {
         assert!(id > 0);
         assert!(
             waited >= std::time::Duration::from_millis(250)
-                && waited < std::time::Duration::from_secs(3),
+                && waited < std::time::Duration::from_millis(4500),
             "in_tx {in_tx}: waited {waited:?} (the busy timeout is 5 s)"
         );
     }
@@ -251,7 +251,7 @@ async fn a_store_call_waiting_for_the_write_lock_does_not_stall_the_runtime() {
     release.await.unwrap();
     assert!(
         waited >= std::time::Duration::from_millis(250)
-            && waited < std::time::Duration::from_secs(3),
+            && waited < std::time::Duration::from_millis(4500),
         "waited {waited:?} (the busy timeout is 5 s)"
     );
     let jobs = queue.claim("w", 10).await.unwrap();

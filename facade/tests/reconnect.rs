@@ -22,20 +22,39 @@ fn wake_ups_survive_a_killed_listener_connection() {
             unreachable!()
         };
         let mut admin = postgres::Client::connect(&pg.direct, postgres::NoTls).unwrap();
-        let killed: i64 = admin
-            .query_one(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'alkstore-listener'",
+        let killed: Vec<i32> = admin
+            .query(
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'alkstore-listener'",
                 &[],
             )
             .unwrap()
-            .get(0);
-        assert!(killed >= 1);
-        std::thread::sleep(ms(1000)); // reconnected and registered again
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(!killed.is_empty());
+        // Reconnected and registered again: a new listener connection whose
+        // last statement was the registration (a fixed pause was not always
+        // enough on a loaded machine).
+        let until = Instant::now() + Duration::from_secs(30);
+        while !admin
+            .query_one(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'alkstore-listener' \
+                  AND pid <> ALL($1) AND state = 'idle' AND query LIKE '%alk_listen_queue(%')",
+                &[&killed],
+            )
+            .unwrap()
+            .get::<_, bool>(0)
+        {
+            assert!(Instant::now() < until, "the listener did not come back");
+            std::thread::sleep(ms(20));
+        }
+        let (ready, waiting) = std::sync::mpsc::channel();
         let waiter = std::thread::spawn(move || {
+            ready.send(()).unwrap(); // still registered: it claims, then waits
             let jobs = queue.claim_wait("w", 1, Duration::from_secs(10)).unwrap();
             (Instant::now(), jobs.len())
         });
-        std::thread::sleep(ms(300));
+        waiting.recv_timeout(Duration::from_secs(30)).unwrap();
         target
             .open()
             .queue(&q)

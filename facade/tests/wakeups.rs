@@ -16,16 +16,21 @@ fn an_idle_worker_claims_within_milliseconds_of_the_commit() {
     for target in targets() {
         let q = fresh("wake");
         let producer = target.open();
+        let (ready, waiting) = std::sync::mpsc::channel();
         let worker = {
             let (target, q) = (target.clone(), q.clone());
             std::thread::spawn(move || {
                 let store = target.open();
                 let queue = store.queue(&q).unwrap();
+                assert!(queue.claim_wait("w", 1, ms(50)).unwrap().is_empty()); // registered
+                ready.send(()).unwrap();
                 let jobs = queue.claim_wait("w", 1, Duration::from_secs(10)).unwrap();
                 (Instant::now(), jobs)
             })
         };
-        std::thread::sleep(ms(300)); // the worker is waiting by now
+        // The worker is registered (a fixed pause was not always enough on
+        // a loaded machine).
+        waiting.recv_timeout(Duration::from_secs(30)).unwrap();
         let mut tx = producer.begin().unwrap();
         tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!("hello"))
             .unwrap();
@@ -47,6 +52,8 @@ fn a_worker_in_another_process_is_woken_by_the_commit() {
     for target in targets() {
         let q = fresh("wake-process");
         let out = tempfile::NamedTempFile::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -57,24 +64,25 @@ fn a_worker_in_another_process_is_woken_by_the_commit() {
             .envs(target.child_env())
             .env("ALK_CHILD_QUEUE", &q)
             .env("ALK_CHILD_OUT", out.path())
+            .env("ALK_CHILD_READY", &ready)
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(ms(1500)); // the child has opened its store and waits
+        wait_for_file(&mut child, &ready); // the child has registered
         let store = target.open();
-        let before = alkstore_core::time::now_ms();
         store
             .queue(&q)
             .unwrap()
             .enqueue(&EnqueueOpts::new(), &json!({"n": 1}))
             .unwrap();
+        let committed = alkstore_core::time::now_ms();
         assert!(child.wait().unwrap().success());
         let claimed_at: i64 = std::fs::read_to_string(out.path())
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        let latency = claimed_at - before;
+        let latency = claimed_at - committed;
         assert!(
             latency < WOKEN.as_millis() as i64,
             "[{}] another process claimed {latency} ms after the commit",
@@ -91,6 +99,8 @@ fn child_claim_wait() {
     let queue = store
         .queue(&std::env::var("ALK_CHILD_QUEUE").unwrap())
         .unwrap();
+    assert!(queue.claim_wait("child", 1, ms(50)).unwrap().is_empty()); // registered
+    std::fs::write(std::env::var("ALK_CHILD_READY").unwrap(), "ready").unwrap();
     let jobs = queue
         .claim_wait("child", 1, Duration::from_secs(20))
         .unwrap();

@@ -27,6 +27,16 @@ fn settled(stats: &serde_json::Value) -> bool {
     stats["pending"] == 0 && stats["scheduled"] == 0 && stats["running"] == 0
 }
 
+/// Polls until `done` holds, for at most 60 s: a deadline, not a count of
+/// naps, which a loaded machine can use up first (the asserts after it
+/// tell what did not happen).
+fn poll_until(mut done: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() && std::time::Instant::now() < until {
+        std::thread::sleep(ms(50));
+    }
+}
+
 #[test]
 fn a_worker_runs_handlers_concurrently_retries_errors_survives_panics_and_stops_gracefully() {
     for target in targets() {
@@ -63,12 +73,7 @@ fn a_worker_runs_handlers_concurrently_retries_errors_survives_panics_and_stops_
                     })
             });
             // Graceful stop once everything is done.
-            for _ in 0..200 {
-                if settled(&queue.stats().unwrap_or_default()) {
-                    break;
-                }
-                std::thread::sleep(ms(50));
-            }
+            poll_until(|| settled(&queue.stats().unwrap_or_default()));
             stop.stop();
             worker.join().unwrap().unwrap()
         });
@@ -149,12 +154,7 @@ fn a_transactional_handlers_writes_and_the_jobs_ack_commit_together_or_not_at_al
                         Ok(())
                     })
             });
-            for _ in 0..400 {
-                if settled(&queue.stats().unwrap_or_default()) {
-                    break;
-                }
-                std::thread::sleep(ms(50));
-            }
+            poll_until(|| settled(&queue.stats().unwrap_or_default()));
             stop.stop();
             worker.join().unwrap().unwrap()
         });
@@ -235,12 +235,7 @@ fn outbox_delivery_into_the_apps_own_tables_commits_with_the_messages_ack() {
                     }
                 })
             });
-            for _ in 0..400 {
-                if settled(&outbox.stats().unwrap_or_default()) {
-                    break;
-                }
-                std::thread::sleep(ms(50));
-            }
+            poll_until(|| settled(&outbox.stats().unwrap_or_default()));
             stop.stop();
             worker.join().unwrap().unwrap()
         });
@@ -347,14 +342,10 @@ fn outbox_run_once_and_run_deliver_retry_and_dead_letter() {
             for i in 0..5 {
                 outbox.enqueue(&EnqueueOpts::new(), &json!(i)).unwrap();
             }
-            for _ in 0..100 {
-                if outbox.stats().unwrap()["pending"] == 0
-                    && outbox.stats().unwrap()["running"] == 0
-                {
-                    break;
-                }
-                std::thread::sleep(ms(20));
-            }
+            poll_until(|| {
+                let stats = outbox.stats().unwrap();
+                stats["pending"] == 0 && stats["running"] == 0
+            });
             stop.stop();
             runner.join().unwrap()
         });
@@ -396,13 +387,10 @@ fn an_outbox_worker_runs_concurrent_handlers_retries_and_keeps_claims_alive() {
                     })
                     .unwrap()
             });
-            for _ in 0..250 {
+            poll_until(|| {
                 let stats = outbox.stats().unwrap();
-                if stats["pending"] == 0 && stats["running"] == 0 {
-                    break;
-                }
-                std::thread::sleep(ms(20));
-            }
+                stats["pending"] == 0 && stats["running"] == 0
+            });
             stop.stop();
             runner.join().unwrap()
         });
@@ -652,12 +640,7 @@ fn a_worker_keeps_a_queues_rate_and_per_key_running_limit() {
                         Ok(())
                     })
             });
-            for _ in 0..200 {
-                if settled(&queue.stats().unwrap_or_default()) {
-                    break;
-                }
-                std::thread::sleep(ms(50));
-            }
+            poll_until(|| settled(&queue.stats().unwrap_or_default()));
             stop.stop();
             worker.join().unwrap().unwrap();
         });
@@ -701,7 +684,11 @@ fn a_worker_sweeps_its_queue_so_a_job_expired_before_it_came_due_goes_dead() {
                         .sweep_every(every)
                         .run(&stop, |_| Ok(()))
                 });
-                std::thread::sleep(ms(900));
+                if every.is_some() {
+                    poll_until(|| queue.get_job(id).unwrap().unwrap()["state"] == "dead");
+                } else {
+                    std::thread::sleep(ms(900));
+                }
                 stop.stop();
                 worker.join().unwrap().unwrap();
             });

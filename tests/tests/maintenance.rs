@@ -195,7 +195,7 @@ fn the_worker_sequences_a_committed_event_within_a_second() {
     for round in 0..2 {
         assert!(
             sequenced_by_the_worker(&mut c, &mut reader, &stream),
-            "round {round}: the event was not readable within 1 s"
+            "round {round}: the event was not readable within 10 s"
         );
         if round == 0 {
             // Terminated: the postmaster starts it again within 5 s.
@@ -220,9 +220,10 @@ fn worker_back(c: &mut postgres::Client) -> bool {
     })
 }
 
-/// Publishes an event on `c` and waits at most 1 s for `reader` to read
+/// Publishes an event on `c` and waits at most 10 s for `reader` to read
 /// it in a READ ONLY transaction (which gives no offsets), with nobody
-/// calling alk_sequence.
+/// calling alk_sequence. (It takes a moment; 1 s was missed on a loaded
+/// machine. The 30 s fallback interval still fails a missed wake-up.)
 fn sequenced_by_the_worker(
     c: &mut postgres::Client,
     reader: &mut postgres::Client,
@@ -232,7 +233,7 @@ fn sequenced_by_the_worker(
         .query_one("SELECT alk_publish($1, '{}')", &[&stream])
         .unwrap()
         .get(0);
-    eventually(Duration::from_secs(1), || {
+    eventually(Duration::from_secs(10), || {
         let mut tx = reader.build_transaction().read_only(true).start().unwrap();
         let n: i64 = tx
             .query_one(
@@ -249,7 +250,7 @@ fn sequenced_by_the_worker(
 /// The worker outlives its extension being dropped and created again (it
 /// idles meanwhile, and says so once in the log) and the server's restart
 /// (the postmaster starts it again); each time, a committed event is
-/// readable within a second afterwards.
+/// readable within seconds afterwards.
 #[test]
 fn the_worker_comes_back_after_drop_create_extension_and_a_restart() {
     let _serial = serial();
@@ -390,8 +391,9 @@ fn a_transaction_held_open_stalls_no_chore() {
     let started = Instant::now();
     let swept = c.query_one("SELECT alk_sweep(NULL)", &[]);
     assert!(swept.is_ok(), "alk_sweep(NULL): {swept:?}");
+    // Below the statement_timeout, which a sweep that waited would reach.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_millis(4500),
         "alk_sweep(NULL) took {:?}",
         started.elapsed()
     );

@@ -680,12 +680,33 @@ fn wake_up_registrations_are_capped_and_die_with_their_session() {
             "[{}] {e}",
             target.name()
         );
-        {
+        let gone_pid: i32 = {
             let mut gone = pg(target.pg_url());
             gone.query_one("SELECT alk_listen_queue($1, 300)", &[&q])
                 .unwrap();
-        } // the session ends; its row stays until it expires
-        std::thread::sleep(std::time::Duration::from_millis(200));
+            gone.query_one("SELECT pg_backend_pid()", &[])
+                .unwrap()
+                .get(0)
+        };
+        // The session ends; its row stays until it expires. Its backend
+        // exits a moment after the client hangs up: wait for that (a fixed
+        // pause was not always enough on a loaded machine).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while c
+            .query_one(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)",
+                &[&gone_pid],
+            )
+            .unwrap()
+            .get::<_, bool>(0)
+        {
+            assert!(
+                std::time::Instant::now() < until,
+                "[{}] the ended session's backend did not exit",
+                target.name()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let mut listener = pg(target.pg_url());
         listener.batch_execute("LISTEN alkstore_jobs").unwrap();
         c.query_one("SELECT alk_enqueue($1, NULL, '1')", &[&q])

@@ -823,8 +823,9 @@ fn the_event_stream_sends_counts_at_once_and_on_change() {
         let started = std::time::Instant::now();
         let first = events_until(&server, |_| true);
         assert!(first.is_array(), "[{}] {first}", t.label);
+        // Below the 15 s the sampler idles between readings without a listener.
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(12),
             "[{}] the first event comes at once",
             t.label
         );

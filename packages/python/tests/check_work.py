@@ -66,13 +66,16 @@ def main():
              else "SELECT alk_schedule(%s, %s, %s::jsonb, %s::jsonb)")
     db.execute(sched, (f"checks-tick-{q}", "checks-ticked", '{"every_s": 1}', '{"from": "schedule"}'))
     stop, got = threading.Event(), []
-    threading.Timer(10.0, stop.set).start()
+    # Up to 30 s: work() ticks every 5 s, later on a loaded machine.
+    deadline = threading.Timer(30.0, stop.set)
+    deadline.start()
 
     def scheduled(job):
         got.append(job["payload"])
         stop.set()
 
     alkstore.work(db, "checks-ticked", "w", scheduled, stop=stop, idle_timeout=0.2)
+    deadline.cancel()
     print(f"schedule: fired while work() ran: {got[:1] == [{'from': 'schedule'}]}")
 
     # A handler three times longer than the visibility timeout, with a
