@@ -1,6 +1,6 @@
 //! The relay to webhooks (contract v1.3 §N): what arrives, under which ids
 //! and headers, in which order, and what a refusing or unavailable
-//! endpoint does to the outbox — on SQLite and PostgreSQL (extension,
+//! endpoint does to the outbox, and one gone for 10 s — on SQLite and PostgreSQL (extension,
 //! plain install, PgBouncer), with a real HTTP receiver.
 
 mod common;
@@ -146,6 +146,40 @@ per_engine! {
         let metrics = relay.metrics();
         assert!(metrics.contains("alkstore_relay_delivered_total{route=\"busy\"} 1"), "{metrics}");
         assert!(metrics.contains("alkstore_relay_up{route=\"busy\"} 1"), "{metrics}");
+    }
+
+    /// The endpoint gone for 10 s (its port closed) while 1,000 messages
+    /// are enqueued: once it is back every message arrives, none is dead,
+    /// no attempt was spent.
+    fn an_outage_loses_nothing_and_spends_no_attempt(target) {
+        let store = store(target);
+        let outbox = fresh("relay-hook-down");
+        let ob = store.outbox(&outbox).unwrap();
+        let rx = Receiver::ok();
+        let addr = rx.addr.clone();
+        let relay = Running::start(&store, &route("down", &format!("outbox = \"{outbox}\""), &rx.url, "timeout_s = 2"));
+        ob.enqueue(&EnqueueOpts::default(), &json!({"i": -1})).unwrap();
+        wait_until(60, "a first delivery", || rx.received().len() == 1);
+        drop(rx);
+        let mut tx = store.begin().unwrap();
+        for i in 0..1000 {
+            tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::default(), &json!({"i": i})).unwrap();
+        }
+        tx.commit().unwrap();
+        std::thread::sleep(Duration::from_secs(10));
+        assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 0"), "{}", relay.metrics());
+        let rx = Receiver::answering_at(&addr, |_, _| (200, vec![], String::new()));
+        wait_until(180, "1,000 deliveries", || rx.received().len() >= 1000);
+        wait_until(60, "every ack", || {
+            let s = ob.stats().unwrap();
+            s["pending"].as_i64() == Some(0) && s["running"].as_i64() == Some(0) && s["scheduled"].as_i64() == Some(0)
+        });
+        assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+        let got = rx.received();
+        let ids: std::collections::HashSet<String> = got.iter().map(|r| r.header("webhook-id")).collect();
+        assert_eq!(ids.len(), 1000, "every message, each under its own id");
+        assert!(got.iter().all(|r| r.header("alk-attempt") == "1"), "no attempt spent on the outage");
+        assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 1"));
     }
 
     /// A stream route delivers every event once in offset order (one at a

@@ -155,6 +155,8 @@ type Answerer = dyn Fn(&Received, usize) -> Answer + Send + Sync;
 /// answers as told (`answer(request, how many came before)`).
 pub struct Receiver {
     pub url: String,
+    /// Where it listens: `127.0.0.1:{port}`.
+    pub addr: String,
     pub got: Arc<Mutex<Vec<Received>>>,
     _rt: tokio::runtime::Runtime,
 }
@@ -167,6 +169,15 @@ impl Receiver {
     pub fn answering(
         answer: impl Fn(&Received, usize) -> Answer + Send + Sync + 'static,
     ) -> Receiver {
+        Receiver::answering_at("127.0.0.1:0", answer)
+    }
+
+    /// [`Receiver::answering`] on `addr`: the address of a receiver
+    /// dropped earlier (an endpoint that went away and came back).
+    pub fn answering_at(
+        addr: &str,
+        answer: impl Fn(&Received, usize) -> Answer + Send + Sync + 'static,
+    ) -> Receiver {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -174,10 +185,9 @@ impl Receiver {
             .unwrap();
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let answer: Arc<Answerer> = Arc::new(answer);
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let listener = rt.block_on(tokio::net::TcpListener::bind(addr)).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let url = format!("http://{addr}/hook");
         let g = got.clone();
         let app = axum::Router::new().route(
             "/hook",
@@ -206,7 +216,12 @@ impl Receiver {
         rt.spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        Receiver { url, got, _rt: rt }
+        Receiver {
+            url,
+            addr,
+            got,
+            _rt: rt,
+        }
     }
 
     pub fn received(&self) -> Vec<Received> {
