@@ -18,10 +18,12 @@ summary() {
     awk '{s += ($1 == "examples:" || $1 == "isolation:") ? $2 : $4} END {print s + 0}')
   failed=$(grep -o '[0-9]* failed;' "$log" | awk '{s += $1} END {print s + 0}')
   echo
-  echo "$passed passed, $failed failed"
+  echo "$passed passed, $failed failed ($((SECONDS / 60)) min $((SECONDS % 60)) s)"
 }
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step says when it began (minutes:seconds since the start), so a
+# slow step shows in CI's output.
+step() { printf '\n=== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 step "setup"
 df -h . | tail -1 | awk '{print "disk before: " $4 " free"}'
