@@ -1,6 +1,6 @@
 //! Flow control (contract v1.2 §I): concurrency and sliding-window rate
 //! limits per queue and per `limit_key`, in `alk_queue_limits` and
-//! `alk_claim_times`. A claim of a queue with limits (queue.rs) asks a
+//! `alk_claim_times`. A claim of a queue with limits (queue/claim.rs) asks a
 //! [`Limiter`] which candidates it may take, in claim order; claims run
 //! under SQLite's one writer, so each counts what the last one claimed.
 //!
