@@ -3,11 +3,16 @@
 //!
 //! Every call goes through the routine table SQLite handed the entry point
 //! (or the host connection's library), kept here, set before anything else
-//! runs. Raw pointers stop at this module: the rest of the engine holds a
-//! [`Db`] (an open connection), a [`Ctx`] (one function call's result
-//! slot) or an [`Arg`] (one argument, borrowed for the call), each made
-//! from a pointer only by an `unsafe` constructor that states what the
-//! pointer must be.
+//! runs. Raw pointers stop at the modules SQLite calls into or hands
+//! pointers to — this one; `anchor.rs` (the virtual table SQLite calls
+//! back); `function.rs`'s dispatch and `args.rs` (a function call's
+//! context and arguments); `lib.rs`'s entry points, `routines.rs` (the
+//! routine table of a host library, in-process) and `rusqlite_glue.rs` (a
+//! rusqlite connection's handle) — and the rest of the
+//! engine holds a [`Db`] (an open connection), a [`Ctx`] (one function
+//! call's result slot) or an [`Arg`] (one argument, borrowed for the
+//! call), each made from a pointer only by an `unsafe` constructor that
+//! states what the pointer must be.
 
 use crate::sys::{sqlite3, sqlite3_api_routines, sqlite3_context, sqlite3_stmt, sqlite3_value};
 use crate::sys::{SQLITE_DONE, SQLITE_NULL, SQLITE_ROW};

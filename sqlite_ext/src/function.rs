@@ -113,7 +113,7 @@ struct Registered {
 /// Registers every function, and the statement-cache anchor, on `db`.
 pub fn register_all(db: Db) -> c_int {
     let state = Arc::new(ConnState::default());
-    let rc = crate::conn::register_anchor(db, &state);
+    let rc = crate::anchor::register_anchor(db, &state);
     if rc != 0 {
         return rc;
     }

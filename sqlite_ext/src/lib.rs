@@ -20,6 +20,7 @@
 //! ```
 
 mod admin;
+mod anchor;
 mod args;
 mod conn;
 mod deps;
