@@ -223,18 +223,7 @@ fn rabbitmq_confirms_refusals_and_an_outage_on_every_engine() {
                 .len()
                 >= 1001
         });
-        let ob = store.outbox(outbox).unwrap();
-        wait_until(60, "every ack", || {
-            let s = ob.stats().unwrap();
-            s["pending"].as_i64() == Some(0)
-                && s["running"].as_i64() == Some(0)
-                && s["scheduled"].as_i64() == Some(0)
-        });
-        assert_eq!(
-            ob.stats().unwrap()["dead"].as_i64(),
-            Some(0),
-            "[{name}] none dead"
-        );
+        assert_all_acked_none_dead(store, outbox);
         assert!(
             taken[i].iter().all(|g| g.header("Alk-Attempt") == "1"),
             "[{name}] no attempt spent on the outage"

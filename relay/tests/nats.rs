@@ -307,22 +307,12 @@ per_engine! {
         ob.enqueue(&EnqueueOpts::default(), &json!({"i": -1})).unwrap();
         wait_until(60, "a first message", || messages(server.port).len() == 1);
         server.kill();
-        let mut tx = store.begin().unwrap();
-        for i in 0..1000 {
-            tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::default(), &json!({"i": i})).unwrap();
-        }
-        tx.commit().unwrap();
-        std::thread::sleep(std::time::Duration::from_secs(10));
-        assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 0"), "{}", relay.metrics());
+        enqueue_during_outage(&store, &outbox, &relay, "down");
         server.start();
         wait_until(180, "1,001 messages", || {
             messages(server.port).len() >= 1001
         });
-        wait_until(60, "every ack", || {
-            let s = ob.stats().unwrap();
-            s["pending"].as_i64() == Some(0) && s["running"].as_i64() == Some(0) && s["scheduled"].as_i64() == Some(0)
-        });
-        assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+        assert_all_acked_none_dead(&store, &outbox);
         let got = messages(server.port);
         let ids: std::collections::HashSet<String> = got
             .iter()

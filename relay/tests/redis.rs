@@ -10,7 +10,6 @@ use alkstore_tests::{fresh, per_engine};
 use common::*;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 /// Every entry of `key`, as its fields.
 fn entries(port: u16, key: &str) -> Vec<HashMap<String, String>> {
@@ -106,13 +105,7 @@ per_engine! {
         ob.enqueue(&EnqueueOpts::default(), &json!({"i": -1})).unwrap();
         wait_until(60, "a first entry", || entries(server.port, "k").len() == 1);
         server.kill();
-        let mut tx = store.begin().unwrap();
-        for i in 0..1000 {
-            tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::default(), &json!({"i": i})).unwrap();
-        }
-        tx.commit().unwrap();
-        std::thread::sleep(Duration::from_secs(10));
-        assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 0"), "{}", relay.metrics());
+        enqueue_during_outage(&store, &outbox, &relay, "down");
         // The lag counts the outage: every message has waited since it began.
         let metrics = relay.metrics();
         let lag: f64 = metrics
@@ -124,11 +117,7 @@ per_engine! {
         assert!(lag >= 5.0, "lag {lag} after a 10 s outage: {metrics}");
         server.start();
         wait_until(180, "1,000 entries", || entries(server.port, "k").len() >= 1000);
-        wait_until(60, "every ack", || {
-            let s = ob.stats().unwrap();
-            s["pending"].as_i64() == Some(0) && s["running"].as_i64() == Some(0) && s["scheduled"].as_i64() == Some(0)
-        });
-        assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+        assert_all_acked_none_dead(&store, &outbox);
         let got = entries(server.port, "k");
         let ids: HashSet<&String> = got.iter().map(|e| &e["alk_id"]).collect();
         assert_eq!(ids.len(), 1000, "every message, each under its own id");

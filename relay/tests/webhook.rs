@@ -161,20 +161,10 @@ per_engine! {
         ob.enqueue(&EnqueueOpts::default(), &json!({"i": -1})).unwrap();
         wait_until(60, "a first delivery", || rx.received().len() == 1);
         drop(rx);
-        let mut tx = store.begin().unwrap();
-        for i in 0..1000 {
-            tx.outbox_enqueue_tx(&outbox, &EnqueueOpts::default(), &json!({"i": i})).unwrap();
-        }
-        tx.commit().unwrap();
-        std::thread::sleep(Duration::from_secs(10));
-        assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 0"), "{}", relay.metrics());
+        enqueue_during_outage(&store, &outbox, &relay, "down");
         let rx = Receiver::answering_at(&addr, |_, _| (200, vec![], String::new()));
         wait_until(180, "1,000 deliveries", || rx.received().len() >= 1000);
-        wait_until(60, "every ack", || {
-            let s = ob.stats().unwrap();
-            s["pending"].as_i64() == Some(0) && s["running"].as_i64() == Some(0) && s["scheduled"].as_i64() == Some(0)
-        });
-        assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+        assert_all_acked_none_dead(&store, &outbox);
         let got = rx.received();
         let ids: std::collections::HashSet<String> = got.iter().map(|r| r.header("webhook-id")).collect();
         assert_eq!(ids.len(), 1000, "every message, each under its own id");

@@ -117,6 +117,41 @@ impl Drop for Running {
     }
 }
 
+/// The outage of the tests: 1,000 messages `{"i": 0..1000}` enqueued into
+/// `outbox` in one transaction while the sink is gone, then 10 s, after
+/// which route `route` of `relay` shows the sink down.
+pub fn enqueue_during_outage(store: &Store, outbox: &str, relay: &Running, route: &str) {
+    let mut tx = store.begin().unwrap();
+    for i in 0..1000 {
+        tx.outbox_enqueue_tx(
+            outbox,
+            &alkstore::EnqueueOpts::default(),
+            &serde_json::json!({"i": i}),
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+    std::thread::sleep(Duration::from_secs(10));
+    let metrics = relay.metrics();
+    assert!(
+        metrics.contains(&format!("alkstore_relay_up{{route=\"{route}\"}} 0")),
+        "{metrics}"
+    );
+}
+
+/// Waits until `outbox` holds nothing pending, running or scheduled, then
+/// checks that none of its messages is dead.
+pub fn assert_all_acked_none_dead(store: &Store, outbox: &str) {
+    let ob = store.outbox(outbox).unwrap();
+    wait_until(60, "every ack", || {
+        let s = ob.stats().unwrap();
+        s["pending"].as_i64() == Some(0)
+            && s["running"].as_i64() == Some(0)
+            && s["scheduled"].as_i64() == Some(0)
+    });
+    assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+}
+
 /// Waits up to `secs` for `f` to hold (a loaded two-core machine is slow:
 /// generous bounds), panicking with `what` if it never does.
 pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
