@@ -18,7 +18,8 @@ summary() {
     awk '{s += ($1 == "examples:" || $1 == "isolation:") ? $2 : $4} END {print s + 0}')
   failed=$(grep -o '[0-9]* failed;' "$log" | awk '{s += $1} END {print s + 0}')
   echo
-  echo "$passed passed, $failed failed ($((SECONDS / 60)) min $((SECONDS % 60)) s)"
+  echo "took $((SECONDS / 60)) min $((SECONDS % 60)) s"
+  echo "$passed passed, $failed failed"
 }
 
 # Each step says when it began (minutes:seconds since the start), so a

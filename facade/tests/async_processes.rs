@@ -96,6 +96,9 @@ fn an_idle_async_worker_in_another_process_is_woken_by_the_commit() {
             ],
         );
         wait_for_file(&mut child, &ready);
+        // Then a moment for it to be in its wait, so that the commit wakes it
+        // rather than meets its first claim (far below the fallback poll).
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let store = target.open();
         let mut tx = store.begin().unwrap();
         tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!({ "n": 1 }))

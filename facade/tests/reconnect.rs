@@ -55,6 +55,9 @@ fn wake_ups_survive_a_killed_listener_connection() {
             (Instant::now(), jobs.len())
         });
         waiting.recv_timeout(Duration::from_secs(30)).unwrap();
+        // Then a moment for it to be in its wait, so that the commit wakes it
+        // rather than meets its first claim (far below the fallback poll).
+        std::thread::sleep(std::time::Duration::from_millis(200));
         target
             .open()
             .queue(&q)

@@ -31,6 +31,9 @@ fn an_idle_worker_claims_within_milliseconds_of_the_commit() {
         // The worker is registered (a fixed pause was not always enough on
         // a loaded machine).
         waiting.recv_timeout(Duration::from_secs(30)).unwrap();
+        // Then a moment for it to be in its wait, so that the commit wakes it
+        // rather than meets its first claim (far below the fallback poll).
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let mut tx = producer.begin().unwrap();
         tx.enqueue_tx(&q, &EnqueueOpts::new(), &json!("hello"))
             .unwrap();
@@ -69,6 +72,9 @@ fn a_worker_in_another_process_is_woken_by_the_commit() {
             .spawn()
             .unwrap();
         wait_for_file(&mut child, &ready); // the child has registered
+                                           // Then a moment for it to be in its wait, so that the commit wakes it
+                                           // rather than meets its first claim (far below the fallback poll).
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let store = target.open();
         store
             .queue(&q)

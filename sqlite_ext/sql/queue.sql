@@ -1,5 +1,5 @@
 -- Queue statements (contract §5). ?-parameters are bound by position by
--- sqlite_ext/src/queue.rs; each block is one prepared, cached statement.
+-- sqlite_ext/src/queue/; each block is one prepared, cached statement.
 
 -- A writing function called outside any transaction runs in its own, so
 -- that its statements are one atomic unit (see conn.rs).
@@ -85,7 +85,7 @@ SELECT 1 FROM alk_paused WHERE queue = ?1;
 
 -- Claim candidates, each side read in claim order straight from its partial
 -- index (no sort, no temporary table: those cost more than the claim).
--- queue.rs merges the two sides.
+-- queue/claim.rs merges the two sides.
 -- name: claim_pending
 SELECT id, priority, run_at, expires_at, attempts, max_attempts, visibility_timeout_ms, payload, limit_key
 FROM alk_jobs
@@ -99,7 +99,7 @@ ORDER BY priority DESC, run_at, id LIMIT ?3;
 SELECT 1 FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND run_at <= ?2 LIMIT 1;
 
 -- The queue's next lower priority (below ?2) that has scheduled jobs: one
--- seek. queue.rs reads the due ones of each in turn, never stepping over
+-- seek. queue/claim.rs reads the due ones of each in turn, never stepping over
 -- the jobs of a priority that are still ahead.
 -- name: scheduled_priority
 SELECT max(priority) FROM alk_jobs WHERE queue = ?1 AND state = 'scheduled' AND priority < ?2;

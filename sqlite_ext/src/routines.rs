@@ -310,7 +310,7 @@ impl HandleConn {
 impl Drop for HandleConn {
     fn drop(&mut self) {
         // SAFETY: the handle opened in `open`, closed once; alkstore's
-        // cached statements are finalized by their anchor (conn.rs) before
+        // cached statements are finalized by their anchor (anchor.rs) before
         // SQLite checks for open ones.
         unsafe { ffi::sqlite3_close(self.0.as_ptr()) };
     }

@@ -181,12 +181,13 @@ fn databases_without_a_worker_see_no_chore_they_did_not_call() {
 
 /// Contract v1.2 §K: with the worker, a committed event is readable at once
 /// by a reader that cannot give offsets (a READ ONLY transaction, as on a
-/// hot standby), with nobody calling `alk_sequence`: the publisher's commit
-/// wakes the worker (the test cluster's fallback interval is 30 s, so a
-/// missed wake-up fails here). Also after the worker was terminated and
-/// came back.
+/// hot standby), with nobody calling `alk_sequence`. Also after the worker
+/// was terminated and came back. (The publisher's commit wakes the worker;
+/// on the test cluster the other chores, due every 100 ms, wake it too, and
+/// it sequences on every pass: this shows the worker sequences, not that
+/// the publisher's wake-up reached it.)
 #[test]
-fn the_worker_sequences_a_committed_event_within_a_second() {
+fn the_worker_sequences_a_committed_event_within_seconds() {
     let _serial = serial();
     let Some(mut c) = worker_db() else { return };
     let mut reader = worker_db().unwrap();
@@ -222,8 +223,7 @@ fn worker_back(c: &mut postgres::Client) -> bool {
 
 /// Publishes an event on `c` and waits at most 10 s for `reader` to read
 /// it in a READ ONLY transaction (which gives no offsets), with nobody
-/// calling alk_sequence. (It takes a moment; 1 s was missed on a loaded
-/// machine. The 30 s fallback interval still fails a missed wake-up.)
+/// calling alk_sequence. (1 s was missed on a loaded machine.)
 fn sequenced_by_the_worker(
     c: &mut postgres::Client,
     reader: &mut postgres::Client,

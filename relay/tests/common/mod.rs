@@ -143,13 +143,17 @@ pub fn enqueue_during_outage(store: &Store, outbox: &str, relay: &Running, route
 /// checks that none of its messages is dead.
 pub fn assert_all_acked_none_dead(store: &Store, outbox: &str) {
     let ob = store.outbox(outbox).unwrap();
-    wait_until(60, "every ack", || {
+    wait_until(60, &format!("every ack of {outbox}"), || {
         let s = ob.stats().unwrap();
         s["pending"].as_i64() == Some(0)
             && s["running"].as_i64() == Some(0)
             && s["scheduled"].as_i64() == Some(0)
     });
-    assert_eq!(ob.stats().unwrap()["dead"].as_i64(), Some(0), "none dead");
+    assert_eq!(
+        ob.stats().unwrap()["dead"].as_i64(),
+        Some(0),
+        "none dead in {outbox}"
+    );
 }
 
 /// Waits up to `secs` for `f` to hold (a loaded two-core machine is slow:
@@ -220,7 +224,19 @@ impl Receiver {
             .unwrap();
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let answer: Arc<Answerer> = Arc::new(answer);
-        let listener = rt.block_on(tokio::net::TcpListener::bind(addr)).unwrap();
+        // A port freed moments ago may still be held by a connection
+        // closing: try again for a while.
+        let until = Instant::now() + Duration::from_secs(30);
+        let listener = loop {
+            match rt.block_on(tokio::net::TcpListener::bind(addr)) {
+                Ok(listener) => break listener,
+                Err(e) if Instant::now() < until => {
+                    eprintln!("binding {addr}: {e}; trying again");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => panic!("binding {addr}: {e}"),
+            }
+        };
         let addr = listener.local_addr().unwrap().to_string();
         let url = format!("http://{addr}/hook");
         let g = got.clone();
