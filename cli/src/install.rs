@@ -2,6 +2,8 @@
 
 use crate::output::Output;
 use crate::Fallible;
+use alkstore::call;
+use alkstore::sql::call_postgres;
 use serde_json::json;
 
 /// The plain PostgreSQL install script of this version (re-runnable: it
@@ -47,8 +49,8 @@ pub fn upgrade(url: &str, out: &Output) -> Fallible {
                 "plain SQL install"
             }
         };
-        let version: String = client.query_one("SELECT alk_version()::text", &[])?.get(0);
-        let version: serde_json::Value = serde_json::from_str(&version)?;
+        let read = call::version();
+        let version = read.decode(call_postgres(&mut client, read.function(), read.args())?)?;
         out.done(
             "version",
             version.clone(),
@@ -60,8 +62,8 @@ pub fn upgrade(url: &str, out: &Output) -> Fallible {
         return Ok(());
     }
     let store = alkstore::open(url)?;
-    store.call("alk_init", &[])?;
-    let version = store.call("alk_version", &[])?;
+    store.run(call::init())?;
+    let version = store.run(call::version())?;
     out.done(
         "version",
         json!(version),

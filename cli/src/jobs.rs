@@ -3,7 +3,7 @@
 
 use crate::output::Output;
 use crate::Fallible;
-use alkstore::sql::Arg;
+use alkstore::call;
 use alkstore::{EnqueueOpts, Queue, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
@@ -33,13 +33,11 @@ const JOB_COLUMNS: [&str; 7] = [
 ];
 
 pub fn queues(store: &Store, out: &Output) -> Fallible {
-    let mut rows = store.call("alk_queues", &[])?;
+    let mut rows = store.run(call::queues().raw())?;
     // Every queue's limits in one more query (one per queue took 66 s for
     // 20,000 queues): the ones set, as an object, or null.
     let limits: std::collections::HashMap<String, Value> = store
-        .call("alk_queue_limits", &[])?
-        .as_array()
-        .map_or(&[][..], |r| r)
+        .run(call::queue_limits())?
         .iter()
         .filter_map(|row| {
             let queue = row["queue"].as_str()?.to_owned();
@@ -126,8 +124,7 @@ pub fn requeue(store: &Store, out: &Output, target: &str, dead: bool) -> Fallibl
     let id: i64 = target.parse().map_err(|_| {
         format!("{target:?} is not a job id (to requeue a queue's dead jobs: --dead)")
     })?;
-    let v = store.call("alk_requeue_dead", &[id.into()])?;
-    if v != Value::Bool(true) {
+    if !store.run(call::requeue_dead(id))? {
         return Err(format!("job {id} is not dead: nothing requeued").into());
     }
     out.done("requeued", 1.into(), &format!("job {id} back to pending"));
@@ -199,16 +196,7 @@ pub fn enqueue(
         serde_json::from_str(payload).map_err(|e| format!("the payload is not JSON: {e}"))?;
     let id = match opts {
         // Options as given, checked by the database like any caller's.
-        Some(opts) => {
-            let q = store.queue(queue)?; // the name is checked first
-            store
-                .call(
-                    "alk_enqueue",
-                    &[q.name().into(), Arg::Json(opts.into()), Arg::json(&payload)],
-                )?
-                .as_i64()
-                .ok_or("no job id returned")?
-        }
+        Some(opts) => store.run(call::enqueue_doc(queue, opts, &payload)?)?,
         None => store.queue(queue)?.enqueue(&EnqueueOpts::new(), &payload)?,
     };
     out.done("id", id.into(), &id.to_string());

@@ -2,13 +2,13 @@
 
 use crate::output::{cell, say, Output};
 use crate::Fallible;
-use alkstore::Store;
+use alkstore::{call, Store};
 use serde_json::{json, Value};
 use std::time::Duration;
 
 pub fn streams(store: &Store, out: &Output) -> Fallible {
     store.sequence(None)?;
-    let rows = store.call("alk_streams", &[])?;
+    let rows = store.run(call::streams().raw())?;
     let rows = rows.as_array().map_or(&[][..], |r| r);
     if out.json {
         out.rows(rows, &[]);
@@ -50,8 +50,7 @@ pub fn tail(store: &Store, out: &Output, name: &str, from: Option<i64>, follow: 
         Some(n) => n,
         None => {
             // The last ten: from the stream's last offset.
-            let info = store.call("alk_stream_info", &[name.into()])?;
-            let last = info["last_offset"].as_i64().unwrap_or(0);
+            let last = store.run(call::stream_info(name)?)?.last_offset;
             (last - 10).max(0)
         }
     };
@@ -103,10 +102,7 @@ pub fn publish(
 }
 
 pub fn locks(store: &Store, out: &Output) -> Fallible {
-    let rows = store.call("alk_locks", &[])?;
-    out.rows(
-        rows.as_array().map_or(&[][..], |r| r),
-        &["name", "owner", "token", "expires_at", "held"],
-    );
+    let rows = store.run(call::locks())?;
+    out.rows(&rows, &["name", "owner", "token", "expires_at", "held"]);
     Ok(())
 }

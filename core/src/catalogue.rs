@@ -408,12 +408,24 @@ pub fn get(name: &str) -> Option<&'static Function> {
 /// NUL in an option's string is refused as the options' error (ALK03) on
 /// every engine; PostgreSQL's `jsonb` cannot hold one and would refuse the
 /// document with its own 22P05, so callers refuse it before sending.
-pub fn enqueue_opts_arg(function: &str) -> Option<usize> {
+pub fn enqueue_opts_arg(function: &str) -> Option<OptsArg> {
+    let at = |position, batch| Some(OptsArg { position, batch });
     match function {
-        "alk_enqueue" | "alk_enqueue_batch" | "alk_outbox_enqueue" => Some(1),
-        "alk_schedule" => Some(4),
+        "alk_enqueue" | "alk_outbox_enqueue" => at(1, false),
+        "alk_enqueue_batch" => at(1, true),
+        "alk_schedule" => at(4, false),
         _ => None,
     }
+}
+
+/// Where a function takes enqueue options ([`enqueue_opts_arg`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OptsArg {
+    /// The argument's position.
+    pub position: usize,
+    /// Whether they are a batch's options (`alk_enqueue_batch`: shared
+    /// options, no per-job key), not one job's.
+    pub batch: bool,
 }
 
 /// The arguments of `function` that are names, by position, with their

@@ -169,18 +169,26 @@ pub(crate) async fn claimed<H: AsyncTxHandle + ?Sized>(
     Ok(claimed.jobs)
 }
 
-/// Claims through `function` (`alk_claim` of a queue, `alk_outbox_claim` of
-/// an outbox) and fails the jobs whose payload this crate cannot read.
+/// Where claims come from: a queue (`alk_claim`) or an outbox
+/// (`alk_outbox_claim`, the outbox's name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClaimFrom {
+    Queue,
+    Outbox,
+}
+
+/// Claims from `name` and fails the jobs whose payload this crate cannot
+/// read.
 pub(crate) async fn claim_with<H: AsyncTxHandle + ?Sized>(
     handle: &mut H,
-    function: &str,
+    from: ClaimFrom,
     name: &str,
     worker: &str,
     max_jobs: i64,
 ) -> Result<Vec<Job>> {
-    let call = match function {
-        "alk_outbox_claim" => call::outbox_claim(name, worker, max_jobs)?,
-        _ => call::claim(name, worker, max_jobs)?,
+    let call = match from {
+        ClaimFrom::Outbox => call::outbox_claim(name, worker, max_jobs)?,
+        ClaimFrom::Queue => call::claim(name, worker, max_jobs)?,
     };
     claimed(handle, call, worker).await
 }

@@ -75,6 +75,17 @@ impl<T> Call<T> {
         (self.decode)(result)
     }
 
+    /// The same call with its result as the database gave it (JSON, sets
+    /// as arrays), not decoded: for passing a function's documents on as
+    /// they are (the dashboard's API, the CLI's `--json`).
+    pub fn raw(self) -> Call<Value> {
+        Call {
+            function: self.function,
+            args: self.args,
+            decode: Box::new(json),
+        }
+    }
+
     /// The same call with its result dropped (a settlement whose answer the
     /// caller does not use).
     pub(crate) fn discard(self) -> Call<()>
@@ -164,6 +175,22 @@ pub fn enqueue<T: Serialize + ?Sized>(
 ) -> Result<Call<i64>> {
     check(NameKind::Queue, queue)?;
     let args = vec![queue.into(), Arg::json(&opts.to_json()), payload(job)?];
+    Ok(Call::new("alk_enqueue", args, int))
+}
+
+/// `alk_enqueue` with the options as JSON text, passed on as given: the
+/// engine parses and checks them like any caller's (the CLI's `--opts`).
+pub fn enqueue_doc<T: Serialize + ?Sized>(
+    queue: &str,
+    opts: &str,
+    payload: &T,
+) -> Result<Call<i64>> {
+    check(NameKind::Queue, queue)?;
+    let args = vec![
+        queue.into(),
+        Arg::Json(opts.to_string()),
+        self::payload(payload)?,
+    ];
     Ok(Call::new("alk_enqueue", args, int))
 }
 
@@ -334,6 +361,15 @@ pub fn queue_stats(queue: &str) -> Result<Call<Value>> {
 pub fn queue_configure(queue: &str, opts: &QueueOpts) -> Result<Call<Value>> {
     check(NameKind::Queue, queue)?;
     let args = vec![queue.into(), Arg::json(&opts.to_json())];
+    Ok(Call::new("alk_queue_configure", args, json))
+}
+
+/// `alk_queue_configure` with the options as a JSON document, passed on as
+/// given: the engine checks every key and value (contract v1.1 §B), so a
+/// form's unknown key is the engine's `InvalidOptions`, not dropped here.
+pub fn queue_configure_doc(queue: &str, opts: &Value) -> Result<Call<Value>> {
+    check(NameKind::Queue, queue)?;
+    let args = vec![queue.into(), Arg::json(opts)];
     Ok(Call::new("alk_queue_configure", args, json))
 }
 
@@ -548,6 +584,96 @@ pub fn notify<T: Serialize + ?Sized>(channel: &str, message: &T) -> Result<Call<
     ))
 }
 
+#[cfg_attr(
+    not(any(feature = "blocking", feature = "sqlx-sqlite")),
+    allow(dead_code)
+)]
+/// `alk_notifications` (SQLite only): up to `max` notifications of
+/// `channel` after the id `after`, oldest first (`[{id, payload}]`).
+pub(crate) fn notifications(channel: &str, after: i64, max: i64) -> Call<Vec<Value>> {
+    Call::new(
+        "alk_notifications",
+        vec![channel.into(), after.into(), max.into()],
+        rows,
+    )
+}
+
+#[cfg_attr(
+    not(any(
+        feature = "blocking",
+        feature = "sqlx-postgres",
+        feature = "tokio-postgres"
+    )),
+    allow(dead_code)
+)]
+/// `alk_channel` (PostgreSQL only): the server channel a notification
+/// channel's name maps to.
+pub(crate) fn channel(name: &str) -> Call<String> {
+    Call::new("alk_channel", vec![name.into()], |v| {
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::decode(format!("expected a channel, got {v}")))
+    })
+}
+
+// ---- wake-ups (contract §10, PostgreSQL only) ----
+
+/// What a PostgreSQL session registers for wake-ups of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Listen {
+    /// A queue's jobs (`alk_listen_queue`).
+    Queue,
+    /// An outbox's messages (`alk_listen_outbox`, the outbox's name).
+    Outbox,
+    /// A stream's events (`alk_listen_stream`).
+    Stream,
+}
+
+#[cfg_attr(
+    not(any(
+        feature = "blocking",
+        feature = "sqlx-postgres",
+        feature = "tokio-postgres"
+    )),
+    allow(dead_code)
+)]
+/// `alk_listen_*`: registers the session for wake-ups of `name` for
+/// `ttl_s` seconds; the server channel to LISTEN on.
+pub(crate) fn listen(kind: Listen, name: &str, ttl_s: f64) -> Call<Value> {
+    let function = match kind {
+        Listen::Queue => "alk_listen_queue",
+        Listen::Outbox => "alk_listen_outbox",
+        Listen::Stream => "alk_listen_stream",
+    };
+    Call::new(function, vec![name.into(), Arg::Num(ttl_s)], json)
+}
+
+/// The calls a worker, producer or consumer makes per job or event, whose
+/// work is bounded by their arguments (a few tens of microseconds): the
+/// sqlx SQLite store runs them on the raw handle from the calling task,
+/// never waiting there for a lock (docs/benchmarks.md, "Workers"); on
+/// sqlx's connections through `lock_handle`, on the store `open_sqlite`
+/// made also on connections of its own (async_store/direct.rs), without
+/// sqlx's connection thread.
+#[cfg_attr(not(feature = "sqlx-sqlite"), allow(dead_code))]
+pub(crate) const ON_HANDLE: &[&str] = &[
+    "alk_enqueue",
+    "alk_enqueue_batch",
+    "alk_claim",
+    "alk_ack",
+    "alk_ack_batch",
+    "alk_retry",
+    "alk_fail",
+    "alk_heartbeat",
+    "alk_publish",
+    "alk_read",
+    "alk_save_offset",
+    "alk_outbox_enqueue",
+    "alk_outbox_claim",
+    "alk_notify",
+    "alk_get_offset",
+];
+
 // ---- leases (contract §9) ----
 
 /// `alk_lock_acquire`: the fencing token, `None` while another owner holds
@@ -621,7 +747,28 @@ pub fn schedule_tick() -> Call<i64> {
     Call::new("alk_schedule_tick", vec![], int)
 }
 
-// ---- admin listings (contract v1.1 §D) ----
+// ---- the schema and the admin listings (contract v1.1 §D) ----
+
+/// `alk_init`: creates or upgrades the schema (what opening a store does).
+pub fn init() -> Call<()> {
+    Call::new("alk_init", vec![], unit)
+}
+
+/// `alk_version`: the engine's and the schema's versions, as a document.
+pub fn version() -> Call<Value> {
+    Call::new("alk_version", vec![], json)
+}
+
+/// `alk_locks`: every lease with its owner and expiry.
+pub fn locks() -> Call<Vec<Value>> {
+    Call::new("alk_locks", vec![], rows)
+}
+
+/// `alk_queue_limits`: every queue's flow-control limits and what runs
+/// under them now (contract v1.2 §I).
+pub fn queue_limits() -> Call<Vec<Value>> {
+    Call::new("alk_queue_limits", vec![], rows)
+}
 
 /// `alk_queues`: a summary of every queue.
 pub fn queues() -> Call<Vec<QueueSummary>> {

@@ -5,6 +5,7 @@
 //! wakes waiters when a notification arrives; a slow fallback poll still
 //! finds work whose `run_at` arrives or whose claim expires.
 
+use crate::call::{self, Listen};
 use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
 use crate::notify::{NotificationSource, Subscription};
@@ -173,19 +174,23 @@ impl PgStore {
             .min_idle(Some(1))
             .connection_timeout(RECONNECT_TIMEOUT)
             .build(Manager::new(config, tls))?;
-        call_postgres(&mut *pool.get_timeout(CHECKOUT_WAIT)?, "alk_init", &[]).map_err(
-            |e| match e {
-                // 42883 undefined_function: alkstore is not installed here.
-                Error::Engine { code, .. } if code == "42883" => Error::engine(
-                    "postgres",
-                    code,
-                    "alkstore is not installed in this database: CREATE EXTENSION alkstore (the \
+        let init = call::init();
+        call_postgres(
+            &mut *pool.get_timeout(CHECKOUT_WAIT)?,
+            init.function(),
+            init.args(),
+        )
+        .map_err(|e| match e {
+            // 42883 undefined_function: alkstore is not installed here.
+            Error::Engine { code, .. } if code == "42883" => Error::engine(
+                "postgres",
+                code,
+                "alkstore is not installed in this database: CREATE EXTENSION alkstore (the \
                  extension), or run the plain SQL install (alkstore install --print-sql | psql); \
                  docs/install.md",
-                ),
-                e => e,
-            },
-        )?;
+            ),
+            e => e,
+        })?;
         let waker = Arc::new(Waker::default());
         let (config, tls) = tls::config(listener_conninfo)?;
         let mut listener_config = postgres::Config::from(config);
@@ -276,12 +281,12 @@ impl Engine for PgEngine {
     }
 
     fn listen(&self, channel_name: &str) -> Result<Subscription> {
-        let pg_channel = call_postgres(
+        let lookup = call::channel(channel_name);
+        let pg_channel = lookup.decode(call_postgres(
             &mut *self.checkout()?,
-            "alk_channel",
-            &[channel_name.into()],
-        )?;
-        let pg_channel = pg_channel.as_str().unwrap_or_default().to_string();
+            lookup.function(),
+            lookup.args(),
+        )?)?;
         let (tx, rx) = channel();
         self.ask(|reply| Request::Listen(pg_channel, tx, reply))?;
         Ok(Subscription {
@@ -437,18 +442,15 @@ fn serve(
 }
 
 fn register(client: &mut postgres::Client, kind: Kind, name: &str) -> Result<()> {
-    let f = match kind {
-        Kind::Queue if name.starts_with(alkstore_core::names::OUTBOX_QUEUE_PREFIX) => {
-            "alk_listen_outbox"
-        }
-        Kind::Queue => "alk_listen_queue",
-        Kind::Stream => "alk_listen_stream",
+    let (listen, name) = match kind {
+        Kind::Queue => match name.strip_prefix(alkstore_core::names::OUTBOX_QUEUE_PREFIX) {
+            Some(outbox) => (Listen::Outbox, outbox),
+            None => (Listen::Queue, name),
+        },
+        Kind::Stream => (Listen::Stream, name),
     };
-    let name = name
-        .strip_prefix(alkstore_core::names::OUTBOX_QUEUE_PREFIX)
-        .filter(|_| f == "alk_listen_outbox")
-        .unwrap_or(name);
-    call_postgres(client, f, &[name.into(), Arg::Num(REGISTRATION_TTL_S)]).map(|_| ())
+    let registration = call::listen(listen, name, REGISTRATION_TTL_S);
+    call_postgres(client, registration.function(), registration.args()).map(|_| ())
 }
 
 /// A PostgreSQL transaction: alkstore writes plus your own rows on

@@ -90,14 +90,14 @@ pub(crate) fn no_nul(f: &str, args: &[Arg]) -> Result<()> {
         }
     }
     // A NUL in an enqueue option is the options' error, as SQLite's.
-    if let Some(Arg::Json(opts)) = catalogue::enqueue_opts_arg(f).and_then(|i| args.get(i)) {
+    let opts_arg = catalogue::enqueue_opts_arg(f);
+    if let Some(Arg::Json(opts)) = opts_arg.and_then(|at| args.get(at.position)) {
         if opts.contains("\\u0000") {
             if let Ok(opts) = serde_json::from_str::<Value>(opts) {
-                match f {
-                    "alk_enqueue_batch" => {
-                        alkstore_core::opts::EnqueueOpts::parse_batch(Some(&opts))
-                    }
-                    _ => alkstore_core::opts::EnqueueOpts::parse(Some(&opts)),
+                if opts_arg.is_some_and(|at| at.batch) {
+                    alkstore_core::opts::EnqueueOpts::parse_batch(Some(&opts))
+                } else {
+                    alkstore_core::opts::EnqueueOpts::parse(Some(&opts))
                 }?;
             }
         }

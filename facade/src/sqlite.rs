@@ -4,6 +4,7 @@
 //! watcher per store that polls `PRAGMA data_version` (it changes on every
 //! commit by any connection of any process) and wakes all waiters.
 
+use crate::call;
 use crate::engine::{Engine, Kind};
 use crate::error::{Error, Result};
 use crate::notify::{NotificationSource, Subscription};
@@ -207,7 +208,8 @@ impl SqliteStore {
         // call instead (an older one cannot be migrated read-only: that
         // call says so).
         if !read_only {
-            call_sqlite(&*pool.get()?, "alk_init", &[])?;
+            let init = call::init();
+            call_sqlite(&*pool.get()?, init.function(), init.args())?;
         }
         let waker = Arc::new(Waker::default());
         watch_data_version(&path, Arc::downgrade(&waker))?;
@@ -309,16 +311,8 @@ struct SqliteNotifications {
 impl SqliteNotifications {
     /// Reads the next page; true if it was full (more may follow).
     fn fetch(&mut self) -> Result<bool> {
-        let page = call_sqlite(
-            &self.conn,
-            "alk_notifications",
-            &[
-                self.channel.as_str().into(),
-                self.last_id.into(),
-                Arg::Int(1000),
-            ],
-        )?;
-        let rows = page.as_array().cloned().unwrap_or_default();
+        let page = call::notifications(&self.channel, self.last_id, 1000);
+        let rows = page.decode(call_sqlite(&self.conn, page.function(), page.args())?)?;
         for n in &rows {
             self.last_id = n["id"].as_i64().unwrap_or(self.last_id);
             self.buffer.push_back(n["payload"].clone());

@@ -49,9 +49,7 @@ impl Store {
 
     /// Sends a notification in its own transaction.
     pub fn notify(&self, channel: &str, payload: &Value) -> Result<()> {
-        self.engine
-            .call("alk_notify", &[channel.into(), Arg::json(payload)])
-            .map(|_| ())
+        call::notify(channel, payload)?.run_on(&*self.engine)
     }
 
     /// Listens on a channel from now on.
@@ -97,6 +95,14 @@ impl Store {
     /// is sent.
     pub fn call(&self, function: &str, args: &[Arg]) -> Result<Value> {
         self.engine.call(function, args)
+    }
+
+    /// Runs a typed [`Call`](call::Call) in its own transaction: what the
+    /// dashboard and the CLI do, so that each function is spelled once, in
+    /// [`call`]. ([`Call::raw`](call::Call::raw) keeps its documents as
+    /// JSON.)
+    pub fn run<T>(&self, call: call::Call<T>) -> Result<T> {
+        call.run_on(&*self.engine)
     }
 
     /// Creates or replaces the schedule `name`: each occurrence of `spec`

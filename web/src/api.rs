@@ -1,10 +1,10 @@
 //! The JSON API under `/api`: the admin functions' own documents, so that
 //! a script sees what the pages show.
 
-use crate::db::{blocking, call, outbox_of, ApiError, Db};
+use crate::db::{blocking, outbox_of, run, ApiError, Db};
 use crate::sampler::Reading;
 use crate::Shared;
-use alkstore::sql::Arg;
+use alkstore::call;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -66,7 +66,7 @@ pub async fn not_found() -> Response {
 
 /// `GET /api/queues`: `alk_queues()`.
 pub async fn queues(State(app): State<Shared>) -> ApiResult {
-    Ok(Json(call(&app.db, "alk_queues", vec![]).await?))
+    Ok(Json(run(&app.db, call::queues().raw()).await?))
 }
 
 /// The query of a job listing.
@@ -171,18 +171,9 @@ fn scan_jobs(
 ) -> Result<(i64, bool), ApiError> {
     let (mut through, mut read) = (after_id, 0);
     loop {
-        let page = db.store().call(
-            "alk_list_jobs",
-            &[
-                Arg::Text(queue.into()),
-                state.map_or(Arg::Null, |s| Arg::Text(s.into())),
-                Arg::Int(through),
-                Arg::Int(page_size),
-            ],
-        )?;
-        let Value::Array(page) = page else {
-            return Ok((through, false));
-        };
+        let page = db
+            .store()
+            .run(call::list_jobs(queue, state, through, page_size)?)?;
         let full = page.len() as i64 == page_size;
         for job in page {
             through = job.get("id").and_then(Value::as_i64).unwrap_or(through);
@@ -288,18 +279,18 @@ pub async fn jobs(
 
 /// `GET /api/jobs/{id}`: `alk_get_job`, 404 when there is none.
 pub async fn job(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
-    match call(&app.db, "alk_get_job", vec![Arg::Int(id)]).await? {
-        Value::Null => Err(ApiError::not_found(format!("no job {id}"))),
-        job => Ok(Json(job)),
+    match run(&app.db, call::get_job(id)).await? {
+        None => Err(ApiError::not_found(format!("no job {id}"))),
+        Some(job) => Ok(Json(job)),
     }
 }
 
 /// `GET /api/jobs/{id}/errors`: `alk_job_errors`, every error the job met
 /// (`[{attempt, error, at}]`, oldest first), 404 when there is no such job.
 pub async fn job_errors(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
-    match call(&app.db, "alk_job_errors", vec![Arg::Int(id)]).await? {
-        Value::Null => Err(ApiError::not_found(format!("no job {id}"))),
-        errors => Ok(Json(errors)),
+    match run(&app.db, call::job_errors(id)).await? {
+        None => Err(ApiError::not_found(format!("no job {id}"))),
+        Some(errors) => Ok(Json(errors)),
     }
 }
 
@@ -310,24 +301,24 @@ async fn changed(app: &Shared, v: Value) -> ApiResult {
 
 /// `POST /api/jobs/{id}/requeue`: `alk_requeue_dead` → `{"requeued": bool}`.
 pub async fn requeue(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
-    let done = call(&app.db, "alk_requeue_dead", vec![Arg::Int(id)]).await?;
+    let done = run(&app.db, call::requeue_dead(id)).await?;
     changed(&app, json!({"requeued": done})).await
 }
 
 /// `POST /api/jobs/{id}/cancel`: `alk_cancel` → `{"cancelled": bool}`.
 pub async fn cancel(State(app): State<Shared>, Path(id): Path<i64>) -> ApiResult {
-    let done = call(&app.db, "alk_cancel", vec![Arg::Int(id)]).await?;
+    let done = run(&app.db, call::cancel(id)).await?;
     changed(&app, json!({"cancelled": done})).await
 }
 
 async fn pause_or_resume(app: &Shared, queue: String, pause: bool) -> ApiResult {
-    let (function, name) = match (outbox_of(&queue), pause) {
-        (Some(outbox), true) => ("alk_outbox_pause", outbox.to_string()),
-        (Some(outbox), false) => ("alk_outbox_resume", outbox.to_string()),
-        (None, true) => ("alk_queue_pause", queue),
-        (None, false) => ("alk_queue_resume", queue),
-    };
-    let done = call(&app.db, function, vec![Arg::Text(name)]).await?;
+    let change = match (outbox_of(&queue), pause) {
+        (Some(outbox), true) => call::outbox_pause(outbox),
+        (Some(outbox), false) => call::outbox_resume(outbox),
+        (None, true) => call::queue_pause(&queue),
+        (None, false) => call::queue_resume(&queue),
+    }?;
+    let done = run(&app.db, change).await?;
     let key = if pause { "paused" } else { "resumed" };
     changed(app, json!({ key: done })).await
 }
@@ -346,7 +337,7 @@ pub async fn resume(State(app): State<Shared>, Path(queue): Path<String>) -> Api
 /// `POST /api/queues/{queue}/requeue-dead`: `alk_requeue_dead_all` →
 /// `{"requeued": n}`.
 pub async fn requeue_dead_all(State(app): State<Shared>, Path(queue): Path<String>) -> ApiResult {
-    let n = call(&app.db, "alk_requeue_dead_all", vec![Arg::Text(queue)]).await?;
+    let n = run(&app.db, call::requeue_dead_all(&queue)?).await?;
     changed(&app, json!({"requeued": n})).await
 }
 
@@ -368,12 +359,7 @@ pub async fn purge(
             "purge needs ?state=pending, dead or completed",
         ));
     };
-    let n = call(
-        &app.db,
-        "alk_purge",
-        vec![Arg::Text(queue), Arg::Text(state)],
-    )
-    .await?;
+    let n = run(&app.db, call::purge(&queue, &state)?).await?;
     changed(&app, json!({"purged": n})).await
 }
 
@@ -385,12 +371,7 @@ pub async fn configure(
     Path(queue): Path<String>,
     Json(opts): Json<Value>,
 ) -> ApiResult {
-    let v = call(
-        &app.db,
-        "alk_queue_configure",
-        vec![Arg::Text(queue), Arg::Json(opts.to_string())],
-    )
-    .await?;
+    let v = run(&app.db, call::queue_configure_doc(&queue, &opts)?).await?;
     changed(&app, v).await
 }
 
@@ -419,21 +400,22 @@ pub async fn bulk(
     Query(q): Query<BulkQuery>,
 ) -> ApiResult {
     let state = q.state.filter(|s| !s.is_empty());
-    let (function, state) = match (q.action.as_str(), state.as_deref()) {
-        ("requeue", None | Some("dead")) => ("alk_requeue_dead", "dead"),
-        ("cancel", None | Some("pending")) => ("alk_cancel", "pending"),
-        ("cancel", Some("running")) => ("alk_cancel", "running"),
-        ("purge", Some("pending")) => ("alk_cancel", "pending"),
-        ("purge", Some("dead")) => ("alk_delete_job", "dead"),
-        ("purge", Some("completed")) => ("alk_delete_job", "completed"),
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "action=requeue acts on dead jobs, cancel on pending or running ones, \
+    let (change, state): (fn(i64) -> call::Call<bool>, _) =
+        match (q.action.as_str(), state.as_deref()) {
+            ("requeue", None | Some("dead")) => (call::requeue_dead, "dead"),
+            ("cancel", None | Some("pending")) => (call::cancel, "pending"),
+            ("cancel", Some("running")) => (call::cancel, "running"),
+            ("purge", Some("pending")) => (call::cancel, "pending"),
+            ("purge", Some("dead")) => (call::delete_job, "dead"),
+            ("purge", Some("completed")) => (call::delete_job, "completed"),
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "action=requeue acts on dead jobs, cancel on pending or running ones, \
                  purge on pending, dead or completed ones (state=)",
-            ))
-        }
-    };
+                ))
+            }
+        };
     let state = state.to_string();
     let filter = Filter::parse(q.filter.as_deref().unwrap_or(""))?;
     let dry_run = q.dry_run.unwrap_or(false);
@@ -442,7 +424,7 @@ pub async fn bulk(
         let mut changed = 0;
         if !dry_run {
             for id in &ids {
-                if db.store().call(function, &[Arg::Int(*id)])? == Value::Bool(true) {
+                if db.store().run(change(*id))? {
                     changed += 1;
                 }
             }
@@ -455,17 +437,17 @@ pub async fn bulk(
 
 /// `GET /api/streams`: `alk_streams()`.
 pub async fn streams(State(app): State<Shared>) -> ApiResult {
-    Ok(Json(call(&app.db, "alk_streams", vec![]).await?))
+    Ok(Json(run(&app.db, call::streams().raw()).await?))
 }
 
 /// `GET /api/schedules`: `alk_schedules()`.
 pub async fn schedules(State(app): State<Shared>) -> ApiResult {
-    Ok(Json(call(&app.db, "alk_schedules", vec![]).await?))
+    Ok(Json(run(&app.db, call::schedules().raw()).await?))
 }
 
 /// `GET /api/locks`: `alk_locks()`.
 pub async fn locks(State(app): State<Shared>) -> ApiResult {
-    Ok(Json(call(&app.db, "alk_locks", vec![]).await?))
+    Ok(Json(run(&app.db, call::locks().raw()).await?))
 }
 
 /// `GET /api/health`: the health panel's readings (see [`crate::health`]).

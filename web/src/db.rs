@@ -1,12 +1,12 @@
 //! The database behind the dashboard: the facade's store on either engine,
 //! called off the async threads, and its errors as HTTP answers.
 
-use alkstore::sql::Arg;
+use alkstore::call::Call;
 use alkstore::{Error, PgStore, SqliteStore, Store};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
 
 /// The database the dashboard shows: either engine. The engine's own store
@@ -146,13 +146,9 @@ where
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
-/// Calls one `alk_*` function with its JSON result.
-pub async fn call(
-    db: &Arc<Held>,
-    function: &'static str,
-    args: Vec<Arg>,
-) -> Result<Value, ApiError> {
-    blocking(db, move |db| Ok(db.store().call(function, &args)?)).await
+/// Runs one typed call ([`alkstore::call`]) off the async threads.
+pub async fn run<T: Send + 'static>(db: &Arc<Held>, call: Call<T>) -> Result<T, ApiError> {
+    blocking(db, move |db| Ok(db.store().run(call)?)).await
 }
 
 /// The outbox a backing queue name stands for (`__alkstore_outbox:{name}`),

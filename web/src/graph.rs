@@ -3,7 +3,7 @@
 //! SVG with one column per level and the job itself on the right.
 
 use crate::db::{ApiError, Db};
-use alkstore::sql::Arg;
+use alkstore::call;
 use maud::{html, Markup};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -51,7 +51,7 @@ pub fn read(db: &Db, job: &Value) -> Result<Vec<Node>, ApiError> {
             if seen.contains_key(&dep) || nodes.len() >= MAX_NODES {
                 continue;
             }
-            let doc = db.store().call("alk_get_job", &[Arg::Int(dep)])?;
+            let doc = db.store().run(call::get_job(dep).raw())?;
             seen.insert(dep, nodes.len());
             nodes.push(Node {
                 id: dep,

@@ -3,10 +3,10 @@
 
 use crate::api::{self, Filter, ListQuery, FILTER_SCAN};
 use crate::auth::Csrf;
-use crate::db::{blocking, call, outbox_of, ApiError};
+use crate::db::{blocking, outbox_of, run, ApiError};
 use crate::sampler::Point;
 use crate::{graph, Shared};
-use alkstore::sql::Arg;
+use alkstore::call;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -75,7 +75,7 @@ type Page = Result<Markup, PageError>;
 /// grant, say).
 async fn counts(app: &Shared) -> Result<Value, ApiError> {
     match app.sampler.latest().await {
-        Value::Null => call(&app.db, "alk_queues", vec![]).await,
+        Value::Null => run(&app.db, call::queues().raw()).await,
         v => Ok(v),
     }
 }
@@ -236,18 +236,12 @@ pub async fn queue(
         let stats = match (sampled, outbox_of(&name)) {
             (Some(stats), _) => stats,
             // Not sampled yet (new, or empty when sampled): cheap to count.
-            (None, Some(o)) => db
-                .store()
-                .call("alk_outbox_stats", &[Arg::Text(o.into())])?,
-            (None, None) => db
-                .store()
-                .call("alk_queue_stats", &[Arg::Text(name.clone())])?,
+            (None, Some(o)) => db.store().run(call::outbox_stats(o)?)?,
+            (None, None) => db.store().run(call::queue_stats(&name)?)?,
         };
         let opts = match outbox_of(&name) {
             Some(_) => Value::Null,
-            None => db
-                .store()
-                .call("alk_queue_opts", &[Arg::Text(name.clone())])?,
+            None => db.store().run(call::queue_opts(&name)?)?,
         };
         // An outbox's jobs are not listed: alk_list_jobs takes queue names,
         // and an outbox's backing name is reserved.
@@ -417,16 +411,15 @@ pub async fn job(
     Path(id): Path<i64>,
 ) -> Page {
     let (job, errors, nodes) = blocking(&app.db, move |db| {
-        let job = db.store().call("alk_get_job", &[Arg::Int(id)])?;
-        if job.is_null() {
+        let Some(job) = db.store().run(call::get_job(id))? else {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 format!(
                     "No job {id}: it never existed, or it was acked without retention, or pruned."
                 ),
             ));
-        }
-        let errors = db.store().call("alk_job_errors", &[Arg::Int(id)])?;
+        };
+        let errors = db.store().run(call::job_errors(id).raw())?;
         let nodes = graph::read(db, &job)?;
         Ok((job, errors, nodes))
     })
@@ -525,13 +518,11 @@ pub async fn dead(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -
 /// consumer as a relay's.
 pub async fn streams(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -> Page {
     let (streams, relays, behind) = blocking(&app.db, |db| {
-        let streams = db.store().call("alk_streams", &[])?;
+        let streams = db.store().run(call::streams().raw())?;
         let relays: std::collections::HashMap<String, String> = db
             .store()
-            .call("alk_locks", &[])?
-            .as_array()
-            .into_iter()
-            .flatten()
+            .run(call::locks())?
+            .iter()
             .filter(|l| l["held"] == true)
             .filter_map(|l| Some((l["name"].as_str()?.to_string(), text(&l["owner"]))))
             .collect();
@@ -541,14 +532,10 @@ pub async fn streams(State(app): State<Shared>, Extension(csrf): Extension<Csrf>
                 if c["lag"].as_i64().unwrap_or(0) <= 0 {
                     continue;
                 }
-                let next = db.store().call(
-                    "alk_read",
-                    &[
-                        Arg::Text(text(&s["stream"])),
-                        Arg::Int(c["offset"].as_i64().unwrap_or(0)),
-                        Arg::Int(1),
-                    ],
-                )?;
+                let offset = c["offset"].as_i64().unwrap_or(0);
+                let next = db
+                    .store()
+                    .run(call::read(&text(&s["stream"]), offset, 1)?.raw())?;
                 if let Some(age) = next[0]["created_at"].as_str().and_then(age_of) {
                     behind.insert((text(&s["stream"]), text(&c["consumer"])), age);
                 }
@@ -594,7 +581,7 @@ fn age_of(at: &str) -> Option<f64> {
 
 /// `GET /schedules`: every schedule with its next and last run.
 pub async fn schedules(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -> Page {
-    let rows = call(&app.db, "alk_schedules", vec![]).await?;
+    let rows = run(&app.db, call::schedules().raw()).await?;
     let body = table(
         &rows,
         &[
@@ -612,7 +599,7 @@ pub async fn schedules(State(app): State<Shared>, Extension(csrf): Extension<Csr
 
 /// `GET /locks`: every lease.
 pub async fn locks(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -> Page {
-    let rows = call(&app.db, "alk_locks", vec![]).await?;
+    let rows = run(&app.db, call::locks().raw()).await?;
     let body = table(
         &rows,
         &["name", "owner", "token", "expires_at", "held"],

@@ -89,8 +89,10 @@ impl Sampler {
             loop {
                 let db2 = db.clone();
                 let started = std::time::Instant::now();
-                let read =
-                    tokio::task::spawn_blocking(move || db2.store().call("alk_queues", &[])).await;
+                let read = tokio::task::spawn_blocking(move || {
+                    db2.store().run(alkstore::call::queues().raw())
+                })
+                .await;
                 let took = started.elapsed();
                 match read {
                     Ok(Ok(queues)) => {

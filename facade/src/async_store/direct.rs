@@ -9,7 +9,8 @@
 //! meets another connection's write lock goes there too and waits on the
 //! driver's thread, never on the runtime's.
 
-use crate::async_tx::sqlx_sqlite::{handle_params, settle, ON_HANDLE};
+use crate::async_tx::sqlx_sqlite::{handle_params, settle};
+use crate::call::ON_HANDLE;
 use crate::error::Result;
 use crate::sql::{sqlite_result, sqlite_sql, Arg};
 use alkstore_sqlite::routines::HandleConn;

@@ -165,11 +165,8 @@ async fn pg_listen<DB: AsyncEngine>(
     store: &AsyncStore<DB>,
     channel: &str,
 ) -> Result<AsyncSubscription> {
-    let pg_channel = store.call("alk_channel", &[channel.into()]).await?;
-    let rx = store
-        .wakeups()
-        .listen(pg_channel.as_str().unwrap_or_default())
-        .await?;
+    let pg_channel = store.run(crate::call::channel(channel)).await?;
+    let rx = store.wakeups().listen(&pg_channel).await?;
     Ok(AsyncSubscription::new(channel, rx))
 }
 

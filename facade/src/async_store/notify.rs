@@ -119,13 +119,9 @@ pub(crate) async fn sqlite_subscription(
 ) -> Result<AsyncSubscription> {
     const PAGE: i64 = 1000;
     let page = |store: AsyncStore<sqlx::Sqlite>, channel: String, after: i64| async move {
-        let v = store
-            .call(
-                "alk_notifications",
-                &[channel.as_str().into(), after.into(), PAGE.into()],
-            )
-            .await?;
-        Ok::<_, Error>(v.as_array().cloned().unwrap_or_default())
+        store
+            .run(crate::call::notifications(&channel, after, PAGE))
+            .await
     };
     // Listening starts now: skip what was sent before.
     let mut last = 0;

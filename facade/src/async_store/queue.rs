@@ -3,7 +3,7 @@
 
 use super::wakeups::Watched;
 use super::{AsyncEngine, AsyncStore, Autocommit, DefaultEngine, FALLBACK_POLL};
-use crate::async_tx::{claim_with, AsyncTxHandle};
+use crate::async_tx::{claim_with, AsyncTxHandle, ClaimFrom};
 use crate::call;
 use crate::error::Result;
 use crate::opts::EnqueueOpts;
@@ -19,7 +19,7 @@ pub struct AsyncQueue<DB: AsyncEngine = DefaultEngine> {
     name: String,
     /// How claims reach it: `alk_claim` with the queue's name, or
     /// `alk_outbox_claim` with the outbox's.
-    claim_fn: &'static str,
+    claim_from: ClaimFrom,
     claim_name: String,
     watched: Watched,
 }
@@ -29,7 +29,7 @@ impl<DB: AsyncEngine> Clone for AsyncQueue<DB> {
         AsyncQueue {
             store: self.store.clone(),
             name: self.name.clone(),
-            claim_fn: self.claim_fn,
+            claim_from: self.claim_from,
             claim_name: self.claim_name.clone(),
             watched: self.watched.clone(),
         }
@@ -42,7 +42,7 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
         Ok(AsyncQueue {
             store,
             name: name.into(),
-            claim_fn: "alk_claim",
+            claim_from: ClaimFrom::Queue,
             claim_name: name.into(),
             watched: Watched::queue(name),
         })
@@ -73,7 +73,7 @@ impl<DB: AsyncEngine> AsyncQueue<DB> {
     pub async fn claim(&self, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
         claim_with(
             &mut Autocommit(&self.store),
-            self.claim_fn,
+            self.claim_from,
             &self.claim_name,
             worker,
             max_jobs,
@@ -208,7 +208,7 @@ impl<DB: AsyncEngine> AsyncOutbox<DB> {
             jobs: AsyncQueue {
                 store,
                 name: names::outbox_queue(name),
-                claim_fn: "alk_outbox_claim",
+                claim_from: ClaimFrom::Outbox,
                 claim_name: name.into(),
                 watched: Watched::outbox(name),
             },

@@ -2,10 +2,9 @@
 //! connections and owned transactions over deadpool-postgres, and the
 //! wake-up listener on a connection of its own.
 
-use super::wakeups::{Listener, Received, Watched, REGISTRATION_TTL_S};
+use super::wakeups::{Listener, Received, Watched};
 use crate::async_tx::AsyncTxHandle;
 use crate::error::{Error, Result};
-use crate::sql::Arg;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -146,8 +145,12 @@ impl TokioListener {
 
 impl Listener for TokioListener {
     async fn register(&mut self, w: &Watched) -> Result<()> {
-        let args = [w.name.as_str().into(), Arg::Num(REGISTRATION_TTL_S)];
-        self.client().await?.call(w.function, &args).await.map(drop)
+        let registration = w.registration();
+        let client = self.client().await?;
+        client
+            .call(registration.function(), registration.args())
+            .await
+            .map(drop)
     }
 
     async fn listen(&mut self, pg_channel: &str) -> Result<()> {

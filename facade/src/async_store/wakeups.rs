@@ -4,6 +4,9 @@
 //! counters that waiters watch; it also forwards the notifications of the
 //! channels subscribed to (`AsyncStore::listen`).
 
+use crate::call::Listen;
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+use crate::call::{self, Call};
 use crate::error::{Error, Result};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -24,11 +27,11 @@ const RENEW_EVERY: Duration = Duration::from_secs(20);
 #[cfg(feature = "sqlx-sqlite")]
 const SQLITE_WATCH_EVERY: Duration = Duration::from_millis(10);
 
-/// What a waiter waits for: the registering function, the name it takes
-/// and the key its notifications arrive under.
+/// What a waiter waits for: what it registers for, the name it takes and
+/// the key its notifications arrive under.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Watched {
-    pub(crate) function: &'static str,
+    kind: Listen,
     pub(crate) name: String,
     key: String,
 }
@@ -37,7 +40,7 @@ impl Watched {
     /// Jobs of a queue.
     pub(crate) fn queue(name: &str) -> Watched {
         Watched {
-            function: "alk_listen_queue",
+            kind: Listen::Queue,
             name: name.into(),
             key: format!("q:{name}"),
         }
@@ -46,7 +49,7 @@ impl Watched {
     /// Events of a stream.
     pub(crate) fn stream(name: &str) -> Watched {
         Watched {
-            function: "alk_listen_stream",
+            kind: Listen::Stream,
             name: name.into(),
             key: format!("s:{name}"),
         }
@@ -55,10 +58,16 @@ impl Watched {
     /// Messages of an outbox (notified under its backing queue's name).
     pub(crate) fn outbox(name: &str) -> Watched {
         Watched {
-            function: "alk_listen_outbox",
+            kind: Listen::Outbox,
             name: name.into(),
             key: format!("q:{}", alkstore_core::names::outbox_queue(name)),
         }
+    }
+
+    /// The call that registers a session for it (`alk_listen_*`).
+    #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+    pub(crate) fn registration(&self) -> Call<Value> {
+        call::listen(self.kind, &self.name, REGISTRATION_TTL_S)
     }
 }
 
@@ -344,11 +353,8 @@ impl SqlxListener {
 impl Listener for SqlxListener {
     async fn register(&mut self, w: &Watched) -> Result<()> {
         use crate::async_tx::sqlx_postgres::SqlxCall;
-        let args = [
-            w.name.as_str().into(),
-            crate::sql::Arg::Num(REGISTRATION_TTL_S),
-        ];
-        let (call, sql) = SqlxCall::new(w.function, &args)?;
+        let registration = w.registration();
+        let (call, sql) = SqlxCall::new(registration.function(), registration.args())?;
         let row = sqlx::Executor::fetch_one(&mut self.0, sql.as_str()).await?;
         call.result(row).map(|_| ())
     }

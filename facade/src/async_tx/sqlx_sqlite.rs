@@ -27,35 +27,11 @@ impl AsyncTxHandle for SqliteConnection {
     }
 }
 
-/// The calls a worker, producer or consumer makes per job or event, whose
-/// work is bounded by their arguments (a few tens of microseconds): run on
-/// the raw handle from the calling task, never waiting there for a lock
-/// (docs/benchmarks.md, "Workers"). On sqlx's connections through
-/// `lock_handle`; the store `open_sqlite` made also on connections of its
-/// own (async_store/direct.rs), without sqlx's connection thread.
-pub(crate) const ON_HANDLE: &[&str] = &[
-    "alk_enqueue",
-    "alk_enqueue_batch",
-    "alk_claim",
-    "alk_ack",
-    "alk_ack_batch",
-    "alk_retry",
-    "alk_fail",
-    "alk_heartbeat",
-    "alk_publish",
-    "alk_read",
-    "alk_save_offset",
-    "alk_outbox_enqueue",
-    "alk_outbox_claim",
-    "alk_notify",
-    "alk_get_offset",
-];
-
 async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Result<Value> {
     crate::sql::function(function, args.len(), false)?;
     let sql = sqlite_sql(function, args.len());
     let params = handle_params(args);
-    if ON_HANDLE.contains(&function) {
+    if crate::call::ON_HANDLE.contains(&function) {
         if let Some(value) = run_on_handle(conn, &sql, &params).await? {
             return sqlite_result(function, value?);
         }
@@ -161,5 +137,6 @@ pub async fn register(conn: &mut SqliteConnection) -> Result<()> {
         unsafe { alkstore_sqlite::routines::register_handle(db) }
             .map_err(|(rc, what)| Error::engine("sqlite", rc.to_string(), what))?;
     }
-    run(conn, "alk_init", &[]).await.map(drop)
+    let init = crate::call::init();
+    run(conn, init.function(), init.args()).await.map(drop)
 }
