@@ -8,15 +8,10 @@ use crate::opts::{duration, int_in};
 use crate::time;
 use serde_json::{Map, Value};
 
-/// The option keys of the limits, a part of [`crate::opts::QUEUE_KEYS`].
-pub const LIMIT_KEYS: [&str; 6] = [
-    "max_running",
-    "rate_max",
-    "rate_per_s",
-    "key_max_running",
-    "key_rate_max",
-    "key_rate_per_s",
-];
+/// The option keys of the limits (kept with the other option keys in
+/// [`crate::opts`], which checks them by name and leaves their values to
+/// this module).
+pub use crate::opts::LIMIT_KEYS;
 
 /// A queue's limits; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

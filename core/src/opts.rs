@@ -144,6 +144,17 @@ impl Default for QueueOpts {
     }
 }
 
+/// The option keys of the limits, a part of [`QUEUE_KEYS`]; their values are
+/// read by [`crate::limits`] (flow control, contract v1.2 §I).
+pub const LIMIT_KEYS: [&str; 6] = [
+    "max_running",
+    "rate_max",
+    "rate_per_s",
+    "key_max_running",
+    "key_rate_max",
+    "key_rate_per_s",
+];
+
 /// The option keys `alk_queue_configure` accepts: the options stamped on
 /// jobs and read when they finish, then the limits ([`crate::limits`]).
 pub const QUEUE_KEYS: [&str; 12] = [
@@ -222,7 +233,7 @@ impl QueueOpts {
                 "retain_dead_s" if value.is_null() => self.retain_dead_ms = None,
                 "retain_dead_s" => self.retain_dead_ms = Some(duration(key, value, false)?),
                 // The limits: QueueLimits::merged.
-                k if crate::limits::LIMIT_KEYS.contains(&k) => {}
+                k if LIMIT_KEYS.contains(&k) => {}
                 _ => unreachable!("object() rejects unknown keys"),
             }
         }

@@ -192,3 +192,14 @@ pub(crate) async fn claim_with<H: AsyncTxHandle + ?Sized>(
     };
     claimed(handle, call, worker).await
 }
+
+impl<T> crate::call::Call<T> {
+    /// Runs it in an async transaction (or any [`AsyncTxHandle`]).
+    pub async fn run_async<H: AsyncTxHandle + ?Sized>(self, tx: &mut H) -> Result<T>
+    where
+        T: Send,
+    {
+        let v = tx.call(self.function(), self.args()).await?;
+        self.decode(v)
+    }
+}

@@ -99,41 +99,6 @@ impl<T> Call<T> {
             decode: Box::new(move |v| decode(v).map(drop)),
         }
     }
-
-    /// Runs it in a blocking transaction (or any [`TxHandle`](crate::TxHandle)).
-    #[cfg(feature = "blocking")]
-    pub fn run<H: crate::TxHandle + ?Sized>(self, tx: &mut H) -> Result<T> {
-        let v = tx.call(self.function, &self.args)?;
-        self.decode(v)
-    }
-
-    /// Runs it in its own transaction on a store's engine.
-    #[cfg(feature = "blocking")]
-    pub(crate) fn run_on(self, engine: &dyn crate::engine::Engine) -> Result<T> {
-        let v = engine.call(self.function, &self.args)?;
-        self.decode(v)
-    }
-
-    /// Runs it in its own transaction on a store's engine; its result as
-    /// the database wrote it, undecoded.
-    #[cfg(feature = "blocking")]
-    pub(crate) fn run_text_on(&self, engine: &dyn crate::engine::Engine) -> Result<Option<String>> {
-        engine.call_text(self.function, &self.args)
-    }
-
-    /// Runs it in an async transaction (or any [`AsyncTxHandle`](crate::AsyncTxHandle)).
-    #[cfg(any(
-        feature = "sqlx-postgres",
-        feature = "sqlx-sqlite",
-        feature = "tokio-postgres"
-    ))]
-    pub async fn run_async<H: crate::AsyncTxHandle + ?Sized>(self, tx: &mut H) -> Result<T>
-    where
-        T: Send,
-    {
-        let v = tx.call(self.function, &self.args).await?;
-        self.decode(v)
-    }
 }
 
 fn unit(_: Value) -> Result<()> {

@@ -27,6 +27,15 @@ pub(crate) fn process_tag() -> &'static str {
     })
 }
 
+/// Runs `f`, turning a panic into an error message.
+#[cfg(feature = "blocking")]
+pub(crate) fn guarded<T>(
+    f: impl FnOnce() -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| Err(panic_message(&*panic)))
+}
+
 /// The error a panicking handler is retried with.
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     let msg = panic

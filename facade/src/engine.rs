@@ -1,9 +1,10 @@
 //! What each engine provides to the engine-neutral handles.
 
+use crate::call::Call;
 use crate::error::Result;
 use crate::notify::Subscription;
 use crate::sql::Arg;
-use crate::store::TxHandle;
+use crate::tx::TxHandle;
 use crate::wake::Waker;
 use serde_json::Value;
 use std::time::Duration;
@@ -45,4 +46,18 @@ pub(crate) trait Engine: Send + Sync {
     /// How long to wait at most before looking again without a wake-up
     /// (work whose run_at arrives or whose claim expires announces nothing).
     fn fallback_poll(&self) -> Duration;
+}
+
+impl<T> Call<T> {
+    /// Runs it in its own transaction on a store's engine.
+    pub(crate) fn run_on(self, engine: &dyn Engine) -> Result<T> {
+        let v = engine.call(self.function(), self.args())?;
+        self.decode(v)
+    }
+
+    /// Runs it in its own transaction on a store's engine; its result as
+    /// the database wrote it, undecoded.
+    pub(crate) fn run_text_on(&self, engine: &dyn Engine) -> Result<Option<String>> {
+        engine.call_text(self.function(), self.args())
+    }
 }

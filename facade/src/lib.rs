@@ -109,8 +109,12 @@ mod stream;
 pub mod testing;
 #[cfg(feature = "tls")]
 mod tls;
+#[cfg(feature = "blocking")]
+mod tx;
 mod types;
 pub mod url;
+#[cfg(feature = "blocking")]
+mod waiting;
 #[cfg(feature = "blocking")]
 mod wake;
 #[cfg(feature = "blocking")]
@@ -183,10 +187,14 @@ pub use queue::Queue;
 #[cfg(feature = "blocking")]
 pub use sqlite::{SqliteStore, SqliteTx};
 #[cfg(feature = "blocking")]
-pub use store::{Stop, Store, TxHandle};
+pub use store::Store;
 #[cfg(feature = "blocking")]
 pub use stream::{Stream, StreamSubscription};
+#[cfg(feature = "blocking")]
+pub use tx::TxHandle;
 pub use types::{Event, Job, Notification, Retried, StreamInfo};
+#[cfg(feature = "blocking")]
+pub use waiting::Stop;
 #[cfg(feature = "blocking")]
 pub use worker::{Worker, DEFAULT_PRUNE_EVERY, DEFAULT_TICK_EVERY};
 pub use worker_core::{Handled, DEFAULT_SWEEP_EVERY, MAX_PREFETCH, MIN_CHORE_EVERY};

@@ -5,8 +5,8 @@ use crate::engine::{Engine, Kind};
 use crate::error::Result;
 use crate::opts::EnqueueOpts;
 use crate::queue::{jobs, Queue};
-use crate::store::{wait_for, Stop};
 use crate::types::Job;
+use crate::waiting::wait_for;
 use alkstore_core::{names, NameKind};
 use serde::Serialize;
 use serde_json::Value;
@@ -101,33 +101,10 @@ impl Outbox {
         job: &Job,
         deliver: &mut dyn FnMut(&Job) -> std::result::Result<(), String>,
     ) -> Result<()> {
-        match crate::worker::guarded(|| deliver(job)) {
+        match crate::claimant::guarded(|| deliver(job)) {
             Ok(()) => self.queue.ack(job.id, worker).map(|_| ()),
             Err(e) => self.queue.retry(job.id, worker, &e, None).map(|_| ()),
         }
-    }
-
-    /// Delivers until `stop` is raised, waiting for messages without
-    /// polling; returns how many were processed. One message at a time, as
-    /// a [`Worker::outbox`](crate::Worker::outbox) with one handler and no
-    /// prefetch (so with heartbeats and a claim name unique to this
-    /// process); no schedule ticks or pruning. For more handlers, use that
-    /// worker.
-    pub fn run(
-        &self,
-        worker: &str,
-        deliver: &mut (dyn FnMut(&Job) -> std::result::Result<(), String> + Send),
-        stop: &Stop,
-    ) -> Result<u64> {
-        let deliver = std::sync::Mutex::new(deliver);
-        crate::Worker::outbox(self.clone(), worker)
-            .prefetch(0)
-            .prune_every(None)
-            .tick_every(None)
-            .run(stop, |job| {
-                let mut deliver = deliver.lock().unwrap_or_else(|e| e.into_inner());
-                (*deliver)(job)
-            })
     }
 
     /// Pauses delivery: claims return nothing until [`resume`](Self::resume)

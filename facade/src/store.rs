@@ -1,8 +1,8 @@
-//! The engine-neutral traits (contract §11) and the handles they give out.
+//! The engine-neutral store (contract §11) and the handles it gives out.
 
 use crate::call;
-use crate::engine::{Engine, Kind};
-use crate::error::{Error, Result};
+use crate::engine::Engine;
+use crate::error::Result;
 use crate::lock::LockGuard;
 use crate::notify::Subscription;
 use crate::opts::{EnqueueOpts, ScheduleSpec};
@@ -10,12 +10,11 @@ use crate::outbox::Outbox;
 use crate::queue::Queue;
 use crate::sql::Arg;
 use crate::stream::Stream;
-use crate::types::{Job, Retried};
+use crate::tx::TxHandle;
 use alkstore_core::{names, NameKind};
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A database that holds queues, outboxes, streams, notifications and
 /// leases, on either engine: what `alkstore::open` gives, and what a
@@ -153,174 +152,6 @@ impl Store {
     pub fn streams(&self) -> Result<Vec<call::StreamSummary>> {
         call::streams().run_on(&*self.engine)
     }
-}
-
-/// An open transaction. Dropping it without `commit` rolls it back.
-///
-/// Names are checked before anything is sent, so a bad name leaves the
-/// transaction usable on both engines. Any other failed call changed
-/// nothing, but on PostgreSQL it aborts the transaction (PostgreSQL's rule
-/// for every error): roll it back.
-pub trait TxHandle {
-    /// Calls any `alk_*` function inside this transaction.
-    fn call(&mut self, function: &str, args: &[Arg]) -> Result<Value>;
-    /// Commits: everything written in the transaction becomes visible.
-    fn commit(self: Box<Self>) -> Result<()>;
-    /// Rolls back: nothing written in the transaction remains.
-    fn rollback(self: Box<Self>) -> Result<()>;
-
-    /// Enqueues a job that exists only if the transaction commits.
-    fn enqueue_tx(&mut self, queue: &str, opts: &EnqueueOpts, payload: &Value) -> Result<i64> {
-        call::enqueue(queue, opts, payload)?.run(self)
-    }
-
-    /// Enqueues into an outbox (ADR-014): the outbox name, not its backing queue.
-    fn outbox_enqueue_tx(
-        &mut self,
-        outbox: &str,
-        opts: &EnqueueOpts,
-        payload: &Value,
-    ) -> Result<i64> {
-        call::outbox_enqueue(outbox, opts, payload)?.run(self)
-    }
-
-    /// Publishes an event; returns its id (its offset comes with reads,
-    /// once this transaction has committed).
-    fn publish_tx(&mut self, stream: &str, payload: &Value) -> Result<i64> {
-        call::publish(stream, payload, None)?.run(self)
-    }
-
-    /// Sends a notification on commit.
-    fn notify_tx(&mut self, channel: &str, payload: &Value) -> Result<()> {
-        call::notify(channel, payload)?.run(self)
-    }
-
-    /// Saves a consumer's offset; true if it advanced.
-    fn save_offset_tx(&mut self, stream: &str, consumer: &str, offset: i64) -> Result<bool> {
-        call::save_offset(stream, consumer, offset)?.run(self)
-    }
-
-    /// Claims up to `max_jobs` jobs of `queue` for `worker`, in this
-    /// transaction: commit it before the jobs are handled, or the claim (and
-    /// the rows it locks) lasts as long as the handling. A job whose payload
-    /// this crate cannot read is failed (dead-lettered with the reason), not
-    /// returned.
-    fn claim_tx(&mut self, queue: &str, worker: &str, max_jobs: i64) -> Result<Vec<Job>> {
-        let mut claimed = call::claim(queue, worker, max_jobs)?.run(self)?;
-        for fail in claimed.fail_unreadable(worker)? {
-            fail.run(self)?;
-        }
-        Ok(claimed.jobs)
-    }
-
-    /// Acks a job `worker` holds, in this transaction: the job completes
-    /// only if the transaction commits. False when the job is no longer
-    /// this worker's (its claim expired and someone else holds it, or it
-    /// was cancelled): then roll back, or your writes commit without it.
-    fn ack_tx(&mut self, job_id: i64, worker: &str) -> Result<bool> {
-        call::ack(job_id, worker)?.run(self)
-    }
-
-    /// Gives a job back after an error, in this transaction: pending after
-    /// `delay` (`None`: the stamped backoff), or dead when its attempts are
-    /// used up.
-    fn retry_tx(
-        &mut self,
-        job_id: i64,
-        worker: &str,
-        error: &str,
-        delay: Option<Duration>,
-    ) -> Result<Retried> {
-        call::retry(job_id, worker, error, delay)?.run(self)
-    }
-
-    /// Dead-letters a job this worker holds, in this transaction.
-    fn fail_tx(&mut self, job_id: i64, worker: &str, error: &str) -> Result<bool> {
-        call::fail(job_id, worker, error)?.run(self)
-    }
-
-    /// The SQLite connection this transaction runs on, for your own
-    /// statements, when it is a [`SqliteTx`](crate::SqliteTx) or your own
-    /// `rusqlite::Transaction`; `None` on PostgreSQL.
-    fn sqlite(&self) -> Option<&rusqlite::Connection> {
-        None
-    }
-
-    /// The PostgreSQL client this transaction runs on, for your own
-    /// statements, when it is a [`PgTx`](crate::PgTx) (what stores and
-    /// workers open); `None` on SQLite and on your own `postgres::Transaction`.
-    fn postgres(&mut self) -> Option<&mut postgres::Client> {
-        None
-    }
-}
-
-/// A flag that asks workers and loops to stop.
-#[derive(Clone, Debug, Default)]
-pub struct Stop(Arc<AtomicBool>);
-
-impl Stop {
-    /// A flag not yet raised.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Raises it.
-    pub fn stop(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether it was raised.
-    pub fn is_stopped(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-/// Waits for work on `(kind, name)`: register, look, wait, look again.
-pub(crate) fn wait_for<T>(
-    engine: &dyn Engine,
-    kind: Kind,
-    name: &str,
-    timeout: Duration,
-    mut look: impl FnMut() -> Result<Vec<T>>,
-) -> Result<Vec<T>> {
-    // A look that will not wait registers nothing (a hot standby refuses
-    // LISTEN: a one-off read there must not fail for it).
-    if timeout.is_zero() {
-        return look();
-    }
-    let deadline = Instant::now() + timeout;
-    let key = kind.key(name);
-    match engine.watch(kind, name) {
-        // A hot standby: no LISTEN during recovery (SQLSTATE 25006), so the
-        // wait polls every fallback interval instead.
-        Err(Error::Engine { code, .. }) if code == "25006" => {}
-        other => other?,
-    }
-    loop {
-        let seen = engine.waker().seen(&key);
-        let found = look()?;
-        let left = deadline.saturating_duration_since(Instant::now());
-        if !found.is_empty() || left.is_zero() {
-            return Ok(found);
-        }
-        engine
-            .waker()
-            .wait(&key, seen, left.min(engine.fallback_poll()));
-    }
-}
-
-/// Sleeps up to `timeout` unless a wake-up for `(kind, name)` comes first;
-/// true if one came.
-pub(crate) fn sleep_unless_woken(
-    engine: &dyn Engine,
-    kind: Kind,
-    name: &str,
-    timeout: Duration,
-) -> Result<bool> {
-    let key = kind.key(name);
-    engine.watch(kind, name)?;
-    let seen = engine.waker().seen(&key);
-    Ok(engine.waker().wait(&key, seen, timeout))
 }
 
 /// `alk_prune` on an engine, once committed stream events have their

@@ -5,28 +5,21 @@
 //! and a graceful stop that finishes the jobs in hand and gives back the
 //! prefetched ones.
 
-use crate::claimant::{panic_message, process_tag};
+use crate::claimant::{guarded, process_tag};
 use crate::completer::{Completer, FlushWindow};
 use crate::error::Result;
 use crate::heartbeat::Heartbeat;
 use crate::outbox::Outbox;
 use crate::prefetch::{LocalQueue, Sizer};
 use crate::queue::Queue;
-use crate::store::{Stop, TxHandle};
+use crate::tx::TxHandle;
 use crate::types::Job;
+use crate::waiting::Stop;
 use crate::worker_core::{
     Chore, Chores, Handled, Outage, Pacing, Settlement, DEFAULT_SWEEP_EVERY, PRUNE_BATCH,
 };
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-/// Runs `f`, turning a panic into an error message.
-pub(crate) fn guarded<T>(
-    f: impl FnOnce() -> std::result::Result<T, String>,
-) -> std::result::Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| Err(panic_message(&*panic)))
-}
 
 /// A pool of handlers for one queue.
 ///
@@ -595,7 +588,7 @@ impl Worker {
         while !stop.is_stopped() {
             let left = until.saturating_duration_since(std::time::Instant::now());
             if left.is_zero()
-                || crate::store::sleep_unless_woken(
+                || crate::waiting::sleep_unless_woken(
                     engine,
                     crate::engine::Kind::Queue,
                     self.queue.name(),
@@ -661,4 +654,32 @@ fn wait_out(outage: &mut Outage, e: crate::Error, stop: &Stop) -> Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
+}
+
+/// An outbox's own delivery loop is a worker with one handler, so it is
+/// written here, beside the worker it builds (the outbox handle does not
+/// depend on the worker).
+impl Outbox {
+    /// Delivers until `stop` is raised, waiting for messages without
+    /// polling; returns how many were processed. One message at a time, as
+    /// a [`Worker::outbox`](crate::Worker::outbox) with one handler and no
+    /// prefetch (so with heartbeats and a claim name unique to this
+    /// process); no schedule ticks or pruning. For more handlers, use that
+    /// worker.
+    pub fn run(
+        &self,
+        worker: &str,
+        deliver: &mut (dyn FnMut(&Job) -> std::result::Result<(), String> + Send),
+        stop: &Stop,
+    ) -> Result<u64> {
+        let deliver = std::sync::Mutex::new(deliver);
+        Worker::outbox(self.clone(), worker)
+            .prefetch(0)
+            .prune_every(None)
+            .tick_every(None)
+            .run(stop, |job| {
+                let mut deliver = deliver.lock().unwrap_or_else(|e| e.into_inner());
+                (*deliver)(job)
+            })
+    }
 }

@@ -5,24 +5,13 @@ use crate::args::Args;
 use crate::conn::{Conn, ConnState};
 use crate::error::Result;
 use crate::ffi::{Ctx, Db};
+use crate::out::Out;
 use crate::sys::{sqlite3_context, sqlite3_value};
 use crate::{admin, init, lock, notify, outbox, pause, prune, queue, release, schedule, stream};
 use alkstore_core::catalogue;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-
-/// What a function returns to SQL.
-pub enum Out {
-    /// SQL NULL.
-    Null,
-    /// An integer.
-    Int(i64),
-    /// A boolean, as SQLite's 1 / 0.
-    Bool(bool),
-    /// Text (JSON documents are text on SQLite).
-    Text(String),
-}
 
 /// A function body: checks its arguments, then runs its statements.
 pub type Handler = fn(&Conn, &Args) -> Result<Out>;

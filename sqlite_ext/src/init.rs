@@ -4,7 +4,7 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
+use crate::out::Out;
 
 /// `alk_init()` → the schema version, after creating or migrating the schema.
 pub fn init(conn: &Conn, _args: &Args) -> Result<Out> {

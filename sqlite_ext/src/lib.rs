@@ -33,6 +33,7 @@ mod json;
 mod limit;
 mod lock;
 mod notify;
+mod out;
 mod outbox;
 mod pause;
 mod prune;

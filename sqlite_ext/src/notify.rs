@@ -5,8 +5,8 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::json::Obj;
+use crate::out::Out;
 use alkstore_core::time::now_ms;
 use alkstore_core::{err, Code, NameKind};
 

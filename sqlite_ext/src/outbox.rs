@@ -5,7 +5,7 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
+use crate::out::Out;
 use crate::queue;
 use alkstore_core::{names, EnqueueOpts, NameKind, QueueOpts};
 

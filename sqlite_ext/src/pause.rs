@@ -4,7 +4,7 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
+use crate::out::Out;
 use alkstore_core::time::now_ms;
 use alkstore_core::{names, NameKind};
 

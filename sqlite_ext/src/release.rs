@@ -5,8 +5,8 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::limit;
+use crate::out::Out;
 use alkstore_core::NameKind;
 
 /// `alk_release(job_id, worker[, delay_s])` → true if this worker held an

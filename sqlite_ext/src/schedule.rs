@@ -7,8 +7,8 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::json::Obj;
+use crate::out::Out;
 use crate::queue;
 use alkstore_core::schedule::Spec;
 use alkstore_core::{err, Code, EnqueueOpts, NameKind};

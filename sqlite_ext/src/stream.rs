@@ -4,8 +4,8 @@
 use crate::args::{Args, MAX_BATCH};
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::json::Obj;
+use crate::out::Out;
 use alkstore_core::opts::StreamOpts;
 use alkstore_core::time::now_ms;
 use alkstore_core::NameKind;

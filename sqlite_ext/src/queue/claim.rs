@@ -5,8 +5,8 @@ use super::finish::dead_letter;
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::json::{self, Obj};
+use crate::out::Out;
 use crate::{deps, group, limit, pause};
 use alkstore_core::NameKind;
 

@@ -4,8 +4,8 @@ use crate::args::Args;
 use crate::conn::Conn;
 use crate::deps;
 use crate::error::Result;
-use crate::function::Out;
 use crate::json::Obj;
+use crate::out::Out;
 
 /// `alk_job_errors(job_id)` → every error the job met, oldest first
 /// (`[{attempt, error, at}]`, written by the `alk_jobs_errors` trigger), or

@@ -4,8 +4,8 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::json::{self};
+use crate::out::Out;
 use crate::{deps, group};
 use alkstore_core::time::now_ms;
 use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueOpts};

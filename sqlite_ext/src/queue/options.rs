@@ -4,8 +4,8 @@ use super::enqueue::queue_opts;
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::limit;
+use crate::out::Out;
 use alkstore_core::{NameKind, QueueLimits, QueueOpts};
 
 /// `alk_queue_configure(queue, opts)` → the queue's resolved options after the merge.

@@ -3,9 +3,9 @@
 use crate::args::Args;
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::function::Out;
 use crate::json::Obj;
 use crate::limit;
+use crate::out::Out;
 use alkstore_core::time::{self, now_ms};
 use alkstore_core::NameKind;
 
