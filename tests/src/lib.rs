@@ -287,6 +287,19 @@ pub fn pg_claim_blocks(c: &mut postgres::Client, queue: &str) -> (Vec<i64>, i64)
 
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
+/// Every Rust source file under `dir`, appended to `out` (the source scans:
+/// typed_calls.rs, module_graph.rs).
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
 /// Today's plain SQL script, built from the current sources as `cargo
 /// xtask plain-sql` builds it (renamed into place: tests running at once
 /// read a whole script).

@@ -5,9 +5,9 @@
 //! mechanism can then be read from the leaves up: a module never needs the
 //! modules that need it.
 
-use alkstore_tests::ROOT;
+use alkstore_tests::{rust_files, ROOT};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Every crate of the workspace, by its source directory.
 const CRATES: &[&str] = &[
@@ -26,17 +26,6 @@ const CRATES: &[&str] = &[
 /// The module graph of one crate: top-level module → the top-level modules
 /// its code names.
 type Graph = BTreeMap<String, BTreeSet<String>>;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The code of a file without its comments (line comments, doc comments
 /// and block comments), so that a module a comment mentions is no edge.

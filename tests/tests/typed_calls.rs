@@ -10,8 +10,8 @@
 //! benches and examples, which call the SQL API as users do.
 
 use alkstore_core::catalogue::FUNCTIONS;
-use alkstore_tests::ROOT;
-use std::path::{Path, PathBuf};
+use alkstore_tests::{rust_files, ROOT};
+use std::path::Path;
 
 /// The source trees of the crates that call the engines.
 const SCANNED: &[&str] = &[
@@ -31,17 +31,6 @@ const NOT_CALLS: &[(&str, &str)] = &[
     // failed, to give `alk_sequence` in a transaction its contract error.
     ("facade/src/error.rs", "\"alk_sequence(\""),
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The string literals of one line of code: the text between each pair of
 /// unescaped double quotes (a line comment ends the code; `'"'` is a char).
