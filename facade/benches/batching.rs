@@ -1,5 +1,6 @@
 //! Jobs/s of the blocking `Worker` with its claims and acks batched
-//! (contract v1.3 §P: a local queue of prefetched jobs, acks flushed every
+//! (contract v1.3 §P: a local queue of prefetched jobs sized by the
+//! handlers' pace, `prefetch_by_pace`, acks flushed every
 //! 10 ms or 100 jobs), beside the same worker acking each job on its own
 //! and claiming only for free handlers (`prefetch(0)`, a zero flush
 //! window), and beside the SQL floor measured in the same run: one thread
@@ -73,7 +74,10 @@ fn cells(label: &str, store: &Store, n: u64, rounds: usize) {
         let (mut batched, mut single, mut sql) = (0f64, 0f64, 0f64);
         for _ in 0..rounds {
             let q = fresh(store, "batched", n);
-            batched = batched.max(drain(Worker::new(q, "bench").concurrency(c), n));
+            batched = batched.max(drain(
+                Worker::new(q, "bench").concurrency(c).prefetch_by_pace(),
+                n,
+            ));
             let q = fresh(store, "single", n);
             single = single.max(drain(
                 Worker::new(q, "bench")

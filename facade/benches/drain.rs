@@ -1,6 +1,7 @@
 //! One cell of `scripts/bench-workers.sh`: drains a queue the script filled
 //! with no-op jobs, through alkstore's own worker as an application runs
-//! it (default settings), and prints the jobs/s from the worker's start
+//! it (default settings, but the local queue sized by the handlers' pace:
+//! `prefetch_by_pace`, or `ALK_DRAIN_PREFETCH=n`), and prints the jobs/s from the worker's start
 //! (its first claim) to the last handler's return.
 //!
 //! `ALK_DRAIN_URL=postgres://… ALK_DRAIN_QUEUE=q ALK_DRAIN_JOBS=20000
@@ -20,7 +21,9 @@ fn blocking(url: &str, queue: &str, n: u64, c: usize) -> f64 {
     let store: Store = alkstore::open(url).unwrap();
     let (stop, done) = (Stop::new(), AtomicU64::new(0));
     let start = Instant::now();
-    let mut worker = Worker::new(store.queue(queue).unwrap(), "drain").concurrency(c);
+    let mut worker = Worker::new(store.queue(queue).unwrap(), "drain")
+        .concurrency(c)
+        .prefetch_by_pace();
     if let Ok(p) = std::env::var("ALK_DRAIN_PREFETCH") {
         worker = worker.prefetch(p.parse().unwrap());
     }
@@ -66,6 +69,7 @@ fn asynchronous(url: &str, queue: &str, n: u64, c: usize) -> f64 {
         let (d, f) = (done.clone(), finished.clone());
         AsyncWorker::new(store.queue(queue).unwrap(), "drain")
             .concurrency(c)
+            .prefetch_by_pace()
             .run(finished.notified(), move |_job| {
                 let (d, f) = (d.clone(), f.clone());
                 async move {

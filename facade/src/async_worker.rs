@@ -11,7 +11,7 @@ use crate::async_tx::AsyncTxHandle;
 use crate::claimant::{panic_message, process_tag};
 use crate::completer::{Completer, FlushWindow};
 use crate::error::{Error, Result};
-use crate::prefetch::{LocalQueue, Sizer};
+use crate::prefetch::{LocalQueue, Prefetch, Sizer};
 use crate::types::Job;
 use crate::worker_core::{
     lost_acks, Chore, Chores, FlushStep, FlushTries, Handled, Outage, Pacing, Settlement,
@@ -77,7 +77,7 @@ pub struct AsyncWorker<DB: AsyncEngine = DefaultEngine> {
     sweep_every: Option<Duration>,
     shutdown_timeout: Duration,
     poll_every: Duration,
-    prefetch: Option<usize>,
+    prefetch: Prefetch,
     prefetch_ttl: Option<Duration>,
     flush_window: FlushWindow,
 }
@@ -99,7 +99,7 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             sweep_every: Some(crate::DEFAULT_SWEEP_EVERY),
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             poll_every: crate::async_store::FALLBACK_POLL,
-            prefetch: None,
+            prefetch: Prefetch::Concurrency,
             prefetch_ttl: None,
             flush_window: FlushWindow::DEFAULT,
         }
@@ -125,14 +125,26 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
 
     /// How many jobs the worker claims ahead of its free handlers, into a
     /// local queue (contract v1.3 §P), as the blocking
-    /// [`Worker::prefetch`](crate::Worker::prefetch): by default what the
-    /// handlers finish in about 100 ms at their measured pace, at least
-    /// the concurrency; 0: claim only for free handlers; at most
-    /// [`MAX_PREFETCH`](crate::MAX_PREFETCH). Prefetched jobs are claimed,
-    /// kept claimed by heartbeats while they wait, and given back at once
-    /// (`alk_release_batch`) when the worker stops.
+    /// [`Worker::prefetch`](crate::Worker::prefetch): by default the
+    /// concurrency; 0: claim only for free handlers; at most
+    /// [`MAX_PREFETCH`](crate::MAX_PREFETCH); or by the handlers' pace
+    /// ([`prefetch_by_pace`](Self::prefetch_by_pace)). Prefetched jobs are
+    /// claimed, kept claimed by heartbeats while they wait, and given back
+    /// at once (`alk_release_batch`) when the worker stops.
     pub fn prefetch(mut self, n: usize) -> AsyncWorker<DB> {
-        self.prefetch = Some(n.min(MAX_PREFETCH));
+        self.prefetch = Prefetch::Fixed(n.min(MAX_PREFETCH));
+        self
+    }
+
+    /// As [`Worker::prefetch_by_pace`](crate::Worker::prefetch_by_pace): sizes the local queue by the handlers' pace instead: what they
+    /// finish in about 100 ms, measured as they run — hundreds of fast
+    /// jobs, no more than the concurrency of slow ones — at least the
+    /// concurrency and at most [`MAX_PREFETCH`](crate::MAX_PREFETCH). For
+    /// many short jobs it claims far fewer times than the default (the
+    /// figures of `scripts/bench-workers.sh` are taken with it); the claims
+    /// it holds count as running under the queue's limits.
+    pub fn prefetch_by_pace(mut self) -> AsyncWorker<DB> {
+        self.prefetch = Prefetch::Pace;
         self
     }
 

@@ -293,9 +293,23 @@ const HORIZON: Duration = Duration::from_millis(100);
 /// How often the handlers' pace is measured.
 const MEASURE_EVERY: Duration = Duration::from_millis(100);
 
-/// The prefetch a worker claims for: the one set, or by default what its
-/// handlers finish in [`HORIZON`] at the pace measured as they run (a
-/// moving average), at least the concurrency and at most `max`.
+/// How a worker sizes its local queue of prefetched jobs (contract v1.3
+/// §P).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prefetch {
+    /// As many as the worker's concurrency: the contract's default.
+    Concurrency,
+    /// As many as the user set.
+    Fixed(usize),
+    /// What the handlers finish in [`HORIZON`] at the pace measured as they
+    /// run, between the concurrency and the most.
+    Pace,
+}
+
+/// The prefetch a worker claims for: the one set (by default the
+/// concurrency), or what its handlers finish in [`HORIZON`] at the pace
+/// measured as they run (a moving average), at least the concurrency and
+/// at most `max`.
 pub(crate) struct Sizer {
     fixed: Option<usize>,
     floor: usize,
@@ -307,9 +321,13 @@ pub(crate) struct Sizer {
 }
 
 impl Sizer {
-    pub(crate) fn new(fixed: Option<usize>, concurrency: usize, max: usize) -> Sizer {
+    pub(crate) fn new(prefetch: Prefetch, concurrency: usize, max: usize) -> Sizer {
         Sizer {
-            fixed,
+            fixed: match prefetch {
+                Prefetch::Concurrency => Some(concurrency.min(max)),
+                Prefetch::Fixed(n) => Some(n.min(max)),
+                Prefetch::Pace => None,
+            },
             floor: concurrency.min(max),
             max,
             at: Instant::now(),

@@ -10,7 +10,7 @@ use crate::completer::{Completer, FlushWindow};
 use crate::error::Result;
 use crate::heartbeat::Heartbeat;
 use crate::outbox::Outbox;
-use crate::prefetch::{LocalQueue, Sizer};
+use crate::prefetch::{LocalQueue, Prefetch, Sizer};
 use crate::queue::Queue;
 use crate::tx::TxHandle;
 use crate::types::Job;
@@ -42,8 +42,8 @@ pub struct Worker {
     outbox: Option<Outbox>,
     name: String,
     concurrency: usize,
-    /// The local queue's size (`None`: the concurrency).
-    prefetch: Option<usize>,
+    /// How the local queue is sized (by default: the concurrency).
+    prefetch: Prefetch,
     prefetch_ttl: Option<Duration>,
     flush: FlushWindow,
     prune_every: Option<Duration>,
@@ -71,7 +71,7 @@ impl Worker {
             outbox: None,
             name: format!("{name}-{}", process_tag()),
             concurrency: 1,
-            prefetch: None,
+            prefetch: Prefetch::Concurrency,
             prefetch_ttl: None,
             flush: FlushWindow::DEFAULT,
             prune_every: Some(DEFAULT_PRUNE_EVERY),
@@ -115,14 +115,26 @@ impl Worker {
     /// How many jobs the worker claims ahead of its free handlers, into a
     /// local queue (contract v1.3 §P): each claim asks for what the
     /// handlers and the local queue have room for, in one call. Default:
-    /// what the handlers finish in about 100 ms, at the pace measured as
-    /// they run — hundreds of fast jobs, no more than the concurrency of
-    /// slow ones — at least the concurrency; 0: claim only for free
-    /// handlers; at most [`MAX_PREFETCH`]. Prefetched jobs are claimed (they count as running
-    /// under the queue's limits) and a stopping worker gives them back at
-    /// once (`alk_release_batch`), without spending an attempt.
+    /// the concurrency; 0: claim only for free handlers; at most
+    /// [`MAX_PREFETCH`]; or by the handlers' pace
+    /// ([`prefetch_by_pace`](Self::prefetch_by_pace)). Prefetched jobs are
+    /// claimed (they count as running under the queue's limits) and a
+    /// stopping worker gives them back at once (`alk_release_batch`),
+    /// without spending an attempt.
     pub fn prefetch(mut self, n: usize) -> Worker {
-        self.prefetch = Some(n.min(MAX_PREFETCH));
+        self.prefetch = Prefetch::Fixed(n.min(MAX_PREFETCH));
+        self
+    }
+
+    /// Sizes the local queue by the handlers' pace instead: what they
+    /// finish in about 100 ms, measured as they run — hundreds of fast
+    /// jobs, no more than the concurrency of slow ones — at least the
+    /// concurrency and at most [`MAX_PREFETCH`](crate::MAX_PREFETCH). For
+    /// many short jobs it claims far fewer times than the default (the
+    /// figures of `scripts/bench-workers.sh` are taken with it); the claims
+    /// it holds count as running under the queue's limits.
+    pub fn prefetch_by_pace(mut self) -> Worker {
+        self.prefetch = Prefetch::Pace;
         self
     }
 

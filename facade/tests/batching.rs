@@ -485,7 +485,40 @@ fn a_worker_of_any_concurrency_works_on_a_pool_of_one() {
     }
 }
 
-/// The default prefetch follows the handlers' pace: fast jobs are claimed
+/// By default the local queue holds as many jobs as the worker has
+/// handlers (contract v1.3 §P): with fast jobs, a worker of concurrency 2
+/// holds at most 4 claims, and does prefetch (holds more than its 2
+/// handlers) at some point. (A pace-sized default held hundreds.)
+#[test]
+fn the_default_prefetch_is_the_concurrency() {
+    for target in targets() {
+        let store = target.open();
+        let q = store.queue(&fresh("prefetch-default")).unwrap();
+        let payloads: Vec<_> = (0..400).map(|i| json!(i)).collect();
+        q.enqueue_batch(&EnqueueOpts::new(), &payloads).unwrap();
+        let (stop, done, most) = (Stop::new(), AtomicUsize::new(0), AtomicUsize::new(0));
+        Worker::new(store.queue(q.name()).unwrap(), "default")
+            .concurrency(2)
+            .flush_window(no_flush())
+            .run(&stop, |_job| {
+                let held = q.stats().unwrap()["running"].as_u64().unwrap() as usize;
+                most.fetch_max(held, Ordering::SeqCst);
+                if done.fetch_add(1, Ordering::SeqCst) + 1 == 400 {
+                    stop.stop();
+                }
+                Ok(())
+            })
+            .unwrap();
+        let most = most.load(Ordering::SeqCst);
+        assert!(
+            (3..=4).contains(&most),
+            "[{}] at most {most} claimed at once by a worker of concurrency 2",
+            target.name()
+        );
+    }
+}
+
+/// `prefetch_by_pace` follows the handlers' pace: fast jobs are claimed
 /// far beyond the concurrency (at least ten times it: how far follows the
 /// machine's speed, and CI's loaded cores ack a few hundred a second), slow ones
 /// never beyond twice the concurrency, so that a worker does not sit on
@@ -493,7 +526,7 @@ fn a_worker_of_any_concurrency_works_on_a_pool_of_one() {
 /// asks for half the concurrency. At 50 ms it asked for exactly twice it,
 /// and a burst of finishes measured on a loaded machine held 5.)
 #[test]
-fn the_default_prefetch_follows_the_handlers_pace() {
+fn prefetch_by_pace_follows_the_handlers_pace() {
     for target in targets() {
         let store = target.open();
         for (jobs, handler_ms, most_allowed, least_expected) in
@@ -509,6 +542,7 @@ fn the_default_prefetch_follows_the_handlers_pace() {
             // Each job acked as its handler returns: the claims counted
             // running are those held, waiting or running.
             Worker::new(store.queue(q.name()).unwrap(), "pace")
+                .prefetch_by_pace()
                 .concurrency(if handler_ms == 0 { 1 } else { 2 })
                 .flush_window(no_flush())
                 .run(&stop, |_job| {
