@@ -696,7 +696,20 @@ impl<DB: AsyncEngine> Slots<DB> {
             completer.add(job.id); // acked with the next flush
             return Ok(());
         }
-        self.queue.store().run(settlement.call(job.id, me)?).await
+        let store = self.queue.store();
+        let outcome = settlement.outcome();
+        let settled = match settlement.call(job.id, me) {
+            Ok(call) => store.run(call).await,
+            Err(e) => Err(e),
+        };
+        match settled
+            .as_ref()
+            .err()
+            .and_then(|e| Settlement::instead(outcome, e))
+        {
+            Some(retry) => store.run(retry.call(job.id, me)?).await,
+            None => settled,
+        }
     }
 
     /// The handler as its own task (a panic ends only that task), cancelled

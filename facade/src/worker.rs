@@ -579,7 +579,18 @@ impl Worker {
             Ok(Settle::Settle(settlement)) => settlement,
             Err(e) => Settlement::Retry(e),
         };
-        settlement.call(job.id, worker)?.run_on(&*self.queue.engine)
+        let engine = &*self.queue.engine;
+        let outcome = settlement.outcome();
+        match settlement
+            .call(job.id, worker)
+            .and_then(|c| c.run_on(engine))
+        {
+            Err(e) => match Settlement::instead(outcome, &e) {
+                Some(retry) => retry.call(job.id, worker)?.run_on(engine),
+                None => Err(e),
+            },
+            settled => settled,
+        }
     }
 
     /// After a claim that got nothing: on a queue whose limits hold claims

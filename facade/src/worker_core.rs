@@ -148,6 +148,31 @@ impl Settlement {
             Settlement::Release(delay) => call::release(job_id, worker, delay)?.discard(),
         })
     }
+
+    /// The handler's outcome this settles, for [`instead`](Self::instead):
+    /// `None` for a retry.
+    pub(crate) fn outcome(&self) -> Option<&'static str> {
+        match self {
+            Settlement::Retry(_) => None,
+            Settlement::Ack(_) => Some("ack"),
+            Settlement::Release(_) => Some("snooze"),
+        }
+    }
+
+    /// What to settle instead when the settlement of `outcome` was refused
+    /// as bad input (a contract error: a snooze longer than the contract
+    /// allows, a result the database cannot keep): the job fails with that
+    /// error, retried with the stamped backoff as after a handler's error,
+    /// and the worker goes on. `None` for a retry (nothing left to fall
+    /// back on) and for any other error (the database: a wait may cure it).
+    pub(crate) fn instead(outcome: Option<&'static str>, refused: &Error) -> Option<Settlement> {
+        let outcome = outcome?;
+        refused.code()?;
+        tracing::warn!(error = %refused, "alkstore: the handler's {outcome} was refused; the job will be retried");
+        Some(Settlement::Retry(format!(
+            "the handler's {outcome} was refused: {refused}"
+        )))
+    }
 }
 
 /// The periodic chores of a worker: ticking schedules, pruning, sweeping

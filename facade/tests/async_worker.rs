@@ -739,6 +739,56 @@ async fn a_handler_that_snoozes_runs_again_without_spending_an_attempt_on<DB: As
     assert_eq!(stats(&store, &name).await["dead"], 0, "[{target}]");
 }
 
+/// A snooze the database refuses (2^40 s, past what `alk_release` takes)
+/// fails its job like a handler's error and the worker goes on, as the
+/// blocking worker's (workers.rs). (It ended the run with the error.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_snooze_fails_its_job_and_the_async_worker_goes_on() {
+    on_every_store!(a_refused_snooze_fails_its_job_and_the_async_worker_goes_on_on);
+}
+
+async fn a_refused_snooze_fails_its_job_and_the_async_worker_goes_on_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    let opts = QueueOpts::new().retain_completed(Duration::from_secs(600));
+    let name = queue(&store, "async-bad-snooze", opts).await;
+    let q = store.queue(&name).unwrap();
+    let id = q.enqueue(&EnqueueOpts::new(), &json!({})).await.unwrap();
+    let (done, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let done = Arc::new(Mutex::new(Some(done)));
+    let handler = move |job: alkstore::Job| {
+        let done = done.clone();
+        async move {
+            if job.attempts == 1 {
+                return Ok::<_, String>(Handled::Snooze(Duration::from_secs(1 << 40)));
+            }
+            if let Some(tx) = done.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            Ok(Handled::Ack)
+        }
+    };
+    let worker = AsyncWorker::new(q.clone(), "snoozer").poll_every(ms(20));
+    let handled = tokio::time::timeout(
+        Duration::from_secs(60),
+        worker.run_handled(shutdown, handler),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("[{target}] the job did not run again"));
+    assert_eq!(handled.ok(), Some(2), "[{target}] the worker ended early");
+    let errors = store
+        .run(alkstore::call::job_errors(id))
+        .await
+        .unwrap()
+        .unwrap();
+    let first = errors[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        first.starts_with("the handler's snooze was refused: "),
+        "[{target}] {errors}"
+    );
+}
+
 /// The async worker batches as the blocking one does (contract v1.3 §P):
 /// it claims for its handlers and a local queue at once (all six jobs
 /// claimed while one handler runs), and when it stops it gives the jobs

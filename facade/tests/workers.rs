@@ -749,3 +749,47 @@ fn a_handler_that_snoozes_runs_again_without_spending_an_attempt() {
         assert_eq!(queue.stats().unwrap()["dead"], 0, "[{}]", target.name());
     }
 }
+
+/// A handler's outcome the database refuses as bad input — here a snooze
+/// of 2^40 s, past what `alk_release` takes (ALK05) — fails its job like a
+/// handler's error (retried with the stamped backoff, the refusal as its
+/// error) and the worker goes on. (It ended the worker's run with the
+/// error, the job left claimed until its claim expired.)
+#[test]
+fn a_refused_snooze_fails_its_job_and_the_worker_goes_on() {
+    for target in targets() {
+        let store = target.open();
+        let queue = store.queue(&fresh("bad-snooze")).unwrap();
+        queue
+            .configure(
+                &QueueOpts::new()
+                    .backoff(ms(10), ms(10))
+                    .retain_completed(Duration::from_secs(600)),
+            )
+            .unwrap();
+        let id = queue.enqueue(&EnqueueOpts::new(), &json!({})).unwrap();
+        let stop = Stop::new();
+        let result = Worker::new(queue.clone(), "snoozer").run_handled(&stop, |job| {
+            if job.attempts == 1 {
+                return Ok(Handled::Snooze(Duration::from_secs(1 << 40)));
+            }
+            stop.stop();
+            Ok(Handled::Ack)
+        });
+        assert_eq!(
+            result.ok(),
+            Some(2),
+            "[{}] the worker ended early",
+            target.name()
+        );
+        let job = store.get_job(id).unwrap().unwrap();
+        assert_eq!(job["state"], "completed", "[{}] {job}", target.name());
+        let errors = store.job_errors(id).unwrap().unwrap();
+        let first = errors[0]["error"].as_str().unwrap_or_default();
+        assert!(
+            first.starts_with("the handler's snooze was refused: "),
+            "[{}] {errors}",
+            target.name()
+        );
+    }
+}
