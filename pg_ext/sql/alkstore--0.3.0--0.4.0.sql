@@ -2468,6 +2468,11 @@ BEGIN
     'paused', EXISTS (SELECT FROM alkstore.paused p WHERE p.queue = q),
     'running_limit', (SELECT l.max_running FROM alkstore.queue_limits l WHERE l.queue = q),
     'next_slot_at', alkstore.ts(alkstore.next_slot_at(q, now)),
+    -- Contract v1.3 §O: whether the maintenance worker serves this
+    -- database (pg_ext/src/maintenance.rs names its backends so).
+    'maintenance_worker', EXISTS (SELECT FROM pg_stat_activity a
+                                   WHERE a.backend_type = 'alkstore maintenance'
+                                     AND a.datname = current_database()),
     'oldest_runnable_age_s',
       CASE WHEN oldest IS NULL THEN NULL
            ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END);

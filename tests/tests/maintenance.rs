@@ -74,6 +74,36 @@ fn one_worker_serves_each_configured_database_and_no_other() {
     assert!(preload.contains("alkstore"), "{preload}");
 }
 
+/// Contract v1.3 §O: `alk_queue_stats` says whether maintenance is done
+/// by the worker: true in the database it serves, false in one it does
+/// not serve, on the plain install and on SQLite.
+#[test]
+fn queue_stats_say_whether_the_maintenance_worker_serves_the_database() {
+    let _serial = serial();
+    let Some(mut c) = worker_db() else { return };
+    assert!(
+        worker_back(&mut c),
+        "no maintenance worker in alkstore_test_worker"
+    );
+    let served = |c: &mut postgres::Client| -> serde_json::Value {
+        let stats: String = c
+            .query_one("SELECT alk_queue_stats('maint-stats')::text", &[])
+            .unwrap()
+            .get(0);
+        serde_json::from_str::<serde_json::Value>(&stats).unwrap()["maintenance_worker"].clone()
+    };
+    assert_eq!(served(&mut c), true);
+    for var in ["ALKSTORE_PG_URL", "ALKSTORE_PG_PLAIN_URL"] {
+        let url = std::env::var(var).unwrap_or_else(|_| panic!("{var} beside the worker's"));
+        let mut other = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        assert_eq!(served(&mut other), false, "{var}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lite = alkstore::SqliteStore::open(dir.path().join("maint.db")).unwrap();
+    let stats = lite.queue("maint-stats").unwrap().stats().unwrap();
+    assert_eq!(stats["maintenance_worker"], false, "{stats}");
+}
+
 #[test]
 fn expired_claims_and_due_schedules_are_handled_with_no_caller() {
     let _serial = serial();

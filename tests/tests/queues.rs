@@ -565,7 +565,9 @@ per_engine! {
             stats,
             json!({"queue": q, "pending": 1, "scheduled": 0, "running": 0, "dead": 0, "completed": 0,
                    "paused": false, "oldest_runnable_age_s": stats["oldest_runnable_age_s"],
-                   "running_limit": null, "next_slot_at": null})
+                   "running_limit": null, "next_slot_at": null,
+                   // v1.3 §O: no maintenance worker serves the test targets.
+                   "maintenance_worker": false})
         );
     }
 }

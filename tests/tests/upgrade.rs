@@ -98,7 +98,8 @@ fn readings(db: &mut dyn Db) -> Value {
         .remove("oldest_runnable_age_s");
     // The keys 0.3.0 added (flow control, contract v1.2 §I; dependencies,
     // §J), neutral on data of before (no limits, no limit_key, no
-    // depends_on), so old and new code read alike.
+    // depends_on), and 0.4.0's `maintenance_worker` (v1.3 §O: no worker
+    // serves these databases), so old and new code read alike.
     let neutral = [
         ("limit_key", Value::Null),
         ("depends_on", Value::Null),
@@ -111,6 +112,7 @@ fn readings(db: &mut dyn Db) -> Value {
         ("key_max_running", Value::Null),
         ("key_rate_max", Value::Null),
         ("key_rate_per_s", Value::Null),
+        ("maintenance_worker", json!(false)),
     ];
     let mut opts = db.ok("alk_queue_opts", &[t("up-q")]);
     jobs.iter_mut().for_each(|v| strip(v, &neutral));

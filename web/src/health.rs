@@ -2,7 +2,8 @@
 //! last (auto)vacuum of each alkstore table, what holds back vacuum
 //! ([`alkstore::Horizon`]: the oldest transaction and who holds it, prepared
 //! transactions, replication slots, whether this role sees other roles'
-//! sessions) and `pg_notification_queue_usage()`.
+//! sessions), `pg_notification_queue_usage()` and whether the maintenance
+//! worker serves the database (contract v1.3 §O).
 //! On SQLite: the file's pages, free pages and journal mode.
 
 use crate::db::{ApiError, Db};
@@ -17,7 +18,10 @@ SELECT json_build_object(
              'last_autovacuum', last_autovacuum, 'last_vacuum', last_vacuum)
            ORDER BY n_dead_tup DESC, relname)
       FROM pg_stat_user_tables WHERE schemaname = 'alkstore'), '[]'::json),
-  'notification_queue_usage', pg_notification_queue_usage()
+  'notification_queue_usage', pg_notification_queue_usage(),
+  'maintenance_worker', EXISTS (SELECT FROM pg_stat_activity
+                                 WHERE backend_type = 'alkstore maintenance'
+                                   AND datname = current_database())
 )::text
 "#;
 
@@ -67,6 +71,7 @@ pub fn read(db: &Db) -> Result<Value, ApiError> {
                 "pages": pragma("page_count")?,
                 "free_pages": pragma("freelist_count")?,
                 "journal_mode": pragma("journal_mode")?,
+                "maintenance_worker": false,
             });
             tx.rollback()?;
             Ok(v)

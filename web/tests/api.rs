@@ -287,6 +287,7 @@ fn listings_match_the_admin_functions() {
         if t.label == "sqlite" {
             assert_eq!(health["engine"], "sqlite");
             assert_eq!(health["journal_mode"], "wal");
+            assert_eq!(health["maintenance_worker"], false, "{health}");
             assert!(health["pages"].as_i64().unwrap() > 0);
         } else {
             assert_eq!(health["engine"], "postgres");
@@ -299,6 +300,9 @@ fn listings_match_the_admin_functions() {
                 "[{label}] {health}"
             );
             assert!(health["notification_queue_usage"].is_number());
+            // Contract v1.3 §O; the maintenance worker serves only
+            // alkstore_test_worker (tests/tests/maintenance.rs).
+            assert_eq!(health["maintenance_worker"], false, "[{label}] {health}");
             assert_eq!(health["sees_all_sessions"], true, "[{label}] {health}");
             assert!(health["prepared_transactions"].is_number(), "{health}");
             let oldest = &health["oldest_transaction"];

@@ -37,6 +37,8 @@ pub fn stats_of(conn: &Conn, backing: &str, shown: &str, limits: bool) -> Result
     Ok(obj
         .int("running_limit", running_limit)
         .time("next_slot_at", limit::next_slot_at(conn, backing, now)?)
+        // Contract v1.3 §O: SQLite has no maintenance worker.
+        .raw("maintenance_worker", "false")
         .finish())
 }
 
