@@ -2851,10 +2851,14 @@ BEGIN
     'running_limit', (SELECT l.max_running FROM alkstore.queue_limits l WHERE l.queue = q),
     'next_slot_at', alkstore.ts(alkstore.next_slot_at(q, now)),
     -- Contract v1.3 §O: whether the maintenance worker serves this
-    -- database (pg_ext/src/maintenance.rs names its backends so).
+    -- database: its backend is here (pg_ext/src/maintenance.rs names it
+    -- so; the functions' owner sees it: the extension's are a
+    -- superuser's) and so is the extension (the worker idles in a listed
+    -- database without it, a plain install).
     'maintenance_worker', EXISTS (SELECT FROM pg_stat_activity a
                                    WHERE a.backend_type = 'alkstore maintenance'
-                                     AND a.datname = current_database()),
+                                     AND a.datname = current_database())
+                          AND EXISTS (SELECT FROM pg_extension x WHERE x.extname = 'alkstore'),
     'oldest_runnable_age_s',
       CASE WHEN oldest IS NULL THEN NULL
            ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END);

@@ -25,34 +25,76 @@ const SCANNED: &[&str] = &[
 /// The one file where calls are spelled.
 const CALL_LAYER: &str = "facade/src/call.rs";
 
-/// Literals that name a function without calling it, each with its reason.
+/// Literals that name a function without calling it (the file, and text
+/// the literal holds), each with its reason.
 const NOT_CALLS: &[(&str, &str)] = &[
     // Reads PostgreSQL's error context, which names the procedure that
-    // failed, to give `alk_sequence` in a transaction its contract error.
-    ("facade/src/error.rs", "\"alk_sequence(\""),
+    // failed, to give `alk_sequence` in a transaction its contract error,
+    // whose message tells how to call it.
+    ("facade/src/error.rs", "alk_sequence("),
 ];
 
-/// The string literals of one line of code: the text between each pair of
-/// unescaped double quotes (a line comment ends the code; `'"'` is a char).
-fn literals(line: &str) -> Vec<&str> {
-    let code = line.replace("'\"'", "'_'");
-    let mut found = Vec::new();
-    let (mut start, mut escaped) = (None, false);
-    for (i, c) in code.char_indices() {
-        match (start, c) {
-            (None, '/') if code[i..].starts_with("//") => break,
-            (None, '"') => start = Some(i + 1),
-            (Some(_), '\\') if !escaped => {
-                escaped = true;
+/// The string literals of a file, each with the line it starts on: the
+/// text between unescaped double quotes, raw strings (`r#"…"#`) included,
+/// across lines; comments and char literals (`'"'`) are skipped. Literals
+/// right after `code { ` (the dashboard's help text) are left out.
+fn literals(text: &str) -> Vec<(usize, &str)> {
+    let b = text.as_bytes();
+    let (mut found, mut i, mut line) = (Vec::new(), 0, 1);
+    while i < b.len() {
+        match b[i] {
+            b'\n' => line += 1,
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
                 continue;
             }
-            (Some(s), '"') if !escaped => {
-                found.push(&line[s..i]);
-                start = None;
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                line += text[i..end].matches('\n').count();
+                i = end;
+                continue;
+            }
+            b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                i += text[i + 2..].find('\'').map_or(b.len(), |e| e + 3);
+                continue;
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') => {
+                i += 3;
+                continue;
+            }
+            b'r' if (b.get(i + 1) == Some(&b'#') || b.get(i + 1) == Some(&b'"'))
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
+            {
+                let hashes = text[i + 1..].bytes().take_while(|&c| c == b'#').count();
+                if b.get(i + 1 + hashes) == Some(&b'"') {
+                    let start = i + 2 + hashes;
+                    let close = format!("\"{}", "#".repeat(hashes));
+                    let end = text[start..].find(&close).map_or(b.len(), |e| start + e);
+                    found.push((line, &text[start..end]));
+                    line += text[start..end].matches('\n').count();
+                    i = end + close.len();
+                    continue;
+                }
+            }
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                let end = j.min(b.len());
+                if !text[..i].ends_with("code { ") {
+                    found.push((line, &text[start..end]));
+                }
+                line += text[start..end].matches('\n').count();
+                i = end + 1;
+                continue;
             }
             _ => {}
         }
-        escaped = false;
+        i += 1;
     }
     found
 }
@@ -87,23 +129,13 @@ fn raw_calls() -> Vec<String> {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
-        for (n, line) in text.lines().enumerate() {
-            let trimmed = line.trim_start();
-            // Comments may name functions; so may the dashboard's help text,
-            // which shows them to the reader in `code` elements.
-            if trimmed.starts_with("//")
-                || trimmed.starts_with("code {")
-                || line.contains(" code { \"")
+        for (line, literal) in literals(&text) {
+            if raw_call(literal).is_some()
+                && !NOT_CALLS
+                    .iter()
+                    .any(|(f, l)| *f == rel && literal.contains(l))
             {
-                continue;
-            }
-            for literal in literals(line) {
-                let quoted = format!("\"{literal}\"");
-                if raw_call(literal).is_some()
-                    && !NOT_CALLS.iter().any(|(f, l)| *f == rel && *l == quoted)
-                {
-                    found.push(format!("{rel}:{}: {quoted}", n + 1));
-                }
+                found.push(format!("{rel}:{line}: \"{literal}\""));
             }
         }
     }
@@ -123,13 +155,18 @@ fn every_call_outside_the_call_layer_is_typed() {
 
 #[test]
 fn the_scan_sees_raw_calls() {
+    let text = "store.call(\"alk_queues\", &[])?; // \"alk_locks\"\n\
+                let s = \"a \\\"alk_x\\\" b\"; let c = '\"'; let d = '\\'';\n\
+                /* \"alk_y\" */ let q = r#\"SELECT\n alk_version()\"#;\n\
+                code { \"alk_get_job\" } let l: &'static str = \"z\";";
     assert_eq!(
-        literals(r#"store.call("alk_queues", &[])?; // "alk_locks""#),
-        ["alk_queues"]
-    );
-    assert_eq!(
-        literals(r#"let s = "a \"alk_x\" b"; let c = '"';"#),
-        [r#"a \"alk_x\" b"#]
+        literals(text),
+        [
+            (1, "alk_queues"),
+            (2, r#"a \"alk_x\" b"#),
+            (3, "SELECT\n alk_version()"),
+            (5, "z")
+        ]
     );
     assert_eq!(raw_call("alk_queues"), Some("alk_queues"));
     assert_eq!(raw_call("SELECT alk_version()::text"), Some("alk_version"));

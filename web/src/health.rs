@@ -18,10 +18,7 @@ SELECT json_build_object(
              'last_autovacuum', last_autovacuum, 'last_vacuum', last_vacuum)
            ORDER BY n_dead_tup DESC, relname)
       FROM pg_stat_user_tables WHERE schemaname = 'alkstore'), '[]'::json),
-  'notification_queue_usage', pg_notification_queue_usage(),
-  'maintenance_worker', EXISTS (SELECT FROM pg_stat_activity
-                                 WHERE backend_type = 'alkstore maintenance'
-                                   AND datname = current_database())
+  'notification_queue_usage', pg_notification_queue_usage()
 )::text
 "#;
 
@@ -48,6 +45,10 @@ pub fn read(db: &Db) -> Result<Value, ApiError> {
             });
             doc["prepared_transactions"] = json!(h.prepared_transactions);
             doc["replication_slot_xmin_age"] = json!(h.replication_slot_xmin_age);
+            // As alk_queue_stats says it: its owner sees the worker's
+            // backend, whatever this role may see of other sessions.
+            let stats = pg.run(alkstore::call::queue_stats("health")?)?;
+            doc["maintenance_worker"] = stats["maintenance_worker"].clone();
             Ok(doc)
         }
         Db::Sqlite(lite) => {
