@@ -14,7 +14,8 @@ if [ -z "$pg" ] && psql -X -q -At -d alkstore_test_ext -c 'SELECT 1' >/dev/null 
   pg="postgresql://$(id -un)@/alkstore_test_ext?host=${PGHOST:-/var/run/postgresql}"
 fi
 cargo bench --locked -q -p alkstore-relay --bench relay --no-run
-eval "$(bash scripts/brokers.sh start)"
+urls=$(bash scripts/brokers.sh start)
+eval "$urls"
 trap 'bash scripts/brokers.sh stop' EXIT
 export ALK_NATS_URL ALK_AMQP_URL
 ALK_RELAY_DBS="sqlite $pg" cargo bench --locked -q -p alkstore-relay --bench relay 2>&1 | grep -v '^alkstore relay'

@@ -292,3 +292,32 @@ per_engine! {
         assert_eq!((ids(&again), &again[0]["attempts"]), (vec![id], &json!(1)));
     }
 }
+
+per_engine! {
+    /// A successful release leaves `expires_in_s` running from enqueue: the
+    /// job keeps its `expires_at` and, once that passed, is never run again
+    /// but dead-lettered with `expired`.
+    fn a_released_job_still_expires_from_its_enqueue(_target) {
+        let mut db = _target.connect();
+        let db = &mut *db;
+        let q = fresh("rel-exp");
+        let id = db.int("alk_enqueue", &[t(&q), j(r#"{"expires_in_s": 2}"#), j("1")]);
+        assert_eq!(ids(&db.ok("alk_claim", &[t(&q), t("w")])), [id]);
+        let before = job(db, id)["expires_at"].clone();
+        assert!(before.is_string(), "[{}] {before}", db.engine());
+        // Past the expiry while claimed (a 30 s claim), then given back.
+        sleep_ms(2_300);
+        assert!(db.yes("alk_release", &[Arg::Int(id), t("w")]));
+        let released = job(db, id);
+        assert_eq!(released["expires_at"], before, "[{}] {released}", db.engine());
+        assert_eq!(db.ok("alk_claim", &[t(&q), t("w2")]), json!([]), "[{}]", db.engine());
+        db.ok("alk_sweep", &[t(&q)]);
+        let after = job(db, id);
+        assert_eq!(
+            (&after["state"], &after["last_error"]),
+            (&json!("dead"), &json!("expired")),
+            "[{}] {after}",
+            db.engine()
+        );
+    }
+}

@@ -418,23 +418,37 @@ impl Server {
         s
     }
 
-    /// Starts it (again) on the same port and waits until it listens.
+    /// Starts it (again) on the same port and waits until it listens. A
+    /// server that exits first (a port taken meanwhile) is started once
+    /// more.
     pub fn start(&mut self) {
         use std::os::unix::process::CommandExt;
-        let child = Command::new(&self.binary)
-            .args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            // A group of its own: a kill reaches what a script started.
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.binary));
-        self.child = Some(child);
-        let port = self.port;
-        wait_until(90, "the server to listen", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
+        for _ in 0..2 {
+            let mut child = Command::new(&self.binary)
+                .args(&self.args)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
+                // A group of its own: a kill reaches what a script started.
+                .process_group(0)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("start {}: {e}", self.binary));
+            let end = Instant::now() + Duration::from_secs(90);
+            while Instant::now() < end {
+                if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                    self.child = Some(child);
+                    return;
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    eprintln!("{} exited ({status}) before it listened", self.binary);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            self.child = Some(child);
+            self.kill();
+        }
+        panic!("{} did not listen on port {}", self.binary, self.port);
     }
 
     /// Kills it (SIGKILL) and waits for it to be gone.
