@@ -6,8 +6,12 @@
 # of ALK_BENCH_ROUNDS (default 3); each system in a database of its own,
 # with commits waiting for the WAL flush (synchronous_commit on) and not
 # (off). Columns:
-#   alk          alkstore's blocking Worker (facade/benches/drain.rs), defaults
-#   alk async    alkstore's AsyncWorker (sqlx), defaults
+#   alk          alkstore's blocking Worker (facade/benches/drain.rs), its
+#                defaults (a local queue of its concurrency, contract v1.3 §P)
+#   alk pace     the same with prefetch_by_pace (the local queue sized by
+#                what the handlers finish in 100 ms)
+#   async        alkstore's AsyncWorker (sqlx), its defaults
+#   async pace   the same with prefetch_by_pace
 #   floor        one thread: alk_claim 32 + alk_ack_batch (the SQL the workers are measured against)
 #   gw           graphile-worker 0.18.0's run(), its defaults
 #   gw batched   the same with the batching its docs describe (localQueue 500, completeJobBatchDelay 0)
@@ -64,23 +68,29 @@ gw() { # default|batched concurrency -> jobs/s
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 echo "$jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
-printf '%-6s %3s  %9s %9s %9s %9s %10s  %8s %8s\n' commit c alk "alk async" floor gw "gw batched" alk/gw alk/floor
+printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %8s %8s\n' commit c alk "alk pace" async "async pace" \
+  floor gw "gw batched" best/gw best/floor
 for mode in $modes; do
   for db in bw_alk bw_gw; do q postgres -c "ALTER DATABASE $db SET synchronous_commit = $mode"; done
   for c in $concurrencies; do
-    a=""; as=""; f=""; g=""; gb=""
+    a=""; ap=""; as=""; asp=""; f=""; g=""; gb=""
     for _ in $(seq "$rounds"); do
       a="$a $(alk blocking "$c")"
+      ap="$ap $(alk blocking-pace "$c")"
       as="$as $(alk async "$c")"
+      asp="$asp $(alk async-pace "$c")"
       f="$f $(alk floor 1)"
       g="$g $(gw default "$c")"
       gb="$gb $(gw batched "$c")"
     done
-    a=$(echo "$a" | median); as=$(echo "$as" | median); f=$(echo "$f" | median)
+    a=$(echo "$a" | median); ap=$(echo "$ap" | median); as=$(echo "$as" | median)
+    asp=$(echo "$asp" | median); f=$(echo "$f" | median)
     g=$(echo "$g" | median); gb=$(echo "$gb" | median)
+    # alkstore's best worker against graphile-worker's best and the floor.
+    ours=$(printf '%s\n' "$a" "$ap" "$as" "$asp" | sort -n | tail -1)
     best=$((g > gb ? g : gb))
-    printf '%-6s %3s  %9s %9s %9s %9s %10s  %7.2fx %7.2fx\n' "$mode" "$c" "$a" "$as" "$f" "$g" "$gb" \
-      "$(echo "$a / $best" | bc -l)" "$(echo "$a / $f" | bc -l)"
+    printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %7.2fx %7.2fx\n' "$mode" "$c" "$a" "$ap" "$as" "$asp" \
+      "$f" "$g" "$gb" "$(echo "$ours / $best" | bc -l)" "$(echo "$ours / $f" | bc -l)"
   done
 done
 for db in bw_alk bw_gw; do q postgres -c "DROP DATABASE $db"; done
