@@ -130,7 +130,8 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// [`MAX_PREFETCH`](crate::MAX_PREFETCH); or by the handlers' pace
     /// ([`prefetch_by_pace`](Self::prefetch_by_pace)). Prefetched jobs are
     /// claimed, kept claimed by heartbeats while they wait, and given back
-    /// at once (`alk_release_batch`) when the worker stops.
+    /// at once (`alk_release_batch`) when the worker stops, or when the
+    /// run's future is dropped (by a task of the runtime, while it runs).
     pub fn prefetch(mut self, n: usize) -> AsyncWorker<DB> {
         self.prefetch = Prefetch::Fixed(n.min(MAX_PREFETCH));
         self
@@ -219,6 +220,12 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// the [shutdown timeout](Self::shutdown_timeout). `Ok` acks the job;
     /// `Err` or a panic retries it with the stamped backoff, dead after its
     /// last attempt. Returns the number of jobs handled.
+    ///
+    /// Dropping the future instead (a `select!` branch that lost) cancels
+    /// the handlers at once: the jobs they had started keep their claims
+    /// and run again when those expire (an attempt spent, as after a
+    /// crash); the prefetched ones go back at once and the acks waiting
+    /// for a flush go out, by tasks of the runtime.
     pub async fn run<F, Fut, E>(&self, shutdown: impl Future + Send, handler: F) -> Result<u64>
     where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
@@ -357,9 +364,10 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             // shutting down.
             (CloseOnDrop(completer), task)
         });
-        // Aborted if the run's future is dropped (the prefetched jobs then
-        // go back when their time to live is up, as claims do).
-        let mut keeper = AbortOnDrop(tokio::spawn(ctx.clone().keep(stop.clone())));
+        // Not aborted if the run's future is dropped (a `select!` branch
+        // that lost): the stop sender goes with it, and the keeper gives
+        // back what was prefetched, as at a shutdown (contract v1.3 §P).
+        let mut keeper = tokio::spawn(ctx.clone().keep(stop.clone()));
         let mut slots = tokio::task::JoinSet::new();
         for n in 0..self.concurrency {
             // One handler per worker prunes and ticks.
@@ -396,7 +404,7 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
         // Every handler is done: what was prefetched goes back, the acks
         // still waiting go out.
         let _ = stop_tx.send(true);
-        let _ = (&mut keeper.0).await;
+        let _ = (&mut keeper).await;
         if let Some((completer, task)) = flusher {
             drop(completer);
             let _ = task.await;

@@ -860,6 +860,78 @@ async fn an_async_worker_prefetches_and_gives_back_what_it_did_not_start_on<DB: 
     assert_eq!(started.load(Ordering::SeqCst), 1, "[{target}]");
 }
 
+/// A run whose future is dropped (a `tokio::select!` branch that lost, a
+/// timeout around it) stops as a shutdown does for the jobs it prefetched:
+/// they go back at once, their attempts unspent (contract v1.3 §P). The
+/// job a handler had started keeps its claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_async_run_gives_back_what_it_prefetched() {
+    on_every_store!(a_dropped_async_run_gives_back_what_it_prefetched_on);
+}
+
+async fn a_dropped_async_run_gives_back_what_it_prefetched_on<DB: AsyncEngine>(
+    target: &str,
+    store: AsyncStore<DB>,
+) {
+    // Claims hold for 5 minutes: jobs are claimable after the drop only
+    // because the worker gave them back.
+    let opts = QueueOpts::new().visibility_timeout(Duration::from_secs(300));
+    let name = queue(&store, "async-dropped", opts).await;
+    let q = store.queue(&name).unwrap();
+    for n in 0..6 {
+        q.enqueue(&EnqueueOpts::new(), &json!(n)).await.unwrap();
+    }
+    let started = Arc::new(AtomicUsize::new(0));
+    let worker = AsyncWorker::new(q.clone(), "dropped").prefetch(5);
+    let run = {
+        let started = started.clone();
+        worker.run(std::future::pending::<()>(), move |_job| {
+            let started = started.clone();
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<()>().await;
+                Ok::<(), String>(())
+            }
+        })
+    };
+    let watched = async {
+        eventually("the first handler started", || {
+            started.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        let held = stats(&store, &name).await;
+        assert_eq!(
+            held["running"], 6,
+            "[{target}] one running, five prefetched: {held}"
+        );
+    };
+    tokio::select! {
+        ended = run => panic!("[{target}] the run ended: {ended:?}"),
+        () = watched => {} // and the run's future is dropped here
+    }
+    let dropped = Instant::now();
+    let mut again = Vec::new();
+    while again.len() < 5 {
+        again.extend(q.claim("after-drop", 10).await.unwrap());
+        assert!(
+            dropped.elapsed() < Duration::from_secs(10),
+            "[{target}] given back after 10 s: {again:?}"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert_eq!(again.len(), 5, "[{target}] {again:?}");
+    assert!(
+        again.iter().all(|j| j.attempts == 1),
+        "[{target}] {again:?}"
+    );
+    let after = stats(&store, &name).await;
+    assert_eq!(
+        after["running"], 6,
+        "[{target}] the started one is still claimed: {after}"
+    );
+    assert_eq!(started.load(Ordering::SeqCst), 1, "[{target}]");
+}
+
 /// `prefetch_by_pace` follows the handlers' pace, as the blocking
 /// worker's: fast jobs are claimed far beyond the concurrency.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
