@@ -124,4 +124,62 @@ per_engine! {
         assert!(got.iter().all(|e| e["alk_attempt"] == "1"), "no attempt spent on the outage");
         assert!(relay.metrics().contains("alkstore_relay_up{route=\"down\"} 1"));
     }
+
+    /// A server that answers new connections with "ERR max number of
+    /// clients reached" is unavailable, not a refusal of the message: no
+    /// attempt spent, nothing dead; all delivered once it takes clients
+    /// again.
+    fn a_server_at_its_client_limit_is_down_not_refusing(target) {
+        let Some(server) = Server::redis() else { return };
+        let store = store(target);
+        let outbox = fresh("relay-redis-full");
+        let ob = store.outbox(&outbox).unwrap();
+        let config = format!(
+            "[[route]]\nname = \"full\"\noutbox = \"{outbox}\"\nto = \"redis://127.0.0.1:{}\"\nsubject = \"k\"\ntimeout_s = 2\n",
+            server.port
+        );
+        let relay = Running::start(&store, &config);
+        ob.enqueue(&EnqueueOpts::default(), &json!({"i": -1})).unwrap();
+        wait_until(60, "a first entry", || entries(server.port, "k").len() == 1);
+        // This connection takes the only place; the relay's is closed.
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap();
+        let mut admin = client.get_connection().unwrap();
+        let set = |admin: &mut redis::Connection, n: u32| {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxclients")
+                .arg(n)
+                .query::<()>(admin)
+                .unwrap();
+        };
+        set(&mut admin, 1);
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query::<i64>(&mut admin)
+            .unwrap();
+        let once = EnqueueOpts {
+            max_attempts: Some(1),
+            ..Default::default()
+        };
+        for i in 0..20 {
+            ob.enqueue(&once, &json!({"i": i})).unwrap();
+        }
+        wait_until(60, "the relay to see the sink down", || {
+            relay
+                .metrics()
+                .contains("alkstore_relay_up{route=\"full\"} 0")
+        });
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        assert_eq!(ob.stats().unwrap()["dead"], 0, "[{}] dead while refused", target.name());
+        set(&mut admin, 10_000);
+        drop(admin);
+        wait_until(120, "21 entries", || entries(server.port, "k").len() >= 21);
+        assert_all_acked_none_dead(&store, &outbox);
+        let got = entries(server.port, "k");
+        assert!(got.iter().all(|e| e["alk_attempt"] == "1"), "no attempt spent: {got:?}");
+    }
 }
