@@ -9,6 +9,7 @@
 
 mod install;
 mod jobs;
+mod maintain;
 mod metrics;
 mod output;
 mod relay;
@@ -153,6 +154,19 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         max_streams: usize,
     },
+    /// Does the maintenance worker's chores for a database no worker serves
+    /// (the plain install, a SQLite file): sequences streams, sweeps
+    /// (expired claims, due jobs, the job table's rotation), ticks
+    /// schedules and prunes, each in a transaction of its own, until
+    /// SIGTERM or SIGINT.
+    Maintain {
+        /// Seconds between sequencing, sweeping and ticking.
+        #[arg(long, default_value_t = 1.0)]
+        every: f64,
+        /// Seconds between prunes.
+        #[arg(long, default_value_t = 10.0)]
+        prune_every: f64,
+    },
     /// Delivers outbox messages and stream events to NATS JetStream,
     /// RabbitMQ, Redis Streams and webhooks (docs/relay.md), until SIGTERM
     /// or SIGINT. A bad config file: one line naming the route and the
@@ -239,6 +253,9 @@ fn run(cli: Cli) -> Fallible {
             },
         );
     }
+    if let Command::Maintain { every, prune_every } = &cli.command {
+        return maintain::run(&url, *every, *prune_every);
+    }
     if let Command::Web {
         listen,
         token,
@@ -299,6 +316,7 @@ fn run(cli: Cli) -> Fallible {
         Command::Install { .. }
         | Command::Upgrade
         | Command::Metrics { .. }
+        | Command::Maintain { .. }
         | Command::Relay { .. }
         | Command::Web { .. } => {
             unreachable!()

@@ -1259,3 +1259,100 @@ fn postgres_a_missing_install_and_a_standby_are_met_with_what_to_do() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `alkstore maintain` does the maintenance worker's chores for a database
+/// no worker serves (SQLite, the extension's and the plain install's test
+/// databases, which none serves): an expired claim is swept (dead after its
+/// only attempt), a schedule ticks, a published event gets its offset; and
+/// SIGTERM ends it with status 0.
+#[test]
+fn maintain_does_the_chores_no_worker_does_here() {
+    for (url, _dir) in urls() {
+        let store = alkstore::open(&url).unwrap();
+        let (expiring, ticked, stream) =
+            (fresh("maint-exp"), fresh("maint-tick"), fresh("maint-st"));
+        let q = store.queue(&expiring).unwrap();
+        q.configure(
+            &alkstore::QueueOpts::new()
+                .visibility_timeout(Duration::from_secs(1))
+                .max_attempts(1),
+        )
+        .unwrap();
+        let id = q
+            .enqueue(&alkstore::EnqueueOpts::new(), &json!({}))
+            .unwrap();
+        assert_eq!(q.claim("gone", 1).unwrap()[0].id, id);
+        let schedule = fresh("maint-every");
+        store
+            .schedule(
+                &schedule,
+                &ticked,
+                &alkstore::ScheduleSpec::Every(Duration::from_secs(1)),
+                &json!({"from": "maintain"}),
+                &alkstore::EnqueueOpts::new(),
+            )
+            .unwrap();
+        store
+            .stream(&stream)
+            .unwrap()
+            .publish(&json!({"n": 1}), None)
+            .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_alkstore"))
+            .args(["--url", &url, "maintain"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let done = || {
+            let job = store.call("alk_get_job", &[id.into()]).unwrap();
+            let stats = store
+                .call("alk_queue_stats", &[ticked.as_str().into()])
+                .unwrap();
+            let info = store
+                .call("alk_stream_info", &[stream.as_str().into()])
+                .unwrap();
+            (
+                job["state"] == "dead",
+                stats["pending"].as_i64() >= Some(1),
+                info["last_offset"] == 1,
+            )
+        };
+        while done() != (true, true, true) {
+            assert!(
+                Instant::now() < deadline,
+                "[{url}] after 60 s: {:?}",
+                done()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < until,
+                "[{url}] still running 30 s after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut said = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut said)
+            .unwrap();
+        assert!(status.success(), "[{url}] {status}: {said}");
+        assert!(
+            said.contains("alkstore maintain: stopping"),
+            "[{url}] {said}"
+        );
+        assert!(!said.contains("failed"), "[{url}] {said}");
+        store.unschedule(&schedule).unwrap();
+    }
+}

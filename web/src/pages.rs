@@ -633,7 +633,7 @@ pub async fn health(State(app): State<Shared>, Extension(csrf): Extension<Csrf>)
         @if h["maintenance_worker"] == true {
             p #maintenance { "alkstore's maintenance worker serves this database: it sweeps, ticks schedules, prunes and gives stream events their offsets. Claims still look for expired claims and due jobs themselves." }
         } @else {
-            p #maintenance { "No maintenance worker serves this database: the workers' chores (or your scheduler: docs/operating.md) sweep, tick schedules, prune and sequence streams, and claims look for expired claims and due jobs themselves." }
+            p #maintenance { "No maintenance worker serves this database: the workers' chores (or `alkstore maintain`, or your scheduler: docs/operating.md) sweep, tick schedules, prune and sequence streams, and claims look for expired claims and due jobs themselves." }
         }
         @if h["engine"] == "postgres" {
             h2 { "Oldest transaction holding back vacuum" }
