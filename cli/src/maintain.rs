@@ -78,7 +78,7 @@ fn repeated(
 /// Runs the chores until SIGTERM or SIGINT.
 pub fn run(url: &str, every: f64, prune_every: f64) -> Fallible {
     for (flag, s) in [("--every", every), ("--prune-every", prune_every)] {
-        if !(s.is_finite() && s >= 0.1 && s <= 86_400.0) {
+        if !(0.1..=86_400.0).contains(&s) {
             return Err(format!("{flag} must be a number of seconds from 0.1 to 86400").into());
         }
     }
