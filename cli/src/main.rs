@@ -13,6 +13,7 @@ mod maintain;
 mod metrics;
 mod output;
 mod relay;
+mod signals;
 mod streams;
 mod web;
 

@@ -87,21 +87,10 @@ pub fn run(url: &str, every: f64, prune_every: f64) -> Fallible {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (mut term, mut int) = runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok::<_, std::io::Error>((
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::interrupt())?,
-        ))
-    })?;
+    let mut signals = crate::signals::Signals::catch(&runtime)?;
     let store = alkstore::open(url)?;
     let signals = std::thread::spawn(move || {
-        runtime.block_on(async {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        });
+        runtime.block_on(signals.next());
         eprintln!("alkstore maintain: stopping");
         on_signal.stop();
     });

@@ -13,13 +13,7 @@ pub fn run(url: &str, config: alkstore_relay::Config, metrics: Option<&str>) -> 
         .worker_threads(1)
         .enable_all()
         .build()?;
-    let (mut term, mut int) = runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok::<_, std::io::Error>((
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::interrupt())?,
-        ))
-    })?;
+    let mut signals = crate::signals::Signals::catch(&runtime)?;
     let store = alkstore::open(url)?;
     let relay = Arc::new(alkstore_relay::Relay::new(store, config));
     let stop = alkstore::Stop::new();
@@ -45,16 +39,10 @@ pub fn run(url: &str, config: alkstore_relay::Config, metrics: Option<&str>) -> 
     }
     let on_signal = stop.clone();
     runtime.spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
+        signals.next().await;
         eprintln!("alkstore relay: stopping (again to quit at once)");
         on_signal.stop();
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
+        signals.next().await;
         eprintln!("alkstore relay: quitting without waiting for deliveries in flight");
         std::process::exit(130);
     });

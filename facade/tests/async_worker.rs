@@ -789,6 +789,40 @@ async fn a_refused_snooze_fails_its_job_and_the_async_worker_goes_on_on<DB: Asyn
     );
 }
 
+/// A fresh queue whose claims hold for 5 minutes, with six jobs: a job is
+/// claimable again within the test only if a worker gave it back.
+async fn six_jobs_claimed_long<DB: AsyncEngine>(
+    store: &AsyncStore<DB>,
+    prefix: &str,
+) -> (String, alkstore::AsyncQueue<DB>) {
+    let opts = QueueOpts::new().visibility_timeout(Duration::from_secs(300));
+    let name = queue(store, prefix, opts).await;
+    let q = store.queue(&name).unwrap();
+    for n in 0..6 {
+        q.enqueue(&EnqueueOpts::new(), &json!(n)).await.unwrap();
+    }
+    (name, q)
+}
+
+/// Claims until `n` jobs came back, within 10 s.
+async fn given_back<DB: AsyncEngine>(
+    target: &str,
+    q: &alkstore::AsyncQueue<DB>,
+    n: usize,
+) -> Vec<alkstore::Job> {
+    let since = Instant::now();
+    let mut again = Vec::new();
+    while again.len() < n {
+        again.extend(q.claim("after-stop", 10).await.unwrap());
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "[{target}] given back after 10 s: {again:?}"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    again
+}
+
 /// The async worker batches as the blocking one does (contract v1.3 §P):
 /// it claims for its handlers and a local queue at once (all six jobs
 /// claimed while one handler runs), and when it stops it gives the jobs
@@ -802,14 +836,7 @@ async fn an_async_worker_prefetches_and_gives_back_what_it_did_not_start_on<DB: 
     target: &str,
     store: AsyncStore<DB>,
 ) {
-    // Claims hold for 5 minutes: jobs are claimable after the stop only
-    // because the worker gave them back.
-    let opts = QueueOpts::new().visibility_timeout(Duration::from_secs(300));
-    let name = queue(&store, "async-prefetch", opts).await;
-    let q = store.queue(&name).unwrap();
-    for n in 0..6 {
-        q.enqueue(&EnqueueOpts::new(), &json!(n)).await.unwrap();
-    }
+    let (name, q) = six_jobs_claimed_long(&store, "async-prefetch").await;
     let started = Arc::new(AtomicUsize::new(0));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = {
@@ -842,16 +869,7 @@ async fn an_async_worker_prefetches_and_gives_back_what_it_did_not_start_on<DB: 
         "[{target}] one running, five prefetched: {held}"
     );
     stop.send(()).unwrap();
-    let given_back = Instant::now();
-    let mut again = Vec::new();
-    while again.len() < 5 {
-        again.extend(q.claim("after-stop", 10).await.unwrap());
-        assert!(
-            given_back.elapsed() < Duration::from_secs(10),
-            "[{target}] {again:?}"
-        );
-        tokio::time::sleep(ms(20)).await;
-    }
+    let again = given_back(target, &q, 5).await;
     assert!(
         again.iter().all(|j| j.attempts == 1),
         "[{target}] {again:?}"
@@ -873,14 +891,7 @@ async fn a_dropped_async_run_gives_back_what_it_prefetched_on<DB: AsyncEngine>(
     target: &str,
     store: AsyncStore<DB>,
 ) {
-    // Claims hold for 5 minutes: jobs are claimable after the drop only
-    // because the worker gave them back.
-    let opts = QueueOpts::new().visibility_timeout(Duration::from_secs(300));
-    let name = queue(&store, "async-dropped", opts).await;
-    let q = store.queue(&name).unwrap();
-    for n in 0..6 {
-        q.enqueue(&EnqueueOpts::new(), &json!(n)).await.unwrap();
-    }
+    let (name, q) = six_jobs_claimed_long(&store, "async-dropped").await;
     let started = Arc::new(AtomicUsize::new(0));
     let worker = AsyncWorker::new(q.clone(), "dropped").prefetch(5);
     let run = {
@@ -909,16 +920,7 @@ async fn a_dropped_async_run_gives_back_what_it_prefetched_on<DB: AsyncEngine>(
         ended = run => panic!("[{target}] the run ended: {ended:?}"),
         () = watched => {} // and the run's future is dropped here
     }
-    let dropped = Instant::now();
-    let mut again = Vec::new();
-    while again.len() < 5 {
-        again.extend(q.claim("after-drop", 10).await.unwrap());
-        assert!(
-            dropped.elapsed() < Duration::from_secs(10),
-            "[{target}] given back after 10 s: {again:?}"
-        );
-        tokio::time::sleep(ms(20)).await;
-    }
+    let again = given_back(target, &q, 5).await;
     assert_eq!(again.len(), 5, "[{target}] {again:?}");
     assert!(
         again.iter().all(|j| j.attempts == 1),
