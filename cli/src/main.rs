@@ -31,6 +31,18 @@ struct Cli {
     /// machine (`ps`); `--help` never shows the variable's value.
     #[arg(long, env = "ALKSTORE_URL", hide_env_values = true, global = true)]
     url: Option<String>,
+    /// With a transaction-pooling PgBouncer in `--url`: the server itself,
+    /// for the one connection that must keep its session (`LISTEN`, the
+    /// wake-ups of `relay` and `tail -f`). Without it, that connection goes
+    /// through the pooler, misses wake-ups and leaves its `LISTEN` on a
+    /// server connection other clients of the pooler then get.
+    #[arg(
+        long,
+        env = "ALKSTORE_LISTENER_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    listener_url: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
@@ -226,7 +238,8 @@ fn run(cli: Cli) -> Fallible {
             .url
             .as_deref()
             .ok_or("no database: give --url or set ALKSTORE_URL (sqlite:PATH or postgres://…)")?;
-        return relay::run(url, config, metrics.as_deref());
+        let store = open(url, cli.listener_url.as_deref())?;
+        return relay::run(store, config, metrics.as_deref());
     }
     let url = cli
         .url
@@ -255,7 +268,11 @@ fn run(cli: Cli) -> Fallible {
         );
     }
     if let Command::Maintain { every, prune_every } = &cli.command {
-        return maintain::run(&url, *every, *prune_every);
+        return maintain::run(
+            open(&url, cli.listener_url.as_deref())?,
+            *every,
+            *prune_every,
+        );
     }
     if let Command::Web {
         listen,
@@ -279,7 +296,7 @@ fn run(cli: Cli) -> Fallible {
     let store = if inspects {
         alkstore::open_to_inspect(&url)?
     } else {
-        alkstore::open(&url)?
+        open(&url, cli.listener_url.as_deref())?
     };
     let store = &store;
     match cli.command {
@@ -322,5 +339,26 @@ fn run(cli: Cli) -> Fallible {
         | Command::Web { .. } => {
             unreachable!()
         }
+    }
+}
+
+/// Opens the database, its wake-up listener on `listener_url` when given
+/// (PostgreSQL only: the server behind a transaction-pooling PgBouncer).
+fn open(url: &str, listener_url: Option<&str>) -> Fallible<alkstore::Store> {
+    let Some(listener) = listener_url else {
+        return Ok(alkstore::open(url)?);
+    };
+    match alkstore::url::DbUrl::parse(url)? {
+        alkstore::url::DbUrl::Postgres(url) => {
+            alkstore::url::DbUrl::parse(listener)
+                .ok()
+                .filter(|l| matches!(l, alkstore::url::DbUrl::Postgres(_)))
+                .ok_or("--listener-url must be a postgres:// URL (the server itself)")?;
+            Ok(alkstore::PgStore::connect_with_listener(&url, listener)?.into())
+        }
+        alkstore::url::DbUrl::Sqlite(_) => Err(
+            "--listener-url is for PostgreSQL behind a pooler; a SQLite store has no listener"
+                .into(),
+        ),
     }
 }

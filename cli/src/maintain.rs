@@ -76,7 +76,7 @@ fn repeated(
 }
 
 /// Runs the chores until SIGTERM or SIGINT.
-pub fn run(url: &str, every: f64, prune_every: f64) -> Fallible {
+pub fn run(store: alkstore::Store, every: f64, prune_every: f64) -> Fallible {
     for (flag, s) in [("--every", every), ("--prune-every", prune_every)] {
         if !(0.1..=86_400.0).contains(&s) {
             return Err(format!("{flag} must be a number of seconds from 0.1 to 86400").into());
@@ -88,7 +88,6 @@ pub fn run(url: &str, every: f64, prune_every: f64) -> Fallible {
         .enable_all()
         .build()?;
     let mut signals = crate::signals::Signals::catch(&runtime)?;
-    let store = alkstore::open(url)?;
     let signals = std::thread::spawn(move || {
         runtime.block_on(signals.next());
         eprintln!("alkstore maintain: stopping");

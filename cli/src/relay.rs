@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 /// Runs the relay until SIGTERM or SIGINT. Exit status 1 when a stream
 /// route stopped at an event its sink refused.
-pub fn run(url: &str, config: alkstore_relay::Config, metrics: Option<&str>) -> Fallible {
+pub fn run(
+    store: alkstore::Store,
+    config: alkstore_relay::Config,
+    metrics: Option<&str>,
+) -> Fallible {
     // The signals are caught before anything is claimed: a SIGTERM from
     // then on stops the relay cleanly; a second one ends it at once.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -14,7 +18,6 @@ pub fn run(url: &str, config: alkstore_relay::Config, metrics: Option<&str>) -> 
         .enable_all()
         .build()?;
     let mut signals = crate::signals::Signals::catch(&runtime)?;
-    let store = alkstore::open(url)?;
     let relay = Arc::new(alkstore_relay::Relay::new(store, config));
     let stop = alkstore::Stop::new();
     if let Some(listen) = metrics {

@@ -422,3 +422,63 @@ fn sigkill_loses_nothing_and_the_other_relay_takes_the_stream_over() {
         }
     });
 }
+
+/// Through a transaction-pooling PgBouncer, `--listener-url` puts the
+/// relay's `LISTEN` (its wake-up registration) on a connection of its own
+/// to the server: none is left on a server connection of the pooler,
+/// which the pooler's other clients would get next, stray notifications
+/// and all (sqlx fails on them: "unexpected message: NotificationResponse").
+#[test]
+fn through_pgbouncer_the_relay_listens_on_the_server_itself() {
+    let (Ok(bouncer), Ok(direct)) = (
+        std::env::var("ALKSTORE_PG_BOUNCER_URL"),
+        std::env::var("ALKSTORE_PG_URL"),
+    ) else {
+        assert!(!pg_required(), "ALKSTORE_PG_BOUNCER_URL is required");
+        return;
+    };
+    let app = fresh("relaybouncer").replace('-', "_");
+    let with_app = |url: &str| {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}application_name={app}")
+    };
+    let outbox = fresh("relay-bouncer");
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[[route]]\nname = \"r\"\noutbox = \"{outbox}\"\nto = \"http://127.0.0.1:9/hook\"\n"
+    );
+    let child = relay_with(
+        &with_app(&bouncer),
+        &config,
+        dir.path(),
+        &["--listener-url", &with_app(&direct)],
+    );
+    // (Direct: the test's own role; through the pooler: the pooler's.)
+    let mut db = postgres::Client::connect(&direct, postgres::NoTls).unwrap();
+    let count = |db: &mut postgres::Client| -> (i64, i64) {
+        let row = db
+            .query_one(
+                "SELECT count(*) FILTER (WHERE usename = current_user), \
+                        count(*) FILTER (WHERE usename <> current_user) \
+                   FROM pg_stat_activity WHERE application_name = $1 AND query ILIKE '%alk_listen_outbox%'",
+                &[&app],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut seen = count(&mut db);
+    while seen.0 == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+        seen = count(&mut db);
+    }
+    let (code, said) = terminate(child);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(
+        seen,
+        (1, 0),
+        "registered directly, never through the pooler: {said}"
+    );
+    // (A server connection of the pooler outlives the relay.)
+    assert_eq!(count(&mut db).1, 0, "no LISTEN left behind the pooler");
+}

@@ -195,7 +195,10 @@ impl PgStore {
         let waker = Arc::new(Waker::default());
         let (config, tls) = tls::config(listener_conninfo)?;
         let mut listener_config = postgres::Config::from(config);
-        listener_config.application_name("alkstore-listener");
+        // Named so in pg_stat_activity, unless its URL names it itself.
+        if listener_config.get_application_name().is_none() {
+            listener_config.application_name("alkstore-listener");
+        }
         let listener = listener_config.connect(tls.clone())?;
         let (tx, rx) = channel();
         let w = waker.clone();

@@ -86,7 +86,12 @@ fn relay_process() {
     ) else {
         return;
     };
-    let store = alkstore::open(&url).unwrap();
+    let store = match std::env::var("ALK_RELAY_CHILD_LISTENER_URL") {
+        Ok(direct) => alkstore::PgStore::connect_with_listener(&url, &direct)
+            .unwrap()
+            .into(),
+        Err(_) => alkstore::open(&url).unwrap(),
+    };
     let config = alkstore_relay::Config::parse(&config).unwrap();
     let relay = alkstore_relay::Relay::new(store, config);
     relay.run(&alkstore::Stop::new()).unwrap();
@@ -105,19 +110,22 @@ impl Drop for Child {
 
 /// [`relay_process`] as a child process.
 fn relay_child(target: &alkstore_tests::Target, config: &str) -> Child {
-    let url = if target.is_postgres() {
-        target.pg_url().to_string()
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    if target.is_postgres() {
+        command
+            .env("ALK_RELAY_CHILD_URL", target.pg_url())
+            .env("ALK_RELAY_CHILD_LISTENER_URL", target.pg_direct_url());
     } else {
-        format!("sqlite:{}", target.sqlite_path().display())
-    };
-    std::process::Command::new(std::env::current_exe().unwrap())
+        let url = format!("sqlite:{}", target.sqlite_path().display());
+        command.env("ALK_RELAY_CHILD_URL", url);
+    }
+    command
         .args([
             "relay_process",
             "--exact",
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("ALK_RELAY_CHILD_URL", url)
         .env("ALK_RELAY_CHILD_CONFIG", config)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -111,6 +111,8 @@ enum Kind {
     },
     Postgres {
         url: String,
+        /// The server itself (`url` but for the PgBouncer install).
+        direct: String,
         label: &'static str,
     },
 }
@@ -120,7 +122,7 @@ impl Target {
     pub fn connect(&self) -> Box<dyn Db> {
         match &self.kind {
             Kind::Sqlite { path, .. } => Box::new(Sqlite::open(path)),
-            Kind::Postgres { url, label } => Box::new(Pg::open(url, label)),
+            Kind::Postgres { url, label, .. } => Box::new(Pg::open(url, label)),
         }
     }
 
@@ -162,8 +164,14 @@ impl Target {
 
     /// A PostgreSQL database.
     pub fn postgres(url: String, label: &'static str) -> Target {
+        Target::postgres_via(url.clone(), url, label)
+    }
+
+    /// A PostgreSQL database reached through `url` (maybe a pooler), the
+    /// server itself at `direct`.
+    pub fn postgres_via(url: String, direct: String, label: &'static str) -> Target {
         Target {
-            kind: Kind::Postgres { url, label },
+            kind: Kind::Postgres { url, direct, label },
         }
     }
 
@@ -182,6 +190,15 @@ impl Target {
             Kind::Sqlite { .. } => panic!("not PostgreSQL"),
         }
     }
+
+    /// The server itself, for a session that must keep its state (a
+    /// `LISTEN`): [`pg_url`](Self::pg_url) but for the PgBouncer install.
+    pub fn pg_direct_url(&self) -> &str {
+        match &self.kind {
+            Kind::Postgres { direct, .. } => direct,
+            Kind::Sqlite { .. } => panic!("not PostgreSQL"),
+        }
+    }
 }
 
 /// The engines every test body runs on.
@@ -197,6 +214,7 @@ pub fn targets() -> Vec<Target> {
         out.push(Target {
             kind: Kind::Postgres {
                 url: install.url,
+                direct: install.direct_url,
                 label: install.label,
             },
         });
@@ -416,7 +434,7 @@ pub fn target(engine: Engine) -> Option<Target> {
     let found = alkstore_testkit::pg_installs()
         .into_iter()
         .find(|i| i.label == label)
-        .map(|i| Target::postgres(i.url, i.label));
+        .map(|i| Target::postgres_via(i.url, i.direct_url, i.label));
     if found.is_none() {
         eprintln!("note: {engine:?} is not configured here: not tested");
     }

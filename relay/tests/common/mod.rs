@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 /// The store of a test target.
 pub fn store(target: &Target) -> Store {
-    let url = if target.is_postgres() {
-        target.pg_url().to_string()
-    } else {
-        format!("sqlite:{}", target.sqlite_path().display())
-    };
-    alkstore::open(&url).expect("open the store")
+    if target.is_postgres() {
+        // Through PgBouncer, the listener connects to the server itself.
+        return alkstore::PgStore::connect_with_listener(target.pg_url(), target.pg_direct_url())
+            .expect("open the store")
+            .into();
+    }
+    alkstore::open(&format!("sqlite:{}", target.sqlite_path().display())).expect("open the store")
 }
 
 /// The groups [`enqueue_groups`] fills, and how many messages each gets.
