@@ -48,8 +48,11 @@ start_rabbit() {
     done
     echo "brokers: rabbitmq-server (try $try) is not listening on port $AMQP_PORT" >&2
     rabbit_said
+    # Gone before the next try takes its name and ports: asked, then made.
     kill "$pid" 2>/dev/null || true
-    sleep 2
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    pkill -KILL -f "RABBITMQ_NODENAME|-sname alkbrokers|alkbrokers@localhost" 2>/dev/null || true
+    sleep 1
   done
   exit 1
 }
@@ -62,7 +65,7 @@ rabbit_env() {
     RABBITMQ_NODE_PORT=$AMQP_PORT RABBITMQ_DIST_PORT=$((AMQP_PORT + 1)) \
     RABBITMQ_MNESIA_BASE=$dir/rabbitmq/mnesia RABBITMQ_LOG_BASE=$dir/rabbitmq/log \
     RABBITMQ_ENABLED_PLUGINS_FILE=$dir/rabbitmq/plugins RABBITMQ_PID_FILE=$dir/rabbitmq/pid \
-    HOME=$dir/rabbitmq
+    ERL_CRASH_DUMP=$dir/erl_crash.dump HOME=$dir/rabbitmq
 }
 
 case "${1:-}" in

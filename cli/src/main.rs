@@ -35,7 +35,9 @@ struct Cli {
     /// for the one connection that must keep its session (`LISTEN`, the
     /// wake-ups of `relay` and `tail -f`). Without it, that connection goes
     /// through the pooler, misses wake-ups and leaves its `LISTEN` on a
-    /// server connection other clients of the pooler then get.
+    /// server connection other clients of the pooler then get. Ignored on
+    /// SQLite and by the commands that never wait (`web`, `metrics`, the
+    /// listings).
     #[arg(
         long,
         env = "ALKSTORE_LISTENER_URL",
@@ -268,6 +270,15 @@ fn run(cli: Cli) -> Fallible {
         );
     }
     if let Command::Maintain { every, prune_every } = &cli.command {
+        maintain::check(*every, *prune_every)?;
+        // A mistyped path would be a new, empty database kept forever.
+        if let alkstore::url::DbUrl::Sqlite(path) = alkstore::url::DbUrl::parse(&url)? {
+            if !std::path::Path::new(&path).exists() {
+                return Err(
+                    format!("no database at {path}: alkstore maintain creates none").into(),
+                );
+            }
+        }
         return maintain::run(
             open(&url, cli.listener_url.as_deref())?,
             *every,
@@ -343,22 +354,20 @@ fn run(cli: Cli) -> Fallible {
 }
 
 /// Opens the database, its wake-up listener on `listener_url` when given
-/// (PostgreSQL only: the server behind a transaction-pooling PgBouncer).
+/// (PostgreSQL: the server behind a transaction-pooling PgBouncer; a
+/// SQLite store has no listener, and ignores it).
 fn open(url: &str, listener_url: Option<&str>) -> Fallible<alkstore::Store> {
-    let Some(listener) = listener_url else {
+    let (Some(listener), alkstore::url::DbUrl::Postgres(url)) =
+        (listener_url, alkstore::url::DbUrl::parse(url)?)
+    else {
         return Ok(alkstore::open(url)?);
     };
-    match alkstore::url::DbUrl::parse(url)? {
-        alkstore::url::DbUrl::Postgres(url) => {
-            alkstore::url::DbUrl::parse(listener)
-                .ok()
-                .filter(|l| matches!(l, alkstore::url::DbUrl::Postgres(_)))
-                .ok_or("--listener-url must be a postgres:// URL (the server itself)")?;
-            Ok(alkstore::PgStore::connect_with_listener(&url, listener)?.into())
+    match alkstore::url::DbUrl::parse(listener) {
+        Ok(alkstore::url::DbUrl::Postgres(_)) => {}
+        Ok(alkstore::url::DbUrl::Sqlite(_)) => {
+            return Err("--listener-url must be a postgres:// URL (the server itself)".into())
         }
-        alkstore::url::DbUrl::Sqlite(_) => Err(
-            "--listener-url is for PostgreSQL behind a pooler; a SQLite store has no listener"
-                .into(),
-        ),
+        Err(e) => return Err(format!("--listener-url: {e}").into()),
     }
+    Ok(alkstore::PgStore::connect_with_listener(&url, listener)?.into())
 }

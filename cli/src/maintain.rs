@@ -5,15 +5,12 @@
 //! a transaction of its own: `CALL alk_sequence(NULL)`, `alk_sweep(NULL)`
 //! (which also rotates the job table's hot slots: claims stay flat while a
 //! transaction holds vacuum back) and `alk_schedule_tick()` every
-//! `--every` seconds, `alk_prune(1000)` every `--prune-every`.
+//! `--every` seconds, `alk_prune(1000)` every `--prune-every`. A second
+//! signal ends it at once, a call in hand included.
 
 use crate::Fallible;
 use std::time::{Duration, Instant};
 
-/// Jobs one sweep call makes pending or dead-letters at most (queue.sql):
-/// a round sweeps again while a call fills it, as the worker's does.
-const SWEEP_BATCH: i64 = 2000;
-const SWEEP_CALLS: usize = 25;
 /// Rows one prune deletes; again while a call fills it, at most 10 times.
 const PRUNE_BATCH: i64 = 1000;
 const PRUNE_CALLS: usize = 10;
@@ -61,15 +58,11 @@ impl Task {
     }
 }
 
-/// Calls `once` again while it fills its batch, at most `calls` times.
-fn repeated(
-    calls: usize,
-    batch: i64,
-    once: impl Fn() -> alkstore::Result<i64>,
-) -> alkstore::Result<()> {
-    for _ in 0..calls {
-        if once()? < batch {
-            break;
+/// Checks the intervals (before anything is opened).
+pub fn check(every: f64, prune_every: f64) -> Fallible {
+    for (flag, s) in [("--every", every), ("--prune-every", prune_every)] {
+        if !(0.1..=86_400.0).contains(&s) {
+            return Err(format!("{flag} must be a number of seconds from 0.1 to 86400").into());
         }
     }
     Ok(())
@@ -77,27 +70,29 @@ fn repeated(
 
 /// Runs the chores until SIGTERM or SIGINT.
 pub fn run(store: alkstore::Store, every: f64, prune_every: f64) -> Fallible {
-    for (flag, s) in [("--every", every), ("--prune-every", prune_every)] {
-        if !(0.1..=86_400.0).contains(&s) {
-            return Err(format!("{flag} must be a number of seconds from 0.1 to 86400").into());
-        }
-    }
+    check(every, prune_every)?;
     let stop = alkstore::Stop::new();
     let on_signal = stop.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let mut signals = crate::signals::Signals::catch(&runtime)?;
-    let signals = std::thread::spawn(move || {
+    // (Not joined: it outlives a clean stop, for a second signal.)
+    std::thread::spawn(move || {
         runtime.block_on(signals.next());
-        eprintln!("alkstore maintain: stopping");
+        eprintln!("alkstore maintain: stopping (again to quit at once)");
         on_signal.stop();
+        runtime.block_on(signals.next());
+        eprintln!("alkstore maintain: quitting without waiting for the call in hand");
+        std::process::exit(130);
     });
     let (every, prune_every) = (
         Duration::from_secs_f64(every),
         Duration::from_secs_f64(prune_every),
     );
-    if store.run(alkstore::call::queue_stats("maintain")?)?["maintenance_worker"] == true {
+    // (A probe only: a database down now is the chores' to report.)
+    let served = store.run(alkstore::call::queue_stats("maintain")?);
+    if served.is_ok_and(|s| s["maintenance_worker"] == true) {
         eprintln!(
             "alkstore maintain: the extension's maintenance worker serves this database too \
              (both may run: each chore skips what another holds)"
@@ -123,11 +118,12 @@ pub fn run(store: alkstore::Store, every: f64, prune_every: f64) -> Fallible {
             task.last = Some(now);
             let result = match i {
                 0 => store.sequence(None).map(drop),
-                1 => repeated(SWEEP_CALLS, SWEEP_BATCH, || {
-                    store.run(alkstore::call::sweep(None)?)
-                }),
+                // (One call a round: it makes at most 2,000 due jobs
+                // pending, and claims take the rest meanwhile.)
+                1 => store.run(alkstore::call::sweep(None)?).map(drop),
                 2 => store.schedule_tick().map(drop),
-                _ => repeated(PRUNE_CALLS, PRUNE_BATCH, || store.prune(PRUNE_BATCH)),
+                // The plain call: streams were sequenced this round.
+                _ => prune(&store, &stop),
             };
             task.went(result);
         }
@@ -143,6 +139,16 @@ pub fn run(store: alkstore::Store, every: f64, prune_every: f64) -> Fallible {
             );
         }
     }
-    let _ = signals.join();
+    Ok(())
+}
+
+/// `alk_prune` again while a call fills its batch, at most
+/// [`PRUNE_CALLS`] times, or until a stop.
+fn prune(store: &alkstore::Store, stop: &alkstore::Stop) -> alkstore::Result<()> {
+    for _ in 0..PRUNE_CALLS {
+        if store.run(alkstore::call::prune(PRUNE_BATCH))? < PRUNE_BATCH || stop.is_stopped() {
+            break;
+        }
+    }
     Ok(())
 }

@@ -225,7 +225,10 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
     /// the handlers at once: the jobs they had started keep their claims
     /// and run again when those expire (an attempt spent, as after a
     /// crash); the prefetched ones go back at once and the acks waiting
-    /// for a flush go out, by tasks of the runtime.
+    /// for a flush go out, by tasks of the runtime — if it keeps running
+    /// (a runtime shut down at once gives nothing back), and but for the
+    /// jobs of a claim in flight at that moment, which wait for their
+    /// claims to expire too.
     pub async fn run<F, Fut, E>(&self, shutdown: impl Future + Send, handler: F) -> Result<u64>
     where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
