@@ -409,12 +409,16 @@ fn a_worker_of_any_concurrency_works_on_a_pool_of_one() {
             continue; // PgBouncer names its own server connections
         }
         let app = fresh("pool-of-one").replace('-', "_");
-        let url = if pg.direct.contains("://") {
-            let sep = if pg.direct.contains('?') { '&' } else { '?' };
-            format!("{}{sep}application_name={app}", pg.direct)
-        } else {
-            format!("{} application_name={app}", pg.direct)
+        let named = |app: &str| {
+            if pg.direct.contains("://") {
+                let sep = if pg.direct.contains('?') { '&' } else { '?' };
+                format!("{}{sep}application_name={app}", pg.direct)
+            } else {
+                format!("{} application_name={app}", pg.direct)
+            }
         };
+        // The wake-up listener, a connection of its own, named apart.
+        let (url, listener) = (named(&app), named(&format!("{app}_listener")));
         let refused = alkstore::PgStore::builder(&url).pool_size(0).connect();
         assert!(
             matches!(refused, Err(alkstore::Error::InvalidArgument(_))),
@@ -423,6 +427,7 @@ fn a_worker_of_any_concurrency_works_on_a_pool_of_one() {
         );
         let store: alkstore::Store = alkstore::PgStore::builder(&url)
             .pool_size(1)
+            .listener(&listener)
             .connect()
             .unwrap()
             .into();
