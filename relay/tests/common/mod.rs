@@ -319,6 +319,8 @@ pub struct Server {
     args: Vec<String>,
     env: Vec<(String, String)>,
     child: Option<Child>,
+    /// Whether it ever listened (a restart keeps its port).
+    started: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -400,6 +402,7 @@ impl Server {
             args: vec![],
             env,
             child: None,
+            started: false,
             _dir: dir,
         };
         s.start();
@@ -413,18 +416,23 @@ impl Server {
             args,
             env: vec![],
             child: None,
+            started: false,
             _dir: dir,
         };
         s.start();
         s
     }
 
-    /// Starts it (again) on the same port and waits until it listens. A
-    /// server that exits first (a port taken meanwhile) is started once
-    /// more.
+    /// Starts it (again) on the same port and waits until it listens, still
+    /// running: something listening on the port is not enough, as another
+    /// test's server may have taken the free port this one was given (its
+    /// own then exits at once). A first start that loses its port that way
+    /// moves to a new one; a server that exits before it listens is started
+    /// once more.
     pub fn start(&mut self) {
         use std::os::unix::process::CommandExt;
-        for _ in 0..2 {
+        let first = !self.started;
+        for _ in 0..3 {
             let mut child = Command::new(&self.binary)
                 .args(&self.args)
                 .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -437,8 +445,12 @@ impl Server {
             let end = Instant::now() + Duration::from_secs(90);
             while Instant::now() < end {
                 if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                    self.child = Some(child);
-                    return;
+                    std::thread::sleep(Duration::from_millis(300));
+                    if child.try_wait().ok().flatten().is_none() {
+                        self.child = Some(child);
+                        self.started = true;
+                        return;
+                    }
                 }
                 if let Ok(Some(status)) = child.try_wait() {
                     eprintln!("{} exited ({status}) before it listened", self.binary);
@@ -448,8 +460,31 @@ impl Server {
             }
             self.child = Some(child);
             self.kill();
+            if first {
+                self.move_to(free_port());
+            }
         }
         panic!("{} did not listen on port {}", self.binary, self.port);
+    }
+
+    /// The same server on another port (its name too, for RabbitMQ).
+    fn move_to(&mut self, port: u16) {
+        let (old, new) = (self.port.to_string(), port.to_string());
+        for a in &mut self.args {
+            if *a == old {
+                *a = new.clone();
+            }
+        }
+        for (k, v) in &mut self.env {
+            if k == "RABBITMQ_NODE_PORT" {
+                *v = new.clone();
+            } else if k == "RABBITMQ_NODENAME" {
+                *v = format!("alk{port}@localhost");
+            } else if k == "RABBITMQ_DIST_PORT" {
+                *v = free_port().to_string();
+            }
+        }
+        self.port = port;
     }
 
     /// Kills it (SIGKILL) and waits for it to be gone.
