@@ -84,8 +84,12 @@ pub struct Function {
     pub name: &'static str,
     /// Which engines have it.
     pub engines: Engines,
-    /// PostgreSQL argument types, in order; SQLite takes the same positions.
-    pub pg_args: &'static [&'static str],
+    /// Its arguments in order, each `"name type"` as PostgreSQL declares
+    /// it (`"job_id bigint"`, `"delay_s double precision"`); SQLite takes the
+    /// same positions. A required argument for which NULL is a meaning of
+    /// its own (`alk_sequence`'s stream: every stream) is written with
+    /// ` NULL` after its type; an optional one always may be NULL.
+    pub args: &'static [&'static str],
     /// How many leading arguments are required (the rest have defaults).
     pub required: usize,
     /// Its result.
@@ -96,12 +100,70 @@ pub struct Function {
     pub procedure: bool,
     /// Where a database file's schema may call it on SQLite.
     pub in_schema: InSchema,
+    /// What it does to the database on SQLite: a function that writes runs
+    /// as one write transaction of its own (or a savepoint in the caller's).
+    pub access: Access,
+    /// Its work is bounded by its arguments (a few rows, tens of
+    /// microseconds): what a worker, producer or consumer calls per job or
+    /// event. The Rust crate's sqlx SQLite store runs these on the
+    /// connection's raw handle from the calling task (docs/benchmarks.md,
+    /// "Workers").
+    pub bounded: bool,
+}
+
+/// What a function does to a SQLite database ([`Function::access`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// It only reads.
+    Reads,
+    /// It writes.
+    Writes,
+}
+
+/// One argument of a function ([`Function::params`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// Its name, as PostgreSQL declares it.
+    pub name: &'static str,
+    /// Its PostgreSQL type (`text`, `bigint[]`, `double precision`, …).
+    pub pg_type: &'static str,
+    /// Whether NULL is a value it takes: every optional argument, and a
+    /// required one marked ` NULL` in the catalogue.
+    pub nullable: bool,
 }
 
 impl Function {
     /// The argument counts it accepts.
     pub fn arities(&self) -> std::ops::RangeInclusive<usize> {
-        self.required..=self.pg_args.len()
+        self.required..=self.args.len()
+    }
+
+    /// Its arguments, parsed from [`Function::args`].
+    pub fn params(&self) -> impl Iterator<Item = Param> + '_ {
+        self.args.iter().enumerate().map(|(i, a)| {
+            let (name, rest) = a.split_once(' ').expect("\"name type\"");
+            let (pg_type, null) = match rest.strip_suffix(" NULL") {
+                Some(t) => (t, true),
+                None => (rest, false),
+            };
+            Param {
+                name,
+                pg_type,
+                nullable: null || i >= self.required,
+            }
+        })
+    }
+
+    /// The PostgreSQL type of argument `i` (which must exist).
+    pub fn pg_type(&self, i: usize) -> &'static str {
+        let a = self.args[i];
+        let t = a.split_once(' ').map_or(a, |(_, t)| t);
+        t.strip_suffix(" NULL").unwrap_or(t)
+    }
+
+    /// The PostgreSQL argument types, in order.
+    pub fn pg_types(&self) -> Vec<&'static str> {
+        (0..self.args.len()).map(|i| self.pg_type(i)).collect()
     }
 
     /// Whether `engine` implements it.
@@ -116,14 +178,14 @@ impl Function {
 
     /// The PostgreSQL signature, as `GRANT … ON ROUTINE` spells it.
     pub fn pg_signature(&self) -> String {
-        format!("{}({})", self.name, self.pg_args.join(", "))
+        format!("{}({})", self.name, self.pg_types().join(", "))
     }
 }
 
 const fn f(
     name: &'static str,
     engines: Engines,
-    pg_args: &'static [&'static str],
+    args: &'static [&'static str],
     required: usize,
     returns: Returns,
     role: Role,
@@ -131,7 +193,7 @@ const fn f(
     Function {
         name,
         engines,
-        pg_args,
+        args,
         required,
         returns,
         role,
@@ -139,6 +201,10 @@ const fn f(
         // Direct-only unless decided otherwise below: a new function is safe
         // until someone has thought about it in a trigger.
         in_schema: InSchema::Never,
+        // Writes unless said otherwise: a function that writes and is taken
+        // for a reader would not be atomic on SQLite.
+        access: Access::Writes,
+        bounded: false,
     }
 }
 
@@ -146,6 +212,22 @@ const fn f(
 const fn trusted(function: Function) -> Function {
     Function {
         in_schema: InSchema::Trusted,
+        ..function
+    }
+}
+
+/// `function`, which only reads ([`Access::Reads`]).
+const fn reads(function: Function) -> Function {
+    Function {
+        access: Access::Reads,
+        ..function
+    }
+}
+
+/// `function`, whose work its arguments bound ([`Function::bounded`]).
+const fn bounded(function: Function) -> Function {
+    Function {
+        bounded: true,
         ..function
     }
 }
@@ -159,57 +241,83 @@ use Role::{Admin, User};
 /// every one is direct-only but those wrapped in `trusted(…)`: the ones
 /// that only add work, and `alk_version`.
 pub const FUNCTIONS: &[Function] = &[
-    trusted(f("alk_version", Both, &[], 0, Json, User)),
+    reads(trusted(f("alk_version", Both, &[], 0, Json, User))),
     f("alk_init", Both, &[], 0, Int, User),
     // Queues (v1 §5).
-    trusted(f(
+    bounded(trusted(f(
         "alk_enqueue",
         Both,
-        &["text", "jsonb", "jsonb"],
+        &["queue text", "opts jsonb", "payload jsonb"],
         3,
         Int,
         User,
-    )),
-    trusted(f(
+    ))),
+    bounded(trusted(f(
         "alk_enqueue_batch",
         Both,
-        &["text", "jsonb", "jsonb"],
+        &["queue text", "opts jsonb", "payloads jsonb"],
         3,
         Json,
         User,
-    )),
-    f(
+    ))),
+    bounded(f(
         "alk_claim",
         Both,
-        &["text", "text", "integer"],
+        &["queue_name text", "worker text", "max_jobs integer"],
         2,
         Rows,
         User,
-    ),
-    f("alk_ack", Both, &["bigint", "text", "jsonb"], 2, Bool, User),
-    f("alk_ack_batch", Both, &["bigint[]", "text"], 2, Int, User),
-    f(
-        "alk_retry",
+    )),
+    bounded(f(
+        "alk_ack",
         Both,
-        &["bigint", "text", "text", "double precision"],
-        3,
-        Text,
-        User,
-    ),
-    f("alk_fail", Both, &["bigint", "text", "text"], 3, Bool, User),
-    f(
-        "alk_heartbeat",
-        Both,
-        &["bigint", "text", "double precision"],
+        &["job_id bigint", "worker text", "result jsonb"],
         2,
         Bool,
         User,
-    ),
+    )),
+    bounded(f(
+        "alk_ack_batch",
+        Both,
+        &["job_ids bigint[]", "worker text"],
+        2,
+        Int,
+        User,
+    )),
+    bounded(f(
+        "alk_retry",
+        Both,
+        &[
+            "job_id bigint",
+            "worker text",
+            "error text",
+            "delay_s double precision",
+        ],
+        3,
+        Text,
+        User,
+    )),
+    bounded(f(
+        "alk_fail",
+        Both,
+        &["job_id bigint", "worker text", "error text"],
+        3,
+        Bool,
+        User,
+    )),
+    bounded(f(
+        "alk_heartbeat",
+        Both,
+        &["job_id bigint", "worker text", "extend_s double precision"],
+        2,
+        Bool,
+        User,
+    )),
     // Giving a claim back (v1.3 §Q).
     f(
         "alk_release",
         Both,
-        &["bigint", "text", "double precision"],
+        &["job_id bigint", "worker text", "delay_s double precision"],
         2,
         Bool,
         User,
@@ -217,144 +325,189 @@ pub const FUNCTIONS: &[Function] = &[
     f(
         "alk_release_batch",
         Both,
-        &["bigint[]", "text", "double precision"],
+        &[
+            "job_ids bigint[]",
+            "worker text",
+            "delay_s double precision",
+        ],
         2,
         Int,
         User,
     ),
-    f("alk_cancel", Both, &["bigint"], 1, Bool, User),
-    f("alk_get_job", Both, &["bigint"], 1, Json, User),
-    f("alk_job_errors", Both, &["bigint"], 1, Json, User),
-    f("alk_requeue_dead", Both, &["bigint"], 1, Bool, Admin),
-    f("alk_delete_job", Both, &["bigint"], 1, Bool, Admin),
+    f("alk_cancel", Both, &["job_id bigint"], 1, Bool, User),
+    reads(f("alk_get_job", Both, &["job_id bigint"], 1, Json, User)),
+    reads(f("alk_job_errors", Both, &["job_id bigint"], 1, Json, User)),
+    f("alk_requeue_dead", Both, &["job_id bigint"], 1, Bool, Admin),
+    f("alk_delete_job", Both, &["job_id bigint"], 1, Bool, Admin),
     f(
         "alk_queue_configure",
         Both,
-        &["text", "jsonb"],
+        &["queue text", "opts jsonb"],
         2,
         Json,
         Admin,
     ),
-    f("alk_queue_opts", Both, &["text"], 1, Json, User),
-    f("alk_queue_stats", Both, &["text"], 1, Json, User),
-    f("alk_sweep", Both, &["text"], 0, Int, User),
+    reads(f("alk_queue_opts", Both, &["queue text"], 1, Json, User)),
+    reads(f("alk_queue_stats", Both, &["queue text"], 1, Json, User)),
+    f("alk_sweep", Both, &["queue text"], 0, Int, User),
     // Job features (v1.1 §C).
-    f("alk_queue_pause", Both, &["text"], 1, Bool, Admin),
-    f("alk_queue_resume", Both, &["text"], 1, Bool, Admin),
-    f("alk_outbox_pause", Both, &["text"], 1, Bool, Admin),
-    f("alk_outbox_resume", Both, &["text"], 1, Bool, Admin),
-    f("alk_prune", Both, &["integer"], 1, Int, User),
+    f("alk_queue_pause", Both, &["queue text"], 1, Bool, Admin),
+    f("alk_queue_resume", Both, &["queue text"], 1, Bool, Admin),
+    f("alk_outbox_pause", Both, &["outbox text"], 1, Bool, Admin),
+    f("alk_outbox_resume", Both, &["outbox text"], 1, Bool, Admin),
+    f("alk_prune", Both, &["max_rows integer"], 1, Int, User),
     // Operating it (v1.1 §D).
-    f("alk_queues", Both, &[], 0, Rows, Admin),
-    f("alk_queue_limits", Both, &[], 0, Rows, Admin),
-    f(
+    reads(f("alk_queues", Both, &[], 0, Rows, Admin)),
+    reads(f("alk_queue_limits", Both, &[], 0, Rows, Admin)),
+    reads(f(
         "alk_list_jobs",
         Both,
-        &["text", "text", "bigint", "integer"],
+        &[
+            "queue text",
+            "state text",
+            "after_id bigint",
+            "max_jobs integer",
+        ],
         1,
         Rows,
         Admin,
+    )),
+    f("alk_requeue_dead_all", Both, &["queue text"], 1, Int, Admin),
+    f(
+        "alk_purge",
+        Both,
+        &["queue text", "state text"],
+        2,
+        Int,
+        Admin,
     ),
-    f("alk_requeue_dead_all", Both, &["text"], 1, Int, Admin),
-    f("alk_purge", Both, &["text", "text"], 2, Int, Admin),
     // Outboxes (v1 §6).
-    trusted(f(
+    bounded(trusted(f(
         "alk_outbox_enqueue",
         Both,
-        &["text", "jsonb", "jsonb"],
+        &["outbox text", "opts jsonb", "payload jsonb"],
         3,
         Int,
         User,
-    )),
-    f(
+    ))),
+    bounded(f(
         "alk_outbox_claim",
         Both,
-        &["text", "text", "integer"],
+        &["outbox text", "worker text", "max_jobs integer"],
         2,
         Rows,
         User,
-    ),
-    f("alk_outbox_stats", Both, &["text"], 1, Json, User),
+    )),
+    reads(f("alk_outbox_stats", Both, &["outbox text"], 1, Json, User)),
     // Streams (v1 §7).
-    trusted(f(
+    bounded(trusted(f(
         "alk_publish",
         Both,
-        &["text", "jsonb", "text"],
+        &["stream text", "payload jsonb", "key text"],
         2,
         Int,
         User,
-    )),
-    f(
+    ))),
+    reads(bounded(f(
         "alk_read",
         Both,
-        &["text", "bigint", "integer"],
+        &["stream text", "after_offset bigint", "max_events integer"],
         3,
         Rows,
         User,
-    ),
-    f(
+    ))),
+    bounded(f(
         "alk_save_offset",
         Both,
-        &["text", "text", "bigint"],
+        &["stream text", "consumer text", "offset bigint"],
         3,
         Bool,
         User,
-    ),
-    f("alk_get_offset", Both, &["text", "text"], 2, Int, User),
+    )),
+    reads(bounded(f(
+        "alk_get_offset",
+        Both,
+        &["stream text", "consumer text"],
+        2,
+        Int,
+        User,
+    ))),
     f(
         "alk_reset_offset",
         Both,
-        &["text", "text", "bigint"],
+        &["stream text", "consumer text", "offset bigint"],
         3,
         Bool,
         Admin,
     ),
-    f("alk_streams", Both, &[], 0, Rows, Admin),
+    reads(f("alk_streams", Both, &[], 0, Rows, Admin)),
     // Stream retention (v1.1 §E).
     f(
         "alk_stream_configure",
         Both,
-        &["text", "jsonb"],
+        &["stream text", "opts jsonb"],
         2,
         Json,
         Admin,
     ),
-    f("alk_stream_info", Both, &["text"], 1, Json, User),
+    reads(f("alk_stream_info", Both, &["stream text"], 1, Json, User)),
     // Sequencing (v1.2 §K): a procedure on PostgreSQL (its second argument
-    // is the INOUT result, passed NULL), a function returning 0 on SQLite.
+    // is the INOUT result, passed NULL), a function returning 0 on SQLite,
+    // where it only reads.
     Function {
         procedure: true,
         in_schema: InSchema::Trusted,
-        ..f("alk_sequence", Both, &["text", "bigint"], 1, Int, User)
+        access: Access::Reads,
+        ..f(
+            "alk_sequence",
+            Both,
+            &["stream text NULL", "sequenced bigint"],
+            1,
+            Int,
+            User,
+        )
     },
     // Schedules (v1.1 §F).
     f(
         "alk_schedule",
         Both,
-        &["text", "text", "jsonb", "jsonb", "jsonb"],
+        &[
+            "name text",
+            "queue text",
+            "spec jsonb",
+            "payload jsonb",
+            "opts jsonb",
+        ],
         4,
         Text,
         Admin,
     ),
-    f("alk_unschedule", Both, &["text"], 1, Bool, Admin),
-    f("alk_schedules", Both, &[], 0, Rows, User),
+    f("alk_unschedule", Both, &["name text"], 1, Bool, Admin),
+    reads(f("alk_schedules", Both, &[], 0, Rows, User)),
     f("alk_schedule_tick", Both, &[], 0, Int, User),
     // Notifications (v1 §8).
-    trusted(f("alk_notify", Both, &["text", "jsonb"], 2, Void, User)),
-    f(
+    bounded(trusted(f(
+        "alk_notify",
+        Both,
+        &["channel text", "payload jsonb"],
+        2,
+        Void,
+        User,
+    ))),
+    reads(f(
         "alk_notifications",
         Sqlite,
-        &["text", "bigint", "integer"],
+        &["channel text", "after_id bigint", "max integer"],
         2,
         Json,
         User,
-    ),
-    f("alk_channel", Postgres, &["text"], 1, Text, User),
+    )),
+    f("alk_channel", Postgres, &["channel text"], 1, Text, User),
     // Wake-ups (v1 §10).
     f(
         "alk_listen_queue",
         Postgres,
-        &["text", "double precision"],
+        &["queue text", "ttl_s double precision"],
         1,
         Text,
         User,
@@ -362,7 +515,7 @@ pub const FUNCTIONS: &[Function] = &[
     f(
         "alk_listen_outbox",
         Postgres,
-        &["text", "double precision"],
+        &["outbox text", "ttl_s double precision"],
         1,
         Text,
         User,
@@ -370,19 +523,40 @@ pub const FUNCTIONS: &[Function] = &[
     f(
         "alk_listen_stream",
         Postgres,
-        &["text", "double precision"],
+        &["stream text", "ttl_s double precision"],
         1,
         Text,
         User,
     ),
-    f("alk_unlisten_queue", Postgres, &["text"], 1, Bool, User),
-    f("alk_unlisten_outbox", Postgres, &["text"], 1, Bool, User),
-    f("alk_unlisten_stream", Postgres, &["text"], 1, Bool, User),
+    f(
+        "alk_unlisten_queue",
+        Postgres,
+        &["queue text"],
+        1,
+        Bool,
+        User,
+    ),
+    f(
+        "alk_unlisten_outbox",
+        Postgres,
+        &["outbox text"],
+        1,
+        Bool,
+        User,
+    ),
+    f(
+        "alk_unlisten_stream",
+        Postgres,
+        &["stream text"],
+        1,
+        Bool,
+        User,
+    ),
     // Leases (v1 §9).
     f(
         "alk_lock_acquire",
         Both,
-        &["text", "text", "double precision"],
+        &["name text", "owner text", "ttl_s double precision"],
         3,
         Int,
         User,
@@ -390,13 +564,20 @@ pub const FUNCTIONS: &[Function] = &[
     f(
         "alk_lock_renew",
         Both,
-        &["text", "text", "double precision"],
+        &["name text", "owner text", "ttl_s double precision"],
         3,
         Bool,
         User,
     ),
-    f("alk_lock_release", Both, &["text", "text"], 2, Bool, User),
-    f("alk_locks", Both, &[], 0, Rows, Admin),
+    f(
+        "alk_lock_release",
+        Both,
+        &["name text", "owner text"],
+        2,
+        Bool,
+        User,
+    ),
+    reads(f("alk_locks", Both, &[], 0, Rows, Admin)),
 ];
 
 /// Looks a function up by name.
@@ -483,7 +664,15 @@ mod tests {
     fn names_are_unique_and_arities_sane() {
         for (i, a) in FUNCTIONS.iter().enumerate() {
             assert!(a.name.starts_with("alk_"), "{}", a.name);
-            assert!(a.required <= a.pg_args.len(), "{}", a.name);
+            assert!(a.required <= a.args.len(), "{}", a.name);
+            for p in a.params() {
+                assert!(
+                    !p.name.is_empty()
+                        && p.name.bytes().all(|c| c.is_ascii_lowercase() || c == b'_'),
+                    "{}: {p:?}",
+                    a.name
+                );
+            }
             assert!(
                 FUNCTIONS[i + 1..].iter().all(|b| b.name != a.name),
                 "{} twice",

@@ -29,6 +29,10 @@ use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
 
+#[rustfmt::skip]
+#[path = "generated/functions.rs"]
+pub mod functions;
+
 /// One `alk_*` call, ready to run: arguments checked (a bad name fails
 /// here, before anything is sent), result decoded into `T`.
 #[must_use = "a call does nothing until it is run"]
@@ -86,6 +90,20 @@ impl<T> Call<T> {
         }
     }
 
+    /// The same call with its result read on by `f`: how the typed
+    /// constructors here turn a [`functions`] call's JSON into their types.
+    pub fn map<U>(self, f: impl Fn(T) -> Result<U> + Send + Sync + 'static) -> Call<U>
+    where
+        T: 'static,
+    {
+        let decode = self.decode;
+        Call {
+            function: self.function,
+            args: self.args,
+            decode: Box::new(move |v| f(decode(v)?)),
+        }
+    }
+
     /// The same call with its result dropped (a settlement whose answer the
     /// caller does not use).
     pub(crate) fn discard(self) -> Call<()>
@@ -99,6 +117,35 @@ impl<T> Call<T> {
             decode: Box::new(move |v| decode(v).map(drop)),
         }
     }
+}
+
+impl Call<Value> {
+    /// A call of `function` (which requires `required` arguments) with
+    /// `args`, its result as JSON: what [`functions`] makes. Trailing
+    /// optional arguments left NULL are not sent, so the function's own
+    /// defaults apply.
+    fn of(function: &'static str, required: usize, mut args: Vec<Arg>) -> Call<Value> {
+        while args.len() > required && matches!(args.last(), Some(Arg::Null)) {
+            args.pop();
+        }
+        Call::new(function, args, json)
+    }
+}
+
+/// An error message for `alk_retry` / `alk_fail`: a NUL character, which
+/// PostgreSQL text cannot hold, is kept as U+FFFD on both engines, so no
+/// handler's error text can stop a job from being given back.
+fn error_text(error: &str) -> std::borrow::Cow<'_, str> {
+    if error.contains('\0') {
+        error.replace('\0', "\u{FFFD}").into()
+    } else {
+        error.into()
+    }
+}
+
+/// Optional seconds.
+fn secs(d: Option<Duration>) -> Option<f64> {
+    d.map(|d| d.as_secs_f64())
 }
 
 fn unit(_: Value) -> Result<()> {
@@ -139,8 +186,8 @@ pub fn enqueue<T: Serialize + ?Sized>(
     job: &T,
 ) -> Result<Call<i64>> {
     check(NameKind::Queue, queue)?;
-    let args = vec![queue.into(), Arg::json(&opts.to_json()), payload(job)?];
-    Ok(Call::new("alk_enqueue", args, int))
+    let call = functions::alk_enqueue(queue, Arg::json(&opts.to_json()), payload(job)?);
+    Ok(call.map(int))
 }
 
 /// `alk_enqueue` with the options as JSON text, passed on as given: the
@@ -151,12 +198,8 @@ pub fn enqueue_doc<T: Serialize + ?Sized>(
     payload: &T,
 ) -> Result<Call<i64>> {
     check(NameKind::Queue, queue)?;
-    let args = vec![
-        queue.into(),
-        Arg::Json(opts.to_string()),
-        self::payload(payload)?,
-    ];
-    Ok(Call::new("alk_enqueue", args, int))
+    let call = functions::alk_enqueue(queue, Arg::Json(opts.to_string()), self::payload(payload)?);
+    Ok(call.map(int))
 }
 
 /// `alk_enqueue_batch`: the ids, in order.
@@ -166,8 +209,8 @@ pub fn enqueue_batch<T: Serialize>(
     jobs: &[T],
 ) -> Result<Call<Vec<i64>>> {
     check(NameKind::Queue, queue)?;
-    let args = vec![queue.into(), Arg::json(&opts.to_json()), payload(jobs)?];
-    Ok(Call::new("alk_enqueue_batch", args, ids))
+    let call = functions::alk_enqueue_batch(queue, Arg::json(&opts.to_json()), payload(jobs)?);
+    Ok(call.map(ids))
 }
 
 /// What a claim returned: the jobs, and those whose payload this crate
@@ -200,21 +243,13 @@ fn claimed(v: Value) -> Result<Claimed> {
 pub fn claim(queue: &str, worker: &str, max_jobs: i64) -> Result<Call<Claimed>> {
     check(NameKind::Queue, queue)?;
     check(NameKind::Worker, worker)?;
-    Ok(Call::new(
-        "alk_claim",
-        vec![queue.into(), worker.into(), max_jobs.into()],
-        claimed,
-    ))
+    Ok(functions::alk_claim(queue, worker, Some(max_jobs)).map(claimed))
 }
 
 /// `alk_ack`: true if `worker` held the job.
 pub fn ack(job_id: i64, worker: &str) -> Result<Call<bool>> {
     check(NameKind::Worker, worker)?;
-    Ok(Call::new(
-        "alk_ack",
-        vec![job_id.into(), worker.into()],
-        boolean,
-    ))
+    Ok(functions::alk_ack(job_id, worker, None).map(boolean))
 }
 
 /// `alk_ack` with a result, kept while the queue retains completed jobs.
@@ -224,15 +259,13 @@ pub fn ack_with_result<T: Serialize + ?Sized>(
     result: &T,
 ) -> Result<Call<bool>> {
     check(NameKind::Worker, worker)?;
-    let args = vec![job_id.into(), worker.into(), payload(result)?];
-    Ok(Call::new("alk_ack", args, boolean))
+    Ok(functions::alk_ack(job_id, worker, Some(payload(result)?)).map(boolean))
 }
 
 /// `alk_ack_batch`: how many were acked.
 pub fn ack_batch(job_ids: &[i64], worker: &str) -> Result<Call<i64>> {
     check(NameKind::Worker, worker)?;
-    let args = vec![Arg::Ids(job_ids.to_vec()), worker.into()];
-    Ok(Call::new("alk_ack_batch", args, int))
+    Ok(functions::alk_ack_batch(job_ids, worker).map(int))
 }
 
 /// `alk_retry`: pending after `delay` (`None`: the stamped backoff), or
@@ -244,29 +277,20 @@ pub fn retry(
     delay: Option<Duration>,
 ) -> Result<Call<Retried>> {
     check(NameKind::Worker, worker)?;
-    let args = vec![
-        job_id.into(),
-        worker.into(),
-        Arg::error_text(error),
-        Arg::opt_secs(delay),
-    ];
-    Ok(Call::new("alk_retry", args, |v| {
-        Ok(Retried::from_state(&v))
-    }))
+    let call = functions::alk_retry(job_id, worker, &error_text(error), secs(delay));
+    Ok(call.map(|v| Ok(Retried::from_state(&v))))
 }
 
 /// `alk_fail`: true if the job went dead.
 pub fn fail(job_id: i64, worker: &str, error: &str) -> Result<Call<bool>> {
     check(NameKind::Worker, worker)?;
-    let args = vec![job_id.into(), worker.into(), Arg::error_text(error)];
-    Ok(Call::new("alk_fail", args, boolean))
+    Ok(functions::alk_fail(job_id, worker, &error_text(error)).map(boolean))
 }
 
 /// `alk_heartbeat`: true if the claim was extended.
 pub fn heartbeat(job_id: i64, worker: &str, extend: Option<Duration>) -> Result<Call<bool>> {
     check(NameKind::Worker, worker)?;
-    let args = vec![job_id.into(), worker.into(), Arg::opt_secs(extend)];
-    Ok(Call::new("alk_heartbeat", args, boolean))
+    Ok(functions::alk_heartbeat(job_id, worker, secs(extend)).map(boolean))
 }
 
 /// `alk_release`: true if `worker` held an unexpired claim on the job, now
@@ -274,59 +298,55 @@ pub fn heartbeat(job_id: i64, worker: &str, extend: Option<Duration>) -> Result<
 /// (`None`: at once). Contract v1.3 §Q.
 pub fn release(job_id: i64, worker: &str, delay: Option<Duration>) -> Result<Call<bool>> {
     check(NameKind::Worker, worker)?;
-    let args = vec![job_id.into(), worker.into(), Arg::opt_secs(delay)];
-    Ok(Call::new("alk_release", args, boolean))
+    Ok(functions::alk_release(job_id, worker, secs(delay)).map(boolean))
 }
 
 /// `alk_release_batch`: how many of the jobs `worker` held unexpired claims
 /// on, now given back as [`release`] gives one back.
 pub fn release_batch(job_ids: &[i64], worker: &str, delay: Option<Duration>) -> Result<Call<i64>> {
     check(NameKind::Worker, worker)?;
-    let args = vec![
-        Arg::Ids(job_ids.to_vec()),
-        worker.into(),
-        Arg::opt_secs(delay),
-    ];
-    Ok(Call::new("alk_release_batch", args, int))
+    Ok(functions::alk_release_batch(job_ids, worker, secs(delay)).map(int))
 }
 
 /// `alk_cancel`: true if a pending or running job was removed.
 pub fn cancel(job_id: i64) -> Call<bool> {
-    Call::new("alk_cancel", vec![job_id.into()], boolean)
+    functions::alk_cancel(job_id).map(boolean)
 }
 
 /// `alk_get_job`: the job's document, `None` if there is no such job.
 pub fn get_job(job_id: i64) -> Call<Option<Value>> {
-    Call::new("alk_get_job", vec![job_id.into()], optional)
+    functions::alk_get_job(job_id).map(optional)
 }
 
 /// `alk_job_errors`: every error the job met, oldest first
 /// (`[{attempt, error, at}]`), `None` if there is no such job.
 pub fn job_errors(job_id: i64) -> Call<Option<Value>> {
-    Call::new("alk_job_errors", vec![job_id.into()], optional)
+    functions::alk_job_errors(job_id).map(optional)
 }
 
 /// `alk_delete_job`: true if a dead or completed job was deleted.
 pub fn delete_job(job_id: i64) -> Call<bool> {
-    Call::new("alk_delete_job", vec![job_id.into()], boolean)
+    functions::alk_delete_job(job_id).map(boolean)
 }
 
 /// `alk_requeue_dead`: true if a dead job went back to pending.
 pub fn requeue_dead(job_id: i64) -> Call<bool> {
-    Call::new("alk_requeue_dead", vec![job_id.into()], boolean)
+    functions::alk_requeue_dead(job_id).map(boolean)
 }
 
 /// `alk_queue_stats`: counts per state.
 pub fn queue_stats(queue: &str) -> Result<Call<Value>> {
     check(NameKind::Queue, queue)?;
-    Ok(Call::new("alk_queue_stats", vec![queue.into()], json))
+    Ok(functions::alk_queue_stats(queue))
 }
 
 /// `alk_queue_configure`: the queue's resolved options after the merge.
 pub fn queue_configure(queue: &str, opts: &QueueOpts) -> Result<Call<Value>> {
     check(NameKind::Queue, queue)?;
-    let args = vec![queue.into(), Arg::json(&opts.to_json())];
-    Ok(Call::new("alk_queue_configure", args, json))
+    Ok(functions::alk_queue_configure(
+        queue,
+        Arg::json(&opts.to_json()),
+    ))
 }
 
 /// `alk_queue_configure` with the options as a JSON document, passed on as
@@ -334,14 +354,13 @@ pub fn queue_configure(queue: &str, opts: &QueueOpts) -> Result<Call<Value>> {
 /// form's unknown key is the engine's `InvalidOptions`, not dropped here.
 pub fn queue_configure_doc(queue: &str, opts: &Value) -> Result<Call<Value>> {
     check(NameKind::Queue, queue)?;
-    let args = vec![queue.into(), Arg::json(opts)];
-    Ok(Call::new("alk_queue_configure", args, json))
+    Ok(functions::alk_queue_configure(queue, Arg::json(opts)))
 }
 
 /// `alk_queue_opts`: the queue's resolved options.
 pub fn queue_opts(queue: &str) -> Result<Call<Value>> {
     check(NameKind::Queue, queue)?;
-    Ok(Call::new("alk_queue_opts", vec![queue.into()], json))
+    Ok(functions::alk_queue_opts(queue))
 }
 
 /// `alk_sweep`: jobs dead-lettered (expired, or final claim timed out);
@@ -350,7 +369,7 @@ pub fn sweep(queue: Option<&str>) -> Result<Call<i64>> {
     if let Some(q) = queue {
         check(NameKind::Queue, q)?;
     }
-    Ok(Call::new("alk_sweep", vec![Arg::opt_text(queue)], int))
+    Ok(functions::alk_sweep(queue).map(int))
 }
 
 /// `alk_sequence` (contract v1.2 §K): how many committed events it gave
@@ -362,19 +381,19 @@ pub fn sequence(stream: Option<&str>) -> Result<Call<i64>> {
     if let Some(s) = stream {
         check(NameKind::Stream, s)?;
     }
-    Ok(Call::new("alk_sequence", vec![Arg::opt_text(stream)], int))
+    Ok(functions::alk_sequence(stream).map(int))
 }
 
 /// `alk_queue_pause`: true if the queue was running.
 pub fn queue_pause(queue: &str) -> Result<Call<bool>> {
     check(NameKind::Queue, queue)?;
-    Ok(Call::new("alk_queue_pause", vec![queue.into()], boolean))
+    Ok(functions::alk_queue_pause(queue).map(boolean))
 }
 
 /// `alk_queue_resume`: true if the queue was paused.
 pub fn queue_resume(queue: &str) -> Result<Call<bool>> {
     check(NameKind::Queue, queue)?;
-    Ok(Call::new("alk_queue_resume", vec![queue.into()], boolean))
+    Ok(functions::alk_queue_resume(queue).map(boolean))
 }
 
 /// `alk_list_jobs`: job documents in ascending id after `after_id`.
@@ -385,34 +404,24 @@ pub fn list_jobs(
     max: i64,
 ) -> Result<Call<Vec<Value>>> {
     alkstore_core::names::validate_listed_queue(queue)?;
-    let args = vec![
-        queue.into(),
-        Arg::opt_text(state),
-        after_id.into(),
-        max.into(),
-    ];
-    Ok(Call::new("alk_list_jobs", args, rows))
+    Ok(functions::alk_list_jobs(queue, state, Some(after_id), Some(max)).map(rows))
 }
 
 /// `alk_requeue_dead_all`: how many dead jobs went back to pending.
 pub fn requeue_dead_all(queue: &str) -> Result<Call<i64>> {
     alkstore_core::names::validate_listed_queue(queue)?;
-    Ok(Call::new("alk_requeue_dead_all", vec![queue.into()], int))
+    Ok(functions::alk_requeue_dead_all(queue).map(int))
 }
 
 /// `alk_purge`: how many jobs in `state` were deleted.
 pub fn purge(queue: &str, state: &str) -> Result<Call<i64>> {
     alkstore_core::names::validate_listed_queue(queue)?;
-    Ok(Call::new(
-        "alk_purge",
-        vec![queue.into(), state.into()],
-        int,
-    ))
+    Ok(functions::alk_purge(queue, state).map(int))
 }
 
 /// `alk_prune`: rows deleted that outlived their retention.
 pub fn prune(max_rows: i64) -> Call<i64> {
-    Call::new("alk_prune", vec![max_rows.into()], int)
+    functions::alk_prune(max_rows).map(int)
 }
 
 // ---- outboxes (contract §6, ADR-014: the outbox's name) ----
@@ -424,37 +433,33 @@ pub fn outbox_enqueue<T: Serialize + ?Sized>(
     message: &T,
 ) -> Result<Call<i64>> {
     check(NameKind::Outbox, outbox)?;
-    let args = vec![outbox.into(), Arg::json(&opts.to_json()), payload(message)?];
-    Ok(Call::new("alk_outbox_enqueue", args, int))
+    let call = functions::alk_outbox_enqueue(outbox, Arg::json(&opts.to_json()), payload(message)?);
+    Ok(call.map(int))
 }
 
 /// `alk_outbox_claim`: up to `max_jobs` messages of `outbox`.
 pub fn outbox_claim(outbox: &str, worker: &str, max_jobs: i64) -> Result<Call<Claimed>> {
     check(NameKind::Outbox, outbox)?;
     check(NameKind::Worker, worker)?;
-    Ok(Call::new(
-        "alk_outbox_claim",
-        vec![outbox.into(), worker.into(), max_jobs.into()],
-        claimed,
-    ))
+    Ok(functions::alk_outbox_claim(outbox, worker, Some(max_jobs)).map(claimed))
 }
 
 /// `alk_outbox_pause`: true if the outbox was running.
 pub fn outbox_pause(outbox: &str) -> Result<Call<bool>> {
     check(NameKind::Outbox, outbox)?;
-    Ok(Call::new("alk_outbox_pause", vec![outbox.into()], boolean))
+    Ok(functions::alk_outbox_pause(outbox).map(boolean))
 }
 
 /// `alk_outbox_resume`: true if the outbox was paused.
 pub fn outbox_resume(outbox: &str) -> Result<Call<bool>> {
     check(NameKind::Outbox, outbox)?;
-    Ok(Call::new("alk_outbox_resume", vec![outbox.into()], boolean))
+    Ok(functions::alk_outbox_resume(outbox).map(boolean))
 }
 
 /// `alk_outbox_stats`: counts per state of the outbox's messages.
 pub fn outbox_stats(outbox: &str) -> Result<Call<Value>> {
     check(NameKind::Outbox, outbox)?;
-    Ok(Call::new("alk_outbox_stats", vec![outbox.into()], json))
+    Ok(functions::alk_outbox_stats(outbox))
 }
 
 // ---- streams (contract §7) ----
@@ -466,8 +471,7 @@ pub fn publish<T: Serialize + ?Sized>(
     key: Option<&str>,
 ) -> Result<Call<i64>> {
     check(NameKind::Stream, stream)?;
-    let args = vec![stream.into(), payload(event)?, Arg::opt_text(key)];
-    Ok(Call::new("alk_publish", args, int))
+    Ok(functions::alk_publish(stream, payload(event)?, key).map(int))
 }
 
 /// A page of `alk_read`: the readable events and the offset of its last
@@ -492,49 +496,40 @@ impl Page {
 pub fn read(stream: &str, after: i64, max: i64) -> Result<Call<Page>> {
     check(NameKind::Stream, stream)?;
     let name = stream.to_string();
-    Ok(Call::new(
-        "alk_read",
-        vec![stream.into(), after.into(), max.into()],
-        move |v| {
-            let rows = v.as_array().map_or(0, Vec::len);
-            let (events, last) = Event::page(&v, &name)?;
-            Ok(Page { events, last, rows })
-        },
-    ))
+    Ok(functions::alk_read(stream, after, max).map(move |v| {
+        let rows = v.as_array().map_or(0, Vec::len);
+        let (events, last) = Event::page(&v, &name)?;
+        Ok(Page { events, last, rows })
+    }))
 }
 
 /// `alk_save_offset`: true if the consumer's offset advanced.
 pub fn save_offset(stream: &str, consumer: &str, offset: i64) -> Result<Call<bool>> {
     check(NameKind::Stream, stream)?;
     check(NameKind::Consumer, consumer)?;
-    let args = vec![stream.into(), consumer.into(), offset.into()];
-    Ok(Call::new("alk_save_offset", args, boolean))
+    Ok(functions::alk_save_offset(stream, consumer, offset).map(boolean))
 }
 
 /// `alk_get_offset`: the consumer's saved offset (0 if none).
 pub fn get_offset(stream: &str, consumer: &str) -> Result<Call<i64>> {
     check(NameKind::Stream, stream)?;
     check(NameKind::Consumer, consumer)?;
-    Ok(Call::new(
-        "alk_get_offset",
-        vec![stream.into(), consumer.into()],
-        int,
-    ))
+    Ok(functions::alk_get_offset(stream, consumer).map(int))
 }
 
 /// `alk_stream_configure`: the stream's retention after the merge.
 pub fn stream_configure(stream: &str, opts: &StreamOpts) -> Result<Call<Value>> {
     check(NameKind::Stream, stream)?;
-    let args = vec![stream.into(), Arg::json(&opts.to_json())];
-    Ok(Call::new("alk_stream_configure", args, json))
+    Ok(functions::alk_stream_configure(
+        stream,
+        Arg::json(&opts.to_json()),
+    ))
 }
 
 /// `alk_stream_info`: offsets and retention.
 pub fn stream_info(stream: &str) -> Result<Call<StreamInfo>> {
     check(NameKind::Stream, stream)?;
-    Ok(Call::new("alk_stream_info", vec![stream.into()], |v| {
-        StreamInfo::from_json(&v)
-    }))
+    Ok(functions::alk_stream_info(stream).map(|v| StreamInfo::from_json(&v)))
 }
 
 // ---- notifications (contract §8) ----
@@ -542,11 +537,7 @@ pub fn stream_info(stream: &str) -> Result<Call<StreamInfo>> {
 /// `alk_notify`: delivered when the transaction commits.
 pub fn notify<T: Serialize + ?Sized>(channel: &str, message: &T) -> Result<Call<()>> {
     check(NameKind::Channel, channel)?;
-    Ok(Call::new(
-        "alk_notify",
-        vec![channel.into(), payload(message)?],
-        unit,
-    ))
+    Ok(functions::alk_notify(channel, payload(message)?).map(unit))
 }
 
 #[cfg_attr(
@@ -556,11 +547,7 @@ pub fn notify<T: Serialize + ?Sized>(channel: &str, message: &T) -> Result<Call<
 /// `alk_notifications` (SQLite only): up to `max` notifications of
 /// `channel` after the id `after`, oldest first (`[{id, payload}]`).
 pub(crate) fn notifications(channel: &str, after: i64, max: i64) -> Call<Vec<Value>> {
-    Call::new(
-        "alk_notifications",
-        vec![channel.into(), after.into(), max.into()],
-        rows,
-    )
+    functions::alk_notifications(channel, after, Some(max)).map(rows)
 }
 
 #[cfg_attr(
@@ -574,7 +561,7 @@ pub(crate) fn notifications(channel: &str, after: i64, max: i64) -> Call<Vec<Val
 /// `alk_channel` (PostgreSQL only): the server channel a notification
 /// channel's name maps to.
 pub(crate) fn channel(name: &str) -> Call<String> {
-    Call::new("alk_channel", vec![name.into()], |v| {
+    functions::alk_channel(name).map(|v| {
         v.as_str()
             .map(str::to_owned)
             .ok_or_else(|| Error::decode(format!("expected a channel, got {v}")))
@@ -605,39 +592,24 @@ pub(crate) enum Listen {
 /// `alk_listen_*`: registers the session for wake-ups of `name` for
 /// `ttl_s` seconds; the server channel to LISTEN on.
 pub(crate) fn listen(kind: Listen, name: &str, ttl_s: f64) -> Call<Value> {
-    let function = match kind {
-        Listen::Queue => "alk_listen_queue",
-        Listen::Outbox => "alk_listen_outbox",
-        Listen::Stream => "alk_listen_stream",
-    };
-    Call::new(function, vec![name.into(), Arg::Num(ttl_s)], json)
+    match kind {
+        Listen::Queue => functions::alk_listen_queue(name, Some(ttl_s)),
+        Listen::Outbox => functions::alk_listen_outbox(name, Some(ttl_s)),
+        Listen::Stream => functions::alk_listen_stream(name, Some(ttl_s)),
+    }
 }
 
-/// The calls a worker, producer or consumer makes per job or event, whose
-/// work is bounded by their arguments (a few tens of microseconds): the
-/// sqlx SQLite store runs them on the raw handle from the calling task,
-/// never waiting there for a lock (docs/benchmarks.md, "Workers"); on
-/// sqlx's connections through `lock_handle`, on the store `open_sqlite`
-/// made also on connections of its own (async_store/direct.rs), without
-/// sqlx's connection thread.
+/// Whether `function` is a call a worker, producer or consumer makes per
+/// job or event, whose work its arguments bound (a few tens of
+/// microseconds; the catalogue's `bounded`): the sqlx SQLite store runs
+/// these on the raw handle from the calling task, never waiting there for a
+/// lock (docs/benchmarks.md, "Workers"); on sqlx's connections through
+/// `lock_handle`, on the store `open_sqlite` made also on connections of
+/// its own (async_store/direct.rs), without sqlx's connection thread.
 #[cfg_attr(not(feature = "sqlx-sqlite"), allow(dead_code))]
-pub(crate) const ON_HANDLE: &[&str] = &[
-    "alk_enqueue",
-    "alk_enqueue_batch",
-    "alk_claim",
-    "alk_ack",
-    "alk_ack_batch",
-    "alk_retry",
-    "alk_fail",
-    "alk_heartbeat",
-    "alk_publish",
-    "alk_read",
-    "alk_save_offset",
-    "alk_outbox_enqueue",
-    "alk_outbox_claim",
-    "alk_notify",
-    "alk_get_offset",
-];
+pub(crate) fn on_handle(function: &str) -> bool {
+    alkstore_core::catalogue::get(function).is_some_and(|f| f.bounded)
+}
 
 // ---- leases (contract §9) ----
 
@@ -645,8 +617,8 @@ pub(crate) const ON_HANDLE: &[&str] = &[
 /// the lease.
 pub fn lock_acquire(name: &str, owner: &str, ttl: Duration) -> Result<Call<Option<i64>>> {
     check(NameKind::Lock, name)?;
-    let args = vec![name.into(), owner.into(), Arg::Num(ttl.as_secs_f64())];
-    Ok(Call::new("alk_lock_acquire", args, |v| match v {
+    let call = functions::alk_lock_acquire(name, owner, ttl.as_secs_f64());
+    Ok(call.map(|v| match v {
         Value::Null => Ok(None),
         v => v
             .as_i64()
@@ -658,18 +630,13 @@ pub fn lock_acquire(name: &str, owner: &str, ttl: Duration) -> Result<Call<Optio
 /// `alk_lock_renew`: true if this owner held an unexpired lease.
 pub fn lock_renew(name: &str, owner: &str, ttl: Duration) -> Result<Call<bool>> {
     check(NameKind::Lock, name)?;
-    let args = vec![name.into(), owner.into(), Arg::Num(ttl.as_secs_f64())];
-    Ok(Call::new("alk_lock_renew", args, boolean))
+    Ok(functions::alk_lock_renew(name, owner, ttl.as_secs_f64()).map(boolean))
 }
 
 /// `alk_lock_release`: true if this owner held an unexpired lease.
 pub fn lock_release(name: &str, owner: &str) -> Result<Call<bool>> {
     check(NameKind::Lock, name)?;
-    Ok(Call::new(
-        "alk_lock_release",
-        vec![name.into(), owner.into()],
-        boolean,
-    ))
+    Ok(functions::alk_lock_release(name, owner).map(boolean))
 }
 
 // ---- schedules (contract v1.1 §F) ----
@@ -683,14 +650,14 @@ pub fn schedule<T: Serialize + ?Sized>(
     opts: &EnqueueOpts,
 ) -> Result<Call<String>> {
     check(NameKind::Queue, queue)?;
-    let args = vec![
-        name.into(),
-        queue.into(),
+    let call = functions::alk_schedule(
+        name,
+        queue,
         Arg::json(&spec.to_json()),
         payload(job)?,
-        Arg::json(&opts.to_json()),
-    ];
-    Ok(Call::new("alk_schedule", args, |v| {
+        Some(Arg::json(&opts.to_json())),
+    );
+    Ok(call.map(|v| {
         v.as_str()
             .map(str::to_owned)
             .ok_or_else(|| Error::decode(format!("expected a time, got {v}")))
@@ -699,54 +666,50 @@ pub fn schedule<T: Serialize + ?Sized>(
 
 /// `alk_unschedule`: true if the schedule existed.
 pub fn unschedule(name: &str) -> Call<bool> {
-    Call::new("alk_unschedule", vec![name.into()], boolean)
+    functions::alk_unschedule(name).map(boolean)
 }
 
 /// `alk_schedules`: every schedule's document.
 pub fn schedules() -> Call<Vec<Value>> {
-    Call::new("alk_schedules", vec![], rows)
+    functions::alk_schedules().map(rows)
 }
 
 /// `alk_schedule_tick`: how many jobs the due occurrences enqueued.
 pub fn schedule_tick() -> Call<i64> {
-    Call::new("alk_schedule_tick", vec![], int)
+    functions::alk_schedule_tick().map(int)
 }
 
 // ---- the schema and the admin listings (contract v1.1 §D) ----
 
 /// `alk_init`: creates or upgrades the schema (what opening a store does).
 pub fn init() -> Call<()> {
-    Call::new("alk_init", vec![], unit)
+    functions::alk_init().map(unit)
 }
 
 /// `alk_version`: the engine's and the schema's versions, as a document.
 pub fn version() -> Call<Value> {
-    Call::new("alk_version", vec![], json)
+    functions::alk_version()
 }
 
 /// `alk_locks`: every lease with its owner and expiry.
 pub fn locks() -> Call<Vec<Value>> {
-    Call::new("alk_locks", vec![], rows)
+    functions::alk_locks().map(rows)
 }
 
 /// `alk_queue_limits`: every queue's flow-control limits and what runs
 /// under them now (contract v1.2 §I).
 pub fn queue_limits() -> Call<Vec<Value>> {
-    Call::new("alk_queue_limits", vec![], rows)
+    functions::alk_queue_limits().map(rows)
 }
 
 /// `alk_queues`: a summary of every queue.
 pub fn queues() -> Call<Vec<QueueSummary>> {
-    Call::new("alk_queues", vec![], |v| {
-        rows(v)?.iter().map(QueueSummary::from_json).collect()
-    })
+    functions::alk_queues().map(|v| rows(v)?.iter().map(QueueSummary::from_json).collect())
 }
 
 /// `alk_streams`: every stream with its consumers.
 pub fn streams() -> Call<Vec<StreamSummary>> {
-    Call::new("alk_streams", vec![], |v| {
-        rows(v)?.iter().map(StreamSummary::from_json).collect()
-    })
+    functions::alk_streams().map(|v| rows(v)?.iter().map(StreamSummary::from_json).collect())
 }
 
 /// One row of `alk_queues`.
@@ -848,4 +811,31 @@ fn field_str(v: &Value, key: &str) -> Result<String> {
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| Error::decode(format!("no text {key} in {v}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generated constructors send what the typed ones sent: a
+    /// trailing optional argument given as `None` is left out (its default
+    /// applies), one in the middle is NULL, and a required argument for
+    /// which NULL has a meaning (`alk_sequence`'s stream) is sent as NULL.
+    #[test]
+    fn optional_arguments_left_out_take_their_defaults() {
+        let ack = ack(7, "w").unwrap();
+        assert!(matches!(ack.args(), [Arg::Int(7), Arg::Text(w)] if w == "w"));
+        let with = ack_with_result(7, "w", &serde_json::json!({"ok": 1})).unwrap();
+        assert!(matches!(with.args(), [_, _, Arg::Json(r)] if r == r#"{"ok":1}"#));
+        let retry = retry(7, "w", "a\0b", None).unwrap();
+        assert!(matches!(retry.args(), [_, _, Arg::Text(e)] if e == "a\u{FFFD}b"));
+        let listed = list_jobs("q", None, 0, 5).unwrap();
+        assert!(matches!(
+            listed.args(),
+            [_, Arg::Null, Arg::Int(0), Arg::Int(5)]
+        ));
+        assert!(matches!(sweep(None).unwrap().args(), []));
+        assert!(matches!(sequence(None).unwrap().args(), [Arg::Null]));
+        assert_eq!(functions::alk_read("s", 3, 10).args().len(), 3);
+    }
 }

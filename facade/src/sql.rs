@@ -51,23 +51,6 @@ impl Arg {
     pub fn json(v: &Value) -> Arg {
         Arg::Json(v.to_string())
     }
-
-    /// Optional text.
-    pub fn opt_text(s: Option<&str>) -> Arg {
-        s.map_or(Arg::Null, Arg::from)
-    }
-
-    /// An error message for `alk_retry` / `alk_fail`: a NUL character,
-    /// which PostgreSQL text cannot hold, is kept as U+FFFD on both engines,
-    /// so no handler's error text can stop a job from being given back.
-    pub fn error_text(s: &str) -> Arg {
-        Arg::Text(s.replace('\0', "\u{FFFD}"))
-    }
-
-    /// Optional seconds.
-    pub fn opt_secs(d: Option<std::time::Duration>) -> Arg {
-        d.map_or(Arg::Null, |d| Arg::Num(d.as_secs_f64()))
-    }
 }
 
 /// Refuses a text argument with a NUL character (`InvalidName` for a name,
@@ -159,7 +142,7 @@ pub(crate) fn function(
         return invalid(format!("{f} is not available on {engine}"));
     }
     if !entry.arities().contains(&args) {
-        let (lo, hi) = (entry.required, entry.pg_args.len());
+        let (lo, hi) = (entry.required, entry.args.len());
         let takes = if lo == hi {
             format!("{lo}")
         } else {
@@ -320,15 +303,15 @@ impl PgCall {
     pub(crate) fn new(f: &str, args: &[Arg]) -> Result<PgCall> {
         let entry = function(f, args.len(), true)?;
         no_nul(f, args)?;
-        let (types, res) = (entry.pg_args, entry.returns);
+        let res = entry.returns;
         let marks: Vec<String> = (0..args.len())
-            .map(|i| format!("${}::text::{}", i + 1, types[i]))
+            .map(|i| format!("${}::text::{}", i + 1, entry.pg_type(i)))
             .collect();
         let call = format!("{f}({})", marks.join(", "));
         let sql = match res {
             // The INOUT result arguments not given, passed NULL.
             _ if entry.procedure => {
-                let nulls = vec!["NULL".to_string(); types.len().saturating_sub(args.len())];
+                let nulls = vec!["NULL".to_string(); entry.args.len().saturating_sub(args.len())];
                 format!("CALL {f}({})", [marks, nulls].concat().join(", "))
             }
             Res::Rows => {

@@ -37,7 +37,7 @@ fn state<'a>(
 
 /// `alk_queues()` → the stats document of every queue with options, jobs or
 /// a pause, counted in one statement (`queues`).
-pub fn queues(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_queues(conn: &Conn, _args: &Args) -> Result<Out> {
     let now = now_ms();
     let mut st = conn.stmt("queues")?;
     st.bind_i64(1, now);
@@ -54,7 +54,7 @@ pub fn queues(conn: &Conn, _args: &Args) -> Result<Out> {
 
 /// `alk_queue_limits()` → every queue with a limit set, its limits as
 /// `alk_queue_opts` shows them, in name order.
-pub fn queue_limits(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_queue_limits(conn: &Conn, _args: &Args) -> Result<Out> {
     let mut st = conn.stmt("queue_limits_all")?;
     let mut docs = Vec::new();
     while st.step_row()? {
@@ -75,7 +75,7 @@ pub fn queue_limits(conn: &Conn, _args: &Args) -> Result<Out> {
 }
 
 /// `alk_list_jobs(queue[, state[, after_id[, max_jobs]]])` → job documents in id order.
-pub fn list_jobs(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_list_jobs(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.listed_queue(0)?;
     let st = match args.get(1) {
         Some(_) => state(args, 1, &["pending", "running", "dead", "completed"], true)?,
@@ -112,7 +112,7 @@ pub fn list_jobs(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_requeue_dead_all(queue)` → the number of dead jobs put back to pending.
-pub fn requeue_dead_all(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_requeue_dead_all(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.listed_queue(0)?;
     let mut st = conn.stmt("requeue_dead_ungrouped")?;
     st.bind_text(1, queue);
@@ -138,7 +138,7 @@ pub fn requeue_dead_all(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_purge(queue, state)` → the number of jobs deleted.
-pub fn purge(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_purge(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.listed_queue(0)?;
     let st = state(args, 1, &["pending", "dead", "completed"], false)?;
     match st {
@@ -193,7 +193,7 @@ pub fn purge(conn: &Conn, args: &Args) -> Result<Out> {
 /// `alk_delete_job(job_id)` → true if a dead or completed job was deleted
 /// (pending and running ones are `alk_cancel`'s). A dead one is remembered
 /// as ended without an ack, as `alk_purge` does (deps.rs).
-pub fn delete_job(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_delete_job(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let was = {
         let mut st = conn.stmt("delete_job")?;
@@ -213,7 +213,7 @@ pub fn delete_job(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_streams()` → every stream with its offsets and consumers' lag.
-pub fn streams(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_streams(conn: &Conn, _args: &Args) -> Result<Out> {
     let spans: Vec<(String, i64, i64)> = {
         let mut st = conn.stmt("streams")?;
         let mut rows = Vec::new();
@@ -250,7 +250,7 @@ pub fn streams(conn: &Conn, _args: &Args) -> Result<Out> {
 }
 
 /// `alk_locks()` → every lease row; a released one has no owner and no expiry.
-pub fn locks(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_locks(conn: &Conn, _args: &Args) -> Result<Out> {
     let now = now_ms();
     let mut st = conn.stmt("locks")?;
     let mut docs = Vec::new();

@@ -7,8 +7,7 @@ use crate::error::Result;
 use crate::ffi::{Ctx, Db};
 use crate::out::Out;
 use crate::sys::{sqlite3_context, sqlite3_value};
-use crate::{admin, init, lock, notify, outbox, pause, prune, queue, release, schedule, stream};
-use alkstore_core::catalogue;
+use alkstore_core::catalogue::{self, Access};
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -16,76 +15,24 @@ use std::sync::Arc;
 /// A function body: checks its arguments, then runs its statements.
 pub type Handler = fn(&Conn, &Args) -> Result<Out>;
 
-/// Whether a function writes (and so must be atomic, see `Conn::atomic`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Only reads.
-    Reads,
-    /// Writes.
-    Writes,
-}
-const READS: Access = Access::Reads;
-const WRITES: Access = Access::Writes;
+// Every mechanism's function bodies, each named after its SQL function
+// (`alk_*`): the generated table below names them. A new function's body
+// in one of these modules needs nothing else here.
+#[allow(clippy::wildcard_imports)]
+use crate::{
+    admin::*, init::*, lock::*, notify::*, outbox::*, pause::*, prune::*, queue::*, release::*,
+    schedule::*, stream::*,
+};
 
 /// The body of every function of the catalogue (`alkstore_core::catalogue`)
-/// that SQLite has. The argument counts come from the catalogue; optional
-/// trailing arguments are separate arities, so a wrong count is SQLite's own
-/// "wrong number of arguments" error.
-pub const HANDLERS: &[(&CStr, Access, Handler)] = &[
-    (c"alk_version", READS, init::version),
-    (c"alk_init", WRITES, init::init),
-    (c"alk_enqueue", WRITES, queue::enqueue),
-    (c"alk_enqueue_batch", WRITES, queue::enqueue_batch),
-    (c"alk_claim", WRITES, queue::claim),
-    (c"alk_ack", WRITES, queue::ack),
-    (c"alk_ack_batch", WRITES, queue::ack_batch),
-    (c"alk_retry", WRITES, queue::retry),
-    (c"alk_fail", WRITES, queue::fail),
-    (c"alk_heartbeat", WRITES, queue::heartbeat),
-    (c"alk_release", WRITES, release::release),
-    (c"alk_release_batch", WRITES, release::release_batch),
-    (c"alk_cancel", WRITES, queue::cancel),
-    (c"alk_get_job", READS, queue::get_job),
-    (c"alk_job_errors", READS, queue::job_errors),
-    (c"alk_requeue_dead", WRITES, queue::requeue_dead),
-    (c"alk_queue_configure", WRITES, queue::configure),
-    (c"alk_queue_opts", READS, queue::opts),
-    (c"alk_queue_stats", READS, queue::stats),
-    (c"alk_sweep", WRITES, queue::sweep),
-    (c"alk_queue_pause", WRITES, pause::queue_pause),
-    (c"alk_queue_resume", WRITES, pause::queue_resume),
-    (c"alk_outbox_pause", WRITES, pause::outbox_pause),
-    (c"alk_outbox_resume", WRITES, pause::outbox_resume),
-    (c"alk_prune", WRITES, prune::prune),
-    (c"alk_queues", READS, admin::queues),
-    (c"alk_queue_limits", READS, admin::queue_limits),
-    (c"alk_list_jobs", READS, admin::list_jobs),
-    (c"alk_requeue_dead_all", WRITES, admin::requeue_dead_all),
-    (c"alk_purge", WRITES, admin::purge),
-    (c"alk_delete_job", WRITES, admin::delete_job),
-    (c"alk_outbox_enqueue", WRITES, outbox::enqueue),
-    (c"alk_outbox_claim", WRITES, outbox::claim),
-    (c"alk_outbox_stats", READS, outbox::stats),
-    (c"alk_publish", WRITES, stream::publish),
-    (c"alk_read", READS, stream::read),
-    (c"alk_save_offset", WRITES, stream::save_offset),
-    (c"alk_get_offset", READS, stream::get_offset),
-    (c"alk_reset_offset", WRITES, stream::reset_offset),
-    (c"alk_stream_configure", WRITES, stream::configure),
-    (c"alk_stream_info", READS, stream::info),
-    (c"alk_sequence", READS, stream::sequence),
-    (c"alk_schedule", WRITES, schedule::schedule),
-    (c"alk_unschedule", WRITES, schedule::unschedule),
-    (c"alk_schedules", READS, schedule::schedules),
-    (c"alk_schedule_tick", WRITES, schedule::tick),
-    (c"alk_streams", READS, admin::streams),
-    (c"alk_notify", WRITES, notify::notify),
-    (c"alk_notifications", READS, notify::notifications),
-    (c"alk_lock_acquire", WRITES, lock::acquire),
-    (c"alk_lock_renew", WRITES, lock::renew),
-    (c"alk_lock_release", WRITES, lock::release),
-    (c"alk_locks", READS, admin::locks),
-];
+/// that SQLite has, by name: written by `cargo xtask codegen` from the
+/// catalogue. The argument counts, whether it writes and where a schema may
+/// call it come from the catalogue too; optional trailing arguments are
+/// separate arities, so a wrong count is SQLite's own "wrong number of
+/// arguments" error.
+#[path = "generated/handlers.rs"]
+mod handlers;
+pub use handlers::HANDLERS;
 
 /// The catalogue entry of a handler.
 fn catalogued(name: &CStr) -> &'static catalogue::Function {
@@ -106,12 +53,12 @@ pub fn register_all(db: Db) -> c_int {
     if rc != 0 {
         return rc;
     }
-    for (name, access, handler) in HANDLERS {
+    for (name, handler) in HANDLERS {
         let function = catalogued(name);
         for n in function.arities() {
             let app = Box::into_raw(Box::new(Registered {
                 handler: *handler,
-                access: *access,
+                access: function.access,
                 state: Arc::clone(&state),
             }));
             // SAFETY: `app` is a boxed Registered that only `destroy` frees,
@@ -210,10 +157,7 @@ mod tests {
 
     #[test]
     fn the_handlers_are_exactly_the_catalogues_sqlite_functions() {
-        let mut have: Vec<&str> = HANDLERS
-            .iter()
-            .map(|(n, _, _)| catalogued(n).name)
-            .collect();
+        let mut have: Vec<&str> = HANDLERS.iter().map(|(n, _)| catalogued(n).name).collect();
         let mut want: Vec<&str> = catalogue::FUNCTIONS
             .iter()
             .filter(|f| f.on_sqlite())

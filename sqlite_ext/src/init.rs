@@ -7,12 +7,12 @@ use crate::error::Result;
 use crate::out::Out;
 
 /// `alk_init()` → the schema version, after creating or migrating the schema.
-pub fn init(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_init(conn: &Conn, _args: &Args) -> Result<Out> {
     Ok(Out::Int(conn.schema_version()?))
 }
 
 /// `alk_version()` → `{"version": "<library version>", "schema": <n>}`.
-pub fn version(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_version(conn: &Conn, _args: &Args) -> Result<Out> {
     let schema = conn.schema_version()?;
     Ok(Out::Text(format!(
         r#"{{"version":"{}","schema":{schema}}}"#,

@@ -58,7 +58,7 @@ use sys::{sqlite3, sqlite3_api_routines};
 pub fn function_names() -> impl Iterator<Item = &'static str> {
     function::HANDLERS
         .iter()
-        .map(|(name, _, _)| name.to_str().expect("ASCII names"))
+        .map(|(name, _)| name.to_str().expect("ASCII names"))
 }
 
 /// Registers every `alk_*` function on a raw connection.

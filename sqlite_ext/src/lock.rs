@@ -9,7 +9,7 @@ use alkstore_core::time::now_ms;
 use alkstore_core::NameKind;
 
 /// `alk_lock_acquire(name, owner, ttl_s)` → token, or NULL when another owner holds it.
-pub fn acquire(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_lock_acquire(conn: &Conn, args: &Args) -> Result<Out> {
     let name = args.name(0, NameKind::Lock)?;
     let owner = args.name(1, NameKind::Owner)?;
     let ttl = args.ttl(2, "ttl_s")?;
@@ -44,7 +44,7 @@ pub fn acquire(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_lock_renew(name, owner, ttl_s)` → true if the owner's unexpired lease was extended.
-pub fn renew(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_lock_renew(conn: &Conn, args: &Args) -> Result<Out> {
     let name = args.name(0, NameKind::Lock)?;
     let owner = args.name(1, NameKind::Owner)?;
     let ttl = args.ttl(2, "ttl_s")?;
@@ -58,7 +58,7 @@ pub fn renew(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_lock_release(name, owner)` → true if this owner held an unexpired lease.
-pub fn release(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_lock_release(conn: &Conn, args: &Args) -> Result<Out> {
     let name = args.name(0, NameKind::Lock)?;
     let owner = args.name(1, NameKind::Owner)?;
     let mut st = conn.stmt("lock_release")?;

@@ -17,7 +17,7 @@ pub const RETENTION_MS: i64 = 5 * 60 * 1000;
 const PRUNE_EVERY: i64 = 64;
 
 /// `alk_notify(channel, payload)` → NULL; delivered to listeners on commit.
-pub fn notify(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_notify(conn: &Conn, args: &Args) -> Result<Out> {
     let channel = args.name(0, NameKind::Channel)?;
     let payload = args.payload(1, "payload")?;
     let size = alkstore_core::opts::compact_json_len(&payload);
@@ -49,7 +49,7 @@ pub fn notify(conn: &Conn, args: &Args) -> Result<Out> {
 
 /// `alk_notifications(channel, after_id[, max])` (SQLite only) → JSON array of
 /// `{id, payload, created_at}` newer than `after_id`: what a listener reads.
-pub fn notifications(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_notifications(conn: &Conn, args: &Args) -> Result<Out> {
     let channel = args.name(0, NameKind::Channel)?;
     let after = args.offset(1, "after_id")?;
     let max = args.batch_size(2, "max", crate::args::MAX_BATCH)?;

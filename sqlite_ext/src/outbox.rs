@@ -14,7 +14,7 @@ fn backing_queue(args: &Args) -> Result<String> {
 }
 
 /// `alk_outbox_enqueue(outbox, opts, payload)` → job id, visible on commit.
-pub fn enqueue(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_outbox_enqueue(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = backing_queue(args)?;
     let opts = EnqueueOpts::parse(args.opts(1)?.as_ref())?;
     let payload = args.payload(2, "payload")?;
@@ -23,13 +23,13 @@ pub fn enqueue(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_outbox_claim(outbox, worker[, max_jobs])` → jobs, shaped as `alk_claim`'s.
-pub fn claim(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_outbox_claim(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = backing_queue(args)?;
     queue::claim_from(conn, &queue, args)
 }
 
 /// `alk_outbox_stats(outbox)` → `alk_queue_stats` of the backing queue.
-pub fn stats(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_outbox_stats(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = backing_queue(args)?;
     Ok(Out::Text(queue::stats_of(conn, &queue, &queue, true)?))
 }

@@ -19,23 +19,23 @@ fn set(conn: &Conn, queue: &str, paused: bool) -> Result<Out> {
 }
 
 /// `alk_queue_pause(queue)` → true if it was running.
-pub fn queue_pause(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_queue_pause(conn: &Conn, args: &Args) -> Result<Out> {
     set(conn, args.name(0, NameKind::Queue)?, true)
 }
 
 /// `alk_queue_resume(queue)` → true if it was paused.
-pub fn queue_resume(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_queue_resume(conn: &Conn, args: &Args) -> Result<Out> {
     set(conn, args.name(0, NameKind::Queue)?, false)
 }
 
 /// `alk_outbox_pause(outbox)` → true if it was running.
-pub fn outbox_pause(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_outbox_pause(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = names::outbox_queue(args.name(0, NameKind::Outbox)?);
     set(conn, &queue, true)
 }
 
 /// `alk_outbox_resume(outbox)` → true if it was paused.
-pub fn outbox_resume(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_outbox_resume(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = names::outbox_queue(args.name(0, NameKind::Outbox)?);
     set(conn, &queue, false)
 }

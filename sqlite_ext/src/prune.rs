@@ -10,7 +10,7 @@ use alkstore_core::opts::MAX_PRUNE_ROWS;
 use alkstore_core::time::now_ms;
 
 /// `alk_prune(max_rows)` → the number of rows deleted.
-pub fn prune(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_prune(conn: &Conn, args: &Args) -> Result<Out> {
     let max = args.count(0, "max_rows", MAX_PRUNE_ROWS)?;
     let now = now_ms();
     let mut done = 0;

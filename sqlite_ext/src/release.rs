@@ -11,7 +11,7 @@ use alkstore_core::NameKind;
 
 /// `alk_release(job_id, worker[, delay_s])` → true if this worker held an
 /// unexpired claim on the job, now given back.
-pub fn release(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_release(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let delay = args.opt_seconds(2, "delay_s", false)?;
@@ -21,7 +21,7 @@ pub fn release(conn: &Conn, args: &Args) -> Result<Out> {
 
 /// `alk_release_batch(job_ids, worker[, delay_s])` → how many of the jobs
 /// (each id once) this worker held unexpired claims on, now given back.
-pub fn release_batch(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_release_batch(conn: &Conn, args: &Args) -> Result<Out> {
     let mut ids = args.job_ids(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let delay = args.opt_seconds(2, "delay_s", false)?;

@@ -14,7 +14,7 @@ use alkstore_core::schedule::Spec;
 use alkstore_core::{err, Code, EnqueueOpts, NameKind};
 
 /// `alk_schedule(name, queue, spec, payload[, opts])` → the next fire time.
-pub fn schedule(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_schedule(conn: &Conn, args: &Args) -> Result<Out> {
     let name = args.name(0, NameKind::Schedule)?;
     let queue = args.name(1, NameKind::Queue)?;
     let spec_text = args.opt_text(2, "spec")?.unwrap_or("null");
@@ -56,7 +56,7 @@ pub fn schedule(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_unschedule(name)` → true if it existed.
-pub fn unschedule(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_unschedule(conn: &Conn, args: &Args) -> Result<Out> {
     let name = args.name(0, NameKind::Schedule)?;
     let mut st = conn.stmt("schedule_delete")?;
     st.bind_text(1, name);
@@ -65,7 +65,7 @@ pub fn unschedule(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_schedules()` → every schedule.
-pub fn schedules(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_schedules(conn: &Conn, _args: &Args) -> Result<Out> {
     let mut st = conn.stmt("schedules_all")?;
     let mut docs = Vec::new();
     while st.step_row()? {
@@ -95,7 +95,7 @@ struct Due {
 }
 
 /// `alk_schedule_tick()` → the number of jobs enqueued.
-pub fn tick(conn: &Conn, _args: &Args) -> Result<Out> {
+pub fn alk_schedule_tick(conn: &Conn, _args: &Args) -> Result<Out> {
     let now = conn.now_locked()?;
     let due: Vec<Due> = {
         let mut st = conn.stmt("schedules_due")?;

@@ -11,7 +11,7 @@ use alkstore_core::time::now_ms;
 use alkstore_core::NameKind;
 
 /// `alk_publish(stream, payload[, key])` → the event's id.
-pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_publish(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let payload = args.payload(1, "payload")?;
     let key = args.opt_text(2, "key")?;
@@ -36,7 +36,7 @@ pub fn publish(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_read(stream, after_offset, max_events)` → JSON array of events, ascending.
-pub fn read(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_read(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let after = args.offset(1, "after_offset")?;
     let max = args.batch_size(2, "max_events", MAX_BATCH)?;
@@ -63,7 +63,7 @@ pub fn read(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_save_offset(stream, consumer, offset)` → true if the saved offset advanced.
-pub fn save_offset(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_save_offset(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let consumer = args.name(1, NameKind::Consumer)?;
     let offset = args.offset(2, "offset")?;
@@ -80,7 +80,7 @@ pub fn save_offset(conn: &Conn, args: &Args) -> Result<Out> {
 
 /// `alk_reset_offset(stream, consumer, offset)` → true: sets the offset,
 /// backwards too (contract v1.1 §D).
-pub fn reset_offset(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_reset_offset(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let consumer = args.name(1, NameKind::Consumer)?;
     let offset = args.offset(2, "offset")?;
@@ -94,7 +94,7 @@ pub fn reset_offset(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_get_offset(stream, consumer)` → the saved offset, 0 if none.
-pub fn get_offset(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_get_offset(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let consumer = args.name(1, NameKind::Consumer)?;
     let mut st = conn.stmt("get_offset")?;
@@ -119,7 +119,7 @@ fn stream_opts(conn: &Conn, stream: &str) -> Result<StreamOpts> {
 
 /// `alk_stream_configure(stream, opts)` → the stream's options after the
 /// given keys were merged over them.
-pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_stream_configure(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let given = args.opts(1)?;
     // Check the keys before reading anything, so bad options write nothing.
@@ -137,7 +137,7 @@ pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
 /// a time, so a publish gives its event its offset at once and nothing ever
 /// waits for a sequencer. It exists so that portable code can call it; the
 /// stream name (NULL: every stream) is checked as on PostgreSQL.
-pub fn sequence(_conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_sequence(_conn: &Conn, args: &Args) -> Result<Out> {
     if args
         .get(0)
         .is_some_and(|a| a.kind() != crate::ffi::Kind::Null)
@@ -148,7 +148,7 @@ pub fn sequence(_conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_stream_info(stream)` → its kept offsets (0 and 0 with none) and options.
-pub fn info(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_stream_info(conn: &Conn, args: &Args) -> Result<Out> {
     let stream = args.name(0, NameKind::Stream)?;
     let opts = stream_opts(conn, stream)?.to_json();
     let mut st = conn.stmt("stream_span")?;

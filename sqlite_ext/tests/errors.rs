@@ -344,7 +344,7 @@ fn the_catalogues_name_arguments_are_the_ones_checked_as_names() {
     c.execute_batch("SELECT alk_init()").unwrap();
     for f in FUNCTIONS.iter().filter(|f| f.on_sqlite()) {
         let sample: Vec<&str> = f
-            .pg_args
+            .pg_types()
             .iter()
             .map(|t| match *t {
                 "text" => "'x'",
@@ -353,7 +353,7 @@ fn the_catalogues_name_arguments_are_the_ones_checked_as_names() {
                 _ => "1",
             })
             .collect();
-        for (i, t) in f.pg_args.iter().enumerate() {
+        for (i, t) in f.pg_types().iter().enumerate() {
             if *t != "text" {
                 continue;
             }

@@ -41,7 +41,7 @@ fn sample_args(name: &str, n: usize) -> String {
     if let Some(args) = special {
         return args[..n].join(", ");
     }
-    f.pg_args[..n]
+    f.pg_types()[..n]
         .iter()
         .enumerate()
         .map(|(i, t)| match *t {

@@ -1,6 +1,6 @@
 //! The function catalogue (`alkstore_core::catalogue`) is the one list of
 //! functions: both PostgreSQL installs define exactly its PostgreSQL
-//! functions, with its argument types and defaults, and the SQL API reference
+//! functions, with its argument names, types and defaults, and the SQL API reference
 //! documents every one. (The SQLite engine registers exactly its SQLite
 //! functions: see `alkstore-sqlite`'s unit tests.)
 
@@ -13,9 +13,12 @@ fn postgres_installs_define_exactly_the_catalogued_functions() {
     assert!(!targets.is_empty() || !pg_required());
     for target in targets {
         let mut c = postgres::Client::connect(target.pg_url(), postgres::NoTls).unwrap();
-        let mut have: Vec<(String, String, i16)> = c
+        // The argument names too: the facade's constructors
+        // (`alkstore::call::functions`) are generated with them.
+        let mut have: Vec<(String, String, String, i16)> = c
             .query(
-                "SELECT p.proname::text, oidvectortypes(p.proargtypes), p.pronargdefaults
+                "SELECT p.proname::text, oidvectortypes(p.proargtypes),
+                        coalesce(array_to_string(p.proargnames[1:p.pronargs], ', '), ''), p.pronargdefaults
                    FROM pg_proc p
                   WHERE p.proname LIKE 'alk\\_%' AND p.pronamespace <> 'alkstore'::regnamespace
                   ORDER BY 1",
@@ -23,14 +26,20 @@ fn postgres_installs_define_exactly_the_catalogued_functions() {
             )
             .unwrap()
             .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
             .collect();
-        let mut want: Vec<(String, String, i16)> = FUNCTIONS
+        let mut want: Vec<(String, String, String, i16)> = FUNCTIONS
             .iter()
             .filter(|f| f.on_postgres())
             .map(|f| {
-                let defaults = (f.pg_args.len() - f.required) as i16;
-                (f.name.to_string(), f.pg_args.join(", "), defaults)
+                let defaults = (f.args.len() - f.required) as i16;
+                let names: Vec<&str> = f.params().map(|p| p.name).collect();
+                (
+                    f.name.to_string(),
+                    f.pg_types().join(", "),
+                    names.join(", "),
+                    defaults,
+                )
             })
             .collect();
         have.sort();
@@ -112,7 +121,7 @@ fn postgres_checks_as_names_exactly_the_catalogues_name_arguments() {
         let mut db = target.connect();
         for f in FUNCTIONS.iter().filter(|f| f.on_postgres()) {
             let sample: Vec<Arg> = f
-                .pg_args
+                .pg_types()
                 .iter()
                 .map(|t| match *t {
                     "text" => Arg::Text(fresh("names")),
@@ -121,7 +130,7 @@ fn postgres_checks_as_names_exactly_the_catalogues_name_arguments() {
                     _ => Arg::Int(1),
                 })
                 .collect();
-            for (i, t) in f.pg_args.iter().enumerate() {
+            for (i, t) in f.pg_types().iter().enumerate() {
                 if *t != "text" {
                     continue;
                 }

@@ -42,7 +42,7 @@ fn as_role(c: &mut Client, role: &str, sql: &str) -> Option<String> {
 
 /// A call of `f` with NULL for every argument: the privilege check comes first.
 fn call_sql(f: &alkstore_core::catalogue::Function) -> String {
-    let args: Vec<String> = f.pg_args.iter().map(|t| format!("NULL::{t}")).collect();
+    let args: Vec<String> = f.pg_types().iter().map(|t| format!("NULL::{t}")).collect();
     let verb = if f.procedure { "CALL" } else { "SELECT" };
     format!("{verb} {}({})", f.name, args.join(", "))
 }

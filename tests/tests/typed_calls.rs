@@ -1,9 +1,11 @@
-//! Issue 58 item 3: every `alk_*` call from Rust goes through the facade's
-//! typed call layer (`facade/src/call.rs`), so each function is spelled
-//! once there (with its catalogue row and its SQL) and a renamed or
-//! re-typed function fails to compile, not at run time. A string literal
-//! that names a catalogued function, or SQL in a literal that calls one,
-//! anywhere else in the Rust crates that call the engines is a failure.
+//! Issue 58 items 3 and 5: every `alk_*` call from Rust goes through the
+//! facade's call layer, whose constructor per function
+//! (`facade/src/generated/functions.rs`) `cargo xtask codegen` writes from
+//! the catalogue, so each function is spelled once (its catalogue row) and
+//! a renamed or re-typed function fails to compile, not at run time. A
+//! string literal that names a catalogued function, or SQL in a literal
+//! that calls one, anywhere else in the Rust crates that call the engines
+//! (`facade/src/call.rs`'s typed constructors included) is a failure.
 //!
 //! The engines themselves (`sqlite_ext`, `pg_ext`), the catalogue and the
 //! code generator define the functions and are not scanned; nor are tests,
@@ -22,8 +24,8 @@ const SCANNED: &[&str] = &[
     "testkit/src",
 ];
 
-/// The one file where calls are spelled.
-const CALL_LAYER: &str = "facade/src/call.rs";
+/// The one file where calls are spelled, written from the catalogue.
+const CALL_LAYER: &str = "facade/src/generated/functions.rs";
 
 /// Literals that name a function without calling it (the file, and text
 /// the literal holds), each with its reason.
@@ -147,8 +149,9 @@ fn every_call_outside_the_call_layer_is_typed() {
     let found = raw_calls();
     assert!(
         found.is_empty(),
-        "raw alk_* calls outside {CALL_LAYER} (add a constructor there and run it with \
-         Store::run / AsyncStore::run / Call::run):\n{}",
+        "raw alk_* calls outside {CALL_LAYER} (call the function's constructor in \
+         alkstore::call::functions, or a typed one of alkstore::call built on it, and run it \
+         with Store::run / AsyncStore::run / Call::run):\n{}",
         found.join("\n")
     );
 }

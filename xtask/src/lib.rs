@@ -3,7 +3,11 @@
 //! claim from its template), the extension's file list for pgrx, its update
 //! scripts, and the plain SQL install. `cargo xtask` writes and verifies
 //! them; the CLI's build script embeds the plain script through this crate,
-//! so no build runs a shell.
+//! so no build runs a shell. From the function catalogue it writes the
+//! SQLite engine's handler table and the facade's constructor per function
+//! (`calls.rs`).
+
+pub mod calls;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -287,6 +291,14 @@ impl Build {
             "pg_ext/src/generated/sources.rs".into(),
             self.pgrx_sources(),
         ));
+        out.push((
+            "sqlite_ext/src/generated/handlers.rs".into(),
+            calls::sqlite_handlers(),
+        ));
+        out.push((
+            "facade/src/generated/functions.rs".into(),
+            calls::facade_functions(),
+        ));
         for from in self.released()? {
             out.push((
                 format!("pg_ext/sql/alkstore--{from}--{}.sql", self.version).into(),
@@ -304,6 +316,8 @@ impl Build {
             "sql/postgres/generated",
             "pg_ext/src/generated",
             "pg_ext/sql",
+            "sqlite_ext/src/generated",
+            "facade/src/generated",
         ] {
             let Ok(entries) = std::fs::read_dir(self.root.join(dir)) else {
                 continue;

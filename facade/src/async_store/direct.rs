@@ -10,7 +10,7 @@
 //! driver's thread, never on the runtime's.
 
 use crate::async_tx::sqlx_sqlite::{handle_params, settle};
-use crate::call::ON_HANDLE;
+use crate::call::on_handle;
 use crate::error::Result;
 use crate::sql::{sqlite_result, sqlite_sql, Arg};
 use alkstore_sqlite::routines::HandleConn;
@@ -42,7 +42,7 @@ impl Direct {
     /// (not a hot call, a connection that could not be opened, or another
     /// connection's write lock met: nothing was changed).
     pub(crate) fn call(&self, function: &str, args: &[Arg]) -> Option<Result<Value>> {
-        if !ON_HANDLE.contains(&function) {
+        if !on_handle(function) {
             return None;
         }
         if let Err(e) = crate::sql::function(function, args.len(), false) {

@@ -31,7 +31,7 @@ async fn run(conn: &mut SqliteConnection, function: &str, args: &[Arg]) -> Resul
     crate::sql::function(function, args.len(), false)?;
     let sql = sqlite_sql(function, args.len());
     let params = handle_params(args);
-    if crate::call::ON_HANDLE.contains(&function) {
+    if crate::call::on_handle(function) {
         if let Some(value) = run_on_handle(conn, &sql, &params).await? {
             return sqlite_result(function, value?);
         }

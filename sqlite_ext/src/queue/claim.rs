@@ -11,7 +11,7 @@ use crate::{deps, group, limit, pause};
 use alkstore_core::NameKind;
 
 /// `alk_claim(queue, worker[, max_jobs])` → JSON array of claimed jobs.
-pub fn claim(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_claim(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
     claim_from(conn, queue, args)
 }

@@ -10,7 +10,7 @@ use crate::out::Out;
 /// `alk_job_errors(job_id)` → every error the job met, oldest first
 /// (`[{attempt, error, at}]`, written by the `alk_jobs_errors` trigger), or
 /// NULL when there is no such job.
-pub fn job_errors(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_job_errors(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let mut st = conn.stmt("job_errors")?;
     st.bind_i64(1, id);
@@ -21,7 +21,7 @@ pub fn job_errors(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_get_job(job_id)` → the job document, or NULL when unknown or acked.
-pub fn get_job(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_get_job(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     Ok(job_doc(conn, id)?.map_or(Out::Null, Out::Text))
 }

@@ -12,7 +12,7 @@ use alkstore_core::{err, Code, EnqueueOpts, NameKind, QueueOpts};
 use serde_json::value::RawValue;
 
 /// `alk_enqueue(queue, opts, payload)` → job id.
-pub fn enqueue(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_enqueue(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
     let opts = EnqueueOpts::parse(args.opts(1)?.as_ref())?;
     let payload = args.payload(2, "payload")?;
@@ -91,7 +91,7 @@ pub fn enqueue_one(
 }
 
 /// `alk_enqueue_batch(queue, opts, payloads)` → JSON array of ids, in order.
-pub fn enqueue_batch(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_enqueue_batch(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
     let opts = EnqueueOpts::parse_batch(args.opts(1)?.as_ref())?;
     let payloads = args.payload(2, "payloads")?;

@@ -66,7 +66,7 @@ fn hit(
 /// `alk_ack(job_id, worker[, result])` → true if the job was running under
 /// this worker. Without a retention the job is deleted; with one it is kept
 /// as `completed` with its result (contract v1.1 §C3).
-pub fn ack(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_ack(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let result = args.opt_json(2, "result")?;
@@ -129,7 +129,7 @@ fn ack_held(
 }
 
 /// `alk_ack_batch(job_ids, worker)` → number acked; `job_ids` is a JSON array of integers.
-pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
     let ids = args.job_ids(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let list = json::int_array(&ids);
@@ -196,7 +196,7 @@ pub fn ack_batch(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_retry(job_id, worker, error[, delay_s])` → `'pending'`, `'dead'` or NULL.
-pub fn retry(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_retry(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let error = args.opt_text(2, "error")?;
@@ -235,7 +235,7 @@ pub fn retry(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_fail(job_id, worker, error)` → true if the job moved to dead.
-pub fn fail(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_fail(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let error = args.opt_text(2, "error")?;
@@ -249,7 +249,7 @@ pub fn fail(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_heartbeat(job_id, worker[, extend_s])` → true if the claim was extended.
-pub fn heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let worker = args.name(1, NameKind::Worker)?;
     let extend = args.opt_seconds(2, "extend_s", true)?;
@@ -261,7 +261,7 @@ pub fn heartbeat(conn: &Conn, args: &Args) -> Result<Out> {
 }
 
 /// `alk_cancel(job_id)` → true if a pending or running job was removed.
-pub fn cancel(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_cancel(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     let (finished, dependents, freed) = {
         let mut st = conn.stmt("cancel")?;

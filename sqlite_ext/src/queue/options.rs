@@ -9,7 +9,7 @@ use crate::out::Out;
 use alkstore_core::{NameKind, QueueLimits, QueueOpts};
 
 /// `alk_queue_configure(queue, opts)` → the queue's resolved options after the merge.
-pub fn configure(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_queue_configure(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
     let given = args.opts(1)?;
     // Check the keys before reading anything, so bad options write nothing
@@ -43,7 +43,7 @@ fn opts_json(opts: &QueueOpts, limits: &QueueLimits) -> String {
 }
 
 /// `alk_queue_opts(queue)` → the queue's resolved options.
-pub fn opts(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_queue_opts(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
     let limits = limit::of(conn, queue)?.unwrap_or_default();
     Ok(Out::Text(opts_json(&queue_opts(conn, queue)?, &limits)))

@@ -8,7 +8,7 @@ use crate::{deps, group};
 use alkstore_core::time::now_ms;
 
 /// `alk_requeue_dead(job_id)` → true if a dead job went back to pending.
-pub fn requeue_dead(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_requeue_dead(conn: &Conn, args: &Args) -> Result<Out> {
     let id = args.job_id(0)?;
     Ok(Out::Bool(requeue_one(conn, id)?))
 }

@@ -10,7 +10,7 @@ use alkstore_core::time::{self, now_ms};
 use alkstore_core::NameKind;
 
 /// `alk_queue_stats(queue)` → counts per state and the oldest runnable age.
-pub fn stats(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_queue_stats(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = args.name(0, NameKind::Queue)?;
     Ok(Out::Text(stats_of(conn, queue, queue, true)?))
 }

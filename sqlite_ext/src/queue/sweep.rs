@@ -13,7 +13,7 @@ use alkstore_core::NameKind;
 const MAKE_DUE_BATCH: i64 = 2000;
 
 /// `alk_sweep([queue])` → number of jobs dead-lettered; NULL or no argument = every queue.
-pub fn sweep(conn: &Conn, args: &Args) -> Result<Out> {
+pub fn alk_sweep(conn: &Conn, args: &Args) -> Result<Out> {
     let queue = match args.get(0) {
         Some(a) if a.kind() != crate::ffi::Kind::Null => Some(args.name(0, NameKind::Queue)?),
         _ => None,
