@@ -2479,7 +2479,12 @@ BEGIN
                           AND EXISTS (SELECT FROM pg_extension x WHERE x.extname = 'alkstore'),
     'oldest_runnable_age_s',
       CASE WHEN oldest IS NULL THEN NULL
-           ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END);
+           ELSE alkstore.seconds(greatest(floor(extract(epoch FROM now - oldest) * 1000), 0)::bigint) END,
+    -- How long ago a sweep last ran in this database (alkstore.swept);
+    -- NULL if none has since the install.
+    'last_sweep_age_s',
+      (SELECT alkstore.seconds(greatest(floor(extract(epoch FROM now) * 1000)::bigint - m.value::bigint, 0))
+         FROM alkstore.meta m WHERE m.key = 'last_sweep_at'));
 END $$;
 
 CREATE OR REPLACE FUNCTION alk_queue_stats(queue text) RETURNS jsonb
@@ -2645,7 +2650,31 @@ BEGIN
   -- Last: its locks are held to the commit (rotate.sql; only when this
   -- call is a transaction of its own).
   PERFORM alkstore.rotate();
+  PERFORM alkstore.swept(now);
   RETURN n;
+END $$;
+
+-- When a sweep last ran in this database, in alkstore.meta (epoch
+-- milliseconds): alk_queue_stats says how long ago (last_sweep_age_s), so
+-- an operator sees that nothing sweeps — no maintenance worker, no
+-- worker's sweeps, no `alkstore maintain` — before claims slow down under a
+-- held horizon (issue 57). It never waits: while another sweep's
+-- transaction holds the row (or is writing the first one: the advisory
+-- lock, without which this insert would wait on that one's), that sweep's
+-- time stands for this one.
+CREATE OR REPLACE FUNCTION alkstore.swept(now timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  ms text := floor(extract(epoch FROM now) * 1000)::bigint::text;
+BEGIN
+  UPDATE alkstore.meta m SET value = ms
+   WHERE m.key = 'last_sweep_at'
+     AND m.key IN (SELECT x.key FROM alkstore.meta x WHERE x.key = 'last_sweep_at'
+                   FOR UPDATE SKIP LOCKED);
+  IF NOT FOUND AND pg_try_advisory_xact_lock(hashtext('alkstore.swept'), 0)
+     AND NOT EXISTS (SELECT FROM alkstore.meta x WHERE x.key = 'last_sweep_at') THEN
+    INSERT INTO alkstore.meta (key, value) VALUES ('last_sweep_at', ms) ON CONFLICT DO NOTHING;
+  END IF;
 END $$;
 
 -- ---- sql/postgres/release.sql ----

@@ -356,6 +356,15 @@ WHERE state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
   AND (?1 IS NULL OR queue = ?1)
 RETURNING queue, group_key, 'running', id, dependents, limit_key;
 
+-- When a sweep last ran (?1: now, epoch ms), for alk_queue_stats's
+-- last_sweep_age_s (issue 57).
+-- name: swept
+INSERT INTO alk_meta (key, value) VALUES ('last_sweep_at', ?1)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- name: last_sweep_at
+SELECT CAST(value AS INTEGER) FROM alk_meta WHERE key = 'last_sweep_at';
+
 -- Scheduled jobs that came due become pending (contract v1.2 §H), at most
 -- ?3 of them, earliest first: alk_sweep's bounded batch.
 -- name: make_due

@@ -55,13 +55,14 @@ fn stats_count_each_state() {
     );
     assert!(s["oldest_runnable_age_s"].as_f64().unwrap() >= 0.0);
     assert_eq!((&s["completed"], &s["paused"]), (&json!(0), &json!(false)));
-    assert_eq!(s.as_object().unwrap().len(), 11);
+    assert_eq!(s.as_object().unwrap().len(), 12);
     let empty = val(&c, "SELECT alk_queue_stats('nothing')", &[]);
     assert_eq!(
         empty,
         json!({"queue": "nothing", "pending": 0, "scheduled": 0, "running": 0, "dead": 0,
                "completed": 0, "paused": false, "oldest_runnable_age_s": null,
-               "running_limit": null, "next_slot_at": null, "maintenance_worker": false})
+               "running_limit": null, "next_slot_at": null, "maintenance_worker": false,
+               "last_sweep_age_s": empty["last_sweep_age_s"]})
     );
 }
 

@@ -99,7 +99,8 @@ fn readings(db: &mut dyn Db) -> Value {
     // The keys 0.3.0 added (flow control, contract v1.2 §I; dependencies,
     // §J), neutral on data of before (no limits, no limit_key, no
     // depends_on), and 0.4.0's `maintenance_worker` (v1.3 §O: no worker
-    // serves these databases), so old and new code read alike.
+    // serves these databases) and `last_sweep_age_s`, so old and new code
+    // read alike.
     let neutral = [
         ("limit_key", Value::Null),
         ("depends_on", Value::Null),
@@ -113,6 +114,8 @@ fn readings(db: &mut dyn Db) -> Value {
         ("key_rate_max", Value::Null),
         ("key_rate_per_s", Value::Null),
         ("maintenance_worker", json!(false)),
+        // 0.4.0's time since a sweep (issue 57): none sweeps these.
+        ("last_sweep_age_s", Value::Null),
     ];
     let mut opts = db.ok("alk_queue_opts", &[t("up-q")]);
     jobs.iter_mut().for_each(|v| strip(v, &neutral));

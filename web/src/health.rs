@@ -4,7 +4,8 @@
 //! transactions, replication slots, whether this role sees other roles'
 //! sessions), `pg_notification_queue_usage()` and whether the maintenance
 //! worker serves the database (contract v1.3 §O).
-//! On SQLite: the file's pages, free pages and journal mode.
+//! On SQLite: the file's pages, free pages and journal mode. On both: how
+//! long ago a sweep last ran (issue 57).
 
 use crate::db::{ApiError, Db};
 use serde_json::{json, Value};
@@ -49,6 +50,7 @@ pub fn read(db: &Db) -> Result<Value, ApiError> {
             // backend, whatever this role may see of other sessions.
             let stats = pg.run(alkstore::call::queue_stats("health")?)?;
             doc["maintenance_worker"] = stats["maintenance_worker"].clone();
+            doc["last_sweep_age_s"] = stats["last_sweep_age_s"].clone();
             Ok(doc)
         }
         Db::Sqlite(lite) => {
@@ -75,6 +77,9 @@ pub fn read(db: &Db) -> Result<Value, ApiError> {
                 "maintenance_worker": false,
             });
             tx.rollback()?;
+            let mut v = v;
+            let stats = lite.run(alkstore::call::queue_stats("health")?)?;
+            v["last_sweep_age_s"] = stats["last_sweep_age_s"].clone();
             Ok(v)
         }
     }

@@ -625,6 +625,10 @@ fn table(rows: &Value, columns: &[&str], empty: &str) -> Markup {
     }
 }
 
+/// Seconds without a sweep after which the health page warns (the
+/// maintenance worker and the workers sweep every second or so).
+const NO_SWEEP_S: f64 = 60.0;
+
 /// `GET /health`: the engine's health readings.
 pub async fn health(State(app): State<Shared>, Extension(csrf): Extension<Csrf>) -> Page {
     let h = blocking(&app.db, crate::health::read).await?;
@@ -634,6 +638,13 @@ pub async fn health(State(app): State<Shared>, Extension(csrf): Extension<Csrf>)
             p #maintenance { "alkstore's maintenance worker serves this database: it sweeps, ticks schedules, prunes and gives stream events their offsets. Claims still look for expired claims and due jobs themselves." }
         } @else {
             p #maintenance { "No maintenance worker serves this database: the workers' chores (or `alkstore maintain`, or your scheduler: docs/operating.md) sweep, tick schedules, prune and sequence streams, and claims look for expired claims and due jobs themselves." }
+        }
+        @let swept = &h["last_sweep_age_s"];
+        @if h["maintenance_worker"] != true && swept.as_f64().is_none_or(|s| s > NO_SWEEP_S) {
+            p.banner #no-sweep {
+                @if swept.is_null() { "No sweep has run in this database" } @else { "No sweep has run for " (age(swept)) }
+                ": nothing dead-letters expired claims, and on PostgreSQL a transaction held open slows claims down. Run `alkstore maintain` beside it (docs/operating.md)."
+            }
         }
         @if h["engine"] == "postgres" {
             h2 { "Oldest transaction holding back vacuum" }

@@ -284,6 +284,13 @@ fn listings_match_the_admin_functions() {
         });
         let health = get_ok(&server, "/api/health");
         drop(holder);
+        // Issue 57: how long ago a sweep ran (null before any).
+        assert!(
+            health
+                .get("last_sweep_age_s")
+                .is_some_and(|a| a.is_number() || a.is_null()),
+            "[{label}] {health}"
+        );
         if t.label == "sqlite" {
             assert_eq!(health["engine"], "sqlite");
             assert_eq!(health["journal_mode"], "wal");

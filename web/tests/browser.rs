@@ -580,3 +580,55 @@ fn another_site_cannot_frame_the_dashboard() {
             c.close().await.unwrap();
         });
 }
+
+/// Issue 57: where no maintenance worker serves the database, the health
+/// page warns while no sweep has run (none yet, or none for over a minute)
+/// and says nothing once one has. A SQLite file of its own, so no other
+/// test's sweep comes between.
+#[test]
+fn the_health_page_warns_while_nothing_sweeps() {
+    let Some(driver) = driver() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("unswept.db").display());
+    let store = alkstore::open(&url).unwrap();
+    let server = serve(&url, Config::default());
+    let health = server.url("/health");
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let c = browser(&driver).await;
+            c.goto(&health).await.unwrap();
+            let warned = text(&c, "#no-sweep").await;
+            assert!(
+                warned.contains("No sweep has run in this database"),
+                "{warned}"
+            );
+            off(|| store.queue("any").unwrap().sweep().unwrap());
+            c.goto(&health).await.unwrap();
+            c.find(Locator::Css("#maintenance")).await.unwrap();
+            assert!(
+                c.find(Locator::Css("#no-sweep")).await.is_err(),
+                "warned right after a sweep"
+            );
+            // A sweep an hour ago is as good as none.
+            off(|| {
+                let hour_ago = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis() as i64
+                    - 3_600_000;
+                let c = rusqlite::Connection::open(dir.path().join("unswept.db")).unwrap();
+                c.execute(
+                    "UPDATE alk_meta SET value = ?1 WHERE key = 'last_sweep_at'",
+                    [hour_ago.to_string()],
+                )
+                .unwrap();
+            });
+            c.goto(&health).await.unwrap();
+            let warned = text(&c, "#no-sweep").await;
+            assert!(warned.contains("No sweep has run for 60 min"), "{warned}");
+            c.close().await.unwrap();
+        });
+}

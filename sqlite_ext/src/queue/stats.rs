@@ -34,11 +34,20 @@ pub fn stats_of(conn: &Conn, backing: &str, shown: &str, limits: bool) -> Result
         return Ok(obj.finish());
     }
     let running_limit = limit::of(conn, backing)?.and_then(|l| l.max_running);
+    let mut st = conn.stmt("last_sweep_at")?;
+    let swept = if st.step_row()? { st.opt_i64(0) } else { None };
+    drop(st);
+    let last_sweep_age_s = swept.map(|at| time::ms_to_seconds_json((now - at).max(0)).to_string());
     Ok(obj
         .int("running_limit", running_limit)
         .time("next_slot_at", limit::next_slot_at(conn, backing, now)?)
         // Contract v1.3 §O: SQLite has no maintenance worker.
         .raw("maintenance_worker", "false")
+        // Issue 57: how long ago a sweep last ran in this file.
+        .raw(
+            "last_sweep_age_s",
+            last_sweep_age_s.as_deref().unwrap_or("null"),
+        )
         .finish())
 }
 

@@ -65,5 +65,9 @@ pub fn alk_sweep(conn: &Conn, args: &Args) -> Result<Out> {
     st.bind_i64(2, now);
     st.bind_i64(3, MAKE_DUE_BATCH);
     st.run()?;
+    drop(st);
+    let mut st = conn.stmt("swept")?;
+    st.bind_i64(1, now);
+    st.run()?;
     Ok(Out::Int(swept))
 }
