@@ -53,6 +53,10 @@ alkstore.sweep_interval_ms = 100
 alkstore.schedule_interval_ms = 100
 alkstore.prune_interval_ms = 100
 alkstore.sequence_interval_ms = 30000
+# No worker started on use (the default): the test databases other than
+# alkstore_test_worker must stay without one; tests/tests/maintenance.rs
+# turns it on for a database of its own.
+alkstore.maintenance_on_use = off
 CONF
     # Backends that loaded an older alkstore.so must not keep running.
     pg_ctlcluster 15 main restart

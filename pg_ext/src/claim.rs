@@ -129,6 +129,8 @@ pub unsafe extern "C-unwind" fn alkstore_claim(fcinfo: pg_sys::FunctionCallInfo)
 /// # Safety
 /// As [`alkstore_claim`].
 unsafe fn claim(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // A database no maintenance worker serves gets one (issue 57).
+    crate::maintenance::start_on_use();
     // SAFETY: fcinfo is alk_claim's, called in materialize mode (InitMaterializedSRF checks); the
     // datums passed to each plan match its parameters' types, and the rows are copied into the
     // result's tuplestore before finish.

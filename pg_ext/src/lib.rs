@@ -130,9 +130,13 @@ pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}
 
     /// postgresql.conf settings the tests need: a maintenance database,
-    /// which this cluster (no shared_preload_libraries) must not serve.
+    /// which this cluster (no shared_preload_libraries) must not serve, and
+    /// no worker started on use under the tests' claims.
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec!["alkstore.maintenance_databases = 'pgrx_tests, pgrx_tests'"]
+        vec![
+            "alkstore.maintenance_databases = 'pgrx_tests, pgrx_tests'",
+            "alkstore.maintenance_on_use = off",
+        ]
     }
 }

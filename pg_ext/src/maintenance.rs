@@ -17,6 +17,14 @@
 //! database without the extension, and is restarted by the postmaster 5 s
 //! after it ends for any reason other than the server's shutdown — an error
 //! in a chore, `pg_terminate_backend`, its database dropped and made again.
+//!
+//! A database with the extension that no worker serves — not listed, or the
+//! library not preloaded at all — gets a worker on first use (issue 57):
+//! the first claim of a session there ([`start_on_use`]) starts one as a
+//! dynamic background worker, unless `alkstore.maintenance_on_use` is off.
+//! Such a worker is not restarted when it ends (a claim starts another, at
+//! most a minute later), ends when the extension is dropped, and steps
+//! aside when another already serves the database.
 
 use crate::{sequencer, settings};
 use pgrx::bgworkers::{
@@ -105,16 +113,86 @@ pub fn register(preloading: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// How a worker started on use marks its registration's extra text,
+/// before the database's name.
+const ON_USE: &str = "on use:";
+
+/// How often a session checks, at most, whether its database needs a
+/// worker started.
+const ON_USE_EVERY: Duration = Duration::from_secs(60);
+
+thread_local! {
+    /// When this session may check again ([`start_on_use`]).
+    static NEXT_CHECK: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Issue 57: called by every claim. In a database where the extension runs
+/// and no maintenance worker serves it (none configured for it, or the
+/// library not preloaded), starts one for it as a dynamic background
+/// worker, unless `alkstore.maintenance_on_use` is off or the server is a
+/// standby. Checked at most once a minute per session, so a worker that
+/// ended is replaced within about a minute of the next claim; a failure to
+/// start (no free `max_worker_processes` slot) is logged, never raised.
+pub fn start_on_use() {
+    let now = Instant::now();
+    if NEXT_CHECK.with(|c| c.get().is_some_and(|at| now < at)) {
+        return;
+    }
+    NEXT_CHECK.with(|c| c.set(Some(now + ON_USE_EVERY)));
+    // SAFETY: a plain read of the server's recovery state, in a backend.
+    if !settings::MAINTENANCE_ON_USE.get() || unsafe { pg_sys::RecoveryInProgress() } {
+        return;
+    }
+    let served = Spi::get_two::<String, bool>(
+        "SELECT current_database()::text, EXISTS (SELECT FROM pg_catalog.pg_stat_activity a \
+           WHERE a.backend_type = 'alkstore maintenance' AND a.datname = current_database())",
+    );
+    let Ok((Some(db), Some(false))) = served else {
+        return;
+    };
+    // A worker configured for it that is between lives (restarted 5 s after
+    // it ended) is not replaced.
+    if sequencer::preloaded() && settings::maintenance_databases(true).contains(&db) {
+        return;
+    }
+    let started = BackgroundWorkerBuilder::new(&format!("{WORKER_TYPE} {db}"))
+        .set_type(WORKER_TYPE)
+        .set_library("alkstore")
+        .set_function("alkstore_maintenance_main")
+        .set_extra(&format!("{ON_USE}{db}"))
+        .enable_spi_access()
+        .set_restart_time(None)
+        .load_dynamic();
+    match started {
+        Ok(_) => log!("alkstore maintenance: starting a worker for database \"{db}\" on use"),
+        Err(_) => log!(
+            "alkstore maintenance: could not start a worker for database \"{db}\" \
+             (max_worker_processes reached?); claims still work, nothing sweeps"
+        ),
+    }
+}
+
 /// The worker's entry point (named in its registration).
 #[pg_guard]
 #[no_mangle]
 pub extern "C-unwind" fn alkstore_maintenance_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
-    let db = BackgroundWorker::get_extra().to_string();
+    let extra = BackgroundWorker::get_extra().to_string();
+    let (on_use, db) = match extra.strip_prefix(ON_USE) {
+        Some(db) => (true, db.to_string()),
+        None => (false, extra),
+    };
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    // Two sessions' claims may each start one: the first to take this
+    // database's lock serves it, the others end (and are not restarted).
+    if on_use && !first_on_use() {
+        // SAFETY: the worker's own exit, outside any transaction.
+        unsafe { pg_sys::proc_exit(0) };
+    }
     log!(
-        "alkstore maintenance {}: serving database \"{db}\"",
-        alkstore_core::VERSION
+        "alkstore maintenance {}: serving database \"{db}\"{}",
+        alkstore_core::VERSION,
+        if on_use { " (started on use)" } else { "" }
     );
     let announced = sequencer::announce();
     let mut last_seen = None;
@@ -129,7 +207,14 @@ pub extern "C-unwind" fn alkstore_maintenance_main(_arg: pg_sys::Datum) {
             // PostgreSQL's own workers re-read the configuration.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
-        if let Some(schema) = installed(&mut last_seen) {
+        let schema = installed(&mut last_seen);
+        if on_use && last_seen.as_deref() == Some("none") {
+            // Dropped: nothing for it here any more; a claim after the
+            // next CREATE EXTENSION starts another. (An update pending, it
+            // waits, as a configured worker does.)
+            break;
+        }
+        if let Some(schema) = schema {
             let now = Instant::now();
             for (k, chore) in CHORES.into_iter().enumerate() {
                 if matches!(chore, Chore::Sequence) || due[k] <= now {
@@ -146,11 +231,32 @@ pub extern "C-unwind" fn alkstore_maintenance_main(_arg: pg_sys::Datum) {
     if let Some(mine) = announced {
         sequencer::withdraw(mine);
     }
+    if on_use {
+        // SAFETY: the worker's own exit, outside any transaction. Not
+        // restarted either way.
+        unsafe { pg_sys::proc_exit(0) };
+    }
     // Only a SIGTERM ends the loop. A worker that exits with 0 is never
     // started again, so exit with 1: after a server shutdown nothing
     // restarts it, after anything else the postmaster does.
     // SAFETY: the worker's own exit, outside any transaction.
     unsafe { pg_sys::proc_exit(1) };
+}
+
+/// Whether this worker, started on use, is the only one: it holds this
+/// database's maintenance lock (session-level, released when it ends) and
+/// no other maintenance worker is connected here.
+fn first_on_use() -> bool {
+    let mine = BackgroundWorker::transaction(|| {
+        Spi::get_one::<bool>(
+            "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('alkstore.maintenance'), 0) \
+               AND NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a \
+                                WHERE a.backend_type = 'alkstore maintenance' \
+                                  AND a.datname = pg_catalog.current_database() \
+                                  AND a.pid <> pg_catalog.pg_backend_pid())",
+        )
+    });
+    matches!(mine, Ok(Some(true)))
 }
 
 /// The extension's schema when the extension is installed in this database

@@ -45,6 +45,12 @@ pub fn init_shared_memory() {
     READY.store(true, Ordering::Relaxed);
 }
 
+/// Whether the postmaster preloaded the library (and so started the
+/// workers of `alkstore.maintenance_databases`).
+pub fn preloaded() -> bool {
+    READY.load(Ordering::Relaxed)
+}
+
 fn slots() -> Option<&'static [AtomicU64; SLOTS]> {
     READY.load(Ordering::Relaxed).then(|| SEQUENCERS.get())
 }

@@ -7,6 +7,7 @@
 //! | `alkstore.sweep_interval_ms` | reload | 1000 | how often it dead-letters expired claims (`alk_sweep`) |
 //! | `alkstore.schedule_interval_ms` | reload | 1000 | how often it ticks schedules (`alk_schedule_tick`) |
 //! | `alkstore.prune_interval_ms` | reload | 10000 | how often it prunes (`alk_prune`) |
+//! | `alkstore.maintenance_on_use` | superuser (also per database) | on | a database with the extension that no worker serves gets one on first use (a claim), for as long as it runs |
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
@@ -17,6 +18,10 @@ use std::ffi::{CStr, CString};
 pub static MAINTENANCE_DATABASES: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(None);
 
+/// `alkstore.maintenance_on_use`: whether a claim in a database no
+/// maintenance worker serves starts one there (issue 57; see
+/// [`crate::maintenance::start_on_use`]).
+pub static MAINTENANCE_ON_USE: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `alkstore.sequence_interval_ms`: read again on every reload, as every
 /// interval below.
 pub static SEQUENCE_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
@@ -44,6 +49,16 @@ pub fn define(preloading: bool) {
             GucFlags::default(),
         );
     }
+    GucRegistry::define_bool_guc(
+        c"alkstore.maintenance_on_use",
+        c"Whether a claim in a database no alkstore maintenance worker serves starts one there.",
+        c"A dynamic background worker for the database, checked at most once a minute per \
+          session; works without shared_preload_libraries. Off: only the databases of \
+          alkstore.maintenance_databases have a worker.",
+        &MAINTENANCE_ON_USE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     let intervals = [
         (
             c"alkstore.sequence_interval_ms",

@@ -567,3 +567,163 @@ fn a_failing_chore_does_not_stop_the_others() {
     );
     c.execute("SELECT alk_unschedule($1)", &[&s]).unwrap();
 }
+
+/// Issue 57: `alk_queue_stats` and `alk_outbox_stats` say how long ago a
+/// sweep last ran in the database — null before any, small after one, an
+/// hour for a sweep an hour ago — on every engine, in databases of their
+/// own (no other test's sweep comes between); and on PostgreSQL recording
+/// it never waits for another transaction holding the record.
+#[test]
+fn queue_stats_say_how_long_ago_a_sweep_ran() {
+    for target in isolated_targets("sweep_age") {
+        let mut db = target.connect();
+        let e = db.engine();
+        let age = |db: &mut dyn Db, f: &str, name: &str| {
+            let stats = db.ok(f, &[t(name)]);
+            match stats.get("last_sweep_age_s") {
+                Some(a) => a.clone(),
+                None => panic!("[{e}] no last_sweep_age_s in {stats}"),
+            }
+        };
+        assert_eq!(
+            age(&mut *db, "alk_queue_stats", "q"),
+            serde_json::Value::Null,
+            "[{e}] before any sweep"
+        );
+        db.int("alk_sweep", &[t("q")]);
+        let after = age(&mut *db, "alk_queue_stats", "other").as_f64();
+        assert!(after.is_some_and(|a| a < 60.0), "[{e}] {after:?}");
+        let meta = if target.is_postgres() {
+            "alkstore.meta"
+        } else {
+            "alk_meta"
+        };
+        let hour_ago = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 3_600_000;
+        db.exec(&format!(
+            "UPDATE {meta} SET value = '{hour_ago}' WHERE key = 'last_sweep_at'"
+        ));
+        for f in ["alk_queue_stats", "alk_outbox_stats"] {
+            let a = age(&mut *db, f, "q").as_f64();
+            assert!(
+                a.is_some_and(|a| (3599.0..3700.0).contains(&a)),
+                "[{e}] {f}: {a:?}"
+            );
+        }
+        if target.is_postgres() {
+            let connect = || postgres::Client::connect(target.pg_url(), postgres::NoTls).unwrap();
+            let mut holder = connect();
+            holder
+                .batch_execute(
+                    "BEGIN; UPDATE alkstore.meta SET value = value WHERE key = 'last_sweep_at'",
+                )
+                .unwrap();
+            let mut sweeper = connect();
+            sweeper
+                .batch_execute("SET statement_timeout = '5s'")
+                .unwrap();
+            let started = Instant::now();
+            sweeper.query_one("SELECT alk_sweep(NULL)", &[]).unwrap();
+            assert!(
+                started.elapsed() < Duration::from_millis(4500),
+                "[{e}] the sweep waited for the record's holder"
+            );
+            holder.batch_execute("ROLLBACK").unwrap();
+        }
+    }
+}
+
+/// Issue 57: a database with the extension that no worker is configured
+/// for gets one on first use — the first claim starts it, a second
+/// session's claim starts no other, and it sweeps (`last_sweep_age_s`
+/// comes with no caller sweeping) — and it ends with its database. The test
+/// cluster turns `alkstore.maintenance_on_use` off (scripts/postgres.sh);
+/// this database turns it on. With it off here, no worker starts.
+#[test]
+fn a_database_no_worker_serves_gets_one_on_first_use() {
+    let _serial = serial();
+    let Some(mut admin) = worker_db() else { return };
+    assert!(
+        worker_back(&mut admin),
+        "no maintenance worker in alkstore_test_worker"
+    );
+    let before = all_workers(&mut admin);
+    let db = "alkstore_on_use";
+    let url = pg_database(db).expect("PostgreSQL is configured");
+    Install::Extension.install(&url);
+    let connect = || postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let claim = |c: &mut postgres::Client| {
+        c.query("SELECT * FROM alk_claim('on-use', 'w', 1)", &[])
+            .unwrap();
+    };
+    // Off (the cluster's setting): a claim starts nothing.
+    claim(&mut connect());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        workers_on(&mut admin, db),
+        0,
+        "started with the setting off"
+    );
+
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {db} SET alkstore.maintenance_on_use = on"
+        ))
+        .unwrap();
+    let mut c = connect();
+    // Queued before the worker, so that only its sweep can record one.
+    let stats = |c: &mut postgres::Client| -> serde_json::Value {
+        let s: String = c
+            .query_one("SELECT alk_queue_stats('on-use')::text", &[])
+            .unwrap()
+            .get(0);
+        serde_json::from_str(&s).unwrap()
+    };
+    assert_eq!(stats(&mut c)["last_sweep_age_s"], serde_json::Value::Null);
+    claim(&mut c);
+    assert!(
+        eventually(Duration::from_secs(30), || workers_on(&mut admin, db) == 1),
+        "no worker started on use"
+    );
+    // Another session's first claim starts none (or one that steps aside).
+    claim(&mut connect());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(workers_on(&mut admin, db), 1, "a second worker on use");
+    let s = stats(&mut c);
+    assert_eq!(s["maintenance_worker"], true, "{s}");
+    assert!(
+        eventually(Duration::from_secs(30), || stats(&mut c)
+            ["last_sweep_age_s"]
+            .is_number()),
+        "the worker started on use never swept"
+    );
+    drop(c);
+    // It ends with its database and is not restarted: the cluster is back
+    // to the workers it had.
+    admin
+        .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || all_workers(&mut admin)
+            == before),
+        "a worker outlived its database"
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(
+        all_workers(&mut admin),
+        before,
+        "restarted after its database went"
+    );
+}
+
+fn all_workers(c: &mut postgres::Client) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'alkstore maintenance'",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
