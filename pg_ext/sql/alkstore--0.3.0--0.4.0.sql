@@ -2655,21 +2655,31 @@ BEGIN
 END $$;
 
 -- When a sweep last ran in this database, in alkstore.meta (epoch
--- milliseconds): alk_queue_stats says how long ago (last_sweep_age_s), so
--- an operator sees that nothing sweeps — no maintenance worker, no
--- worker's sweeps, no `alkstore maintain` — before claims slow down under a
--- held horizon (issue 57). It never waits: while another sweep's
+-- milliseconds), to within 10 s: alk_queue_stats says how long ago
+-- (last_sweep_age_s), so an operator sees that nothing sweeps — no
+-- maintenance worker, no worker's sweeps, no `alkstore maintain` — before
+-- claims slow down under a held horizon (issue 57). Written at most once
+-- every 10 s (every worker sweeps every second: one row version a second
+-- each would pile up exactly while a held horizon keeps vacuum from them),
+-- only at READ COMMITTED (a newer row version than a repeatable-read
+-- snapshot's would fail the whole sweep with 40001; such a sweep leaves
+-- the record to the next), and never waiting: while another sweep's
 -- transaction holds the row (or is writing the first one: the advisory
 -- lock, without which this insert would wait on that one's), that sweep's
 -- time stands for this one.
 CREATE OR REPLACE FUNCTION alkstore.swept(now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-  ms text := floor(extract(epoch FROM now) * 1000)::bigint::text;
+  at bigint := floor(extract(epoch FROM now) * 1000)::bigint;
+  ms text := at::text;
 BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RETURN;
+  END IF;
   UPDATE alkstore.meta m SET value = ms
    WHERE m.key = 'last_sweep_at'
-     AND m.key IN (SELECT x.key FROM alkstore.meta x WHERE x.key = 'last_sweep_at'
+     AND m.key IN (SELECT x.key FROM alkstore.meta x
+                    WHERE x.key = 'last_sweep_at' AND x.value::bigint < at - 10000
                    FOR UPDATE SKIP LOCKED);
   IF NOT FOUND AND pg_try_advisory_xact_lock(hashtext('alkstore.swept'), 0)
      AND NOT EXISTS (SELECT FROM alkstore.meta x WHERE x.key = 'last_sweep_at') THEN

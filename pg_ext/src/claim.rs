@@ -129,8 +129,6 @@ pub unsafe extern "C-unwind" fn alkstore_claim(fcinfo: pg_sys::FunctionCallInfo)
 /// # Safety
 /// As [`alkstore_claim`].
 unsafe fn claim(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // A database no maintenance worker serves gets one (issue 57).
-    crate::maintenance::start_on_use();
     // SAFETY: fcinfo is alk_claim's, called in materialize mode (InitMaterializedSRF checks); the
     // datums passed to each plan match its parameters' types, and the rows are copied into the
     // result's tuplestore before finish.
@@ -149,6 +147,9 @@ unsafe fn claim(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
         let valid = valid_args(fcinfo);
         let arg = |i: usize| pg_getarg_datum_raw(fcinfo, i);
         let s = Session::start(WHO);
+        // A database no maintenance worker serves gets one (issue 57): under
+        // the session's pg_catalog search path, never the caller's.
+        crate::maintenance::start_on_use();
         let p = plans(&s);
         let mut common = false;
         if valid {

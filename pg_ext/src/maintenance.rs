@@ -143,11 +143,23 @@ pub fn start_on_use() {
     if !settings::MAINTENANCE_ON_USE.get() || unsafe { pg_sys::RecoveryInProgress() } {
         return;
     }
-    let served = Spi::get_two::<String, bool>(
-        "SELECT current_database()::text, EXISTS (SELECT FROM pg_catalog.pg_stat_activity a \
-           WHERE a.backend_type = 'alkstore maintenance' AND a.datname = current_database())",
+    // Run by alk_claim, a SECURITY DEFINER function, under the pg_catalog
+    // search path its Session pushed: every name is qualified anyway, so no
+    // schema of the caller's reaches this. Not a template, nor a database
+    // that takes no connections (a worker would keep CREATE DATABASE …
+    // TEMPLATE from copying it). The transaction-level advisory lock keeps
+    // two sessions' claims from registering one each at the same moment.
+    let needed = Spi::get_two::<String, bool>(
+        "SELECT d.datname::pg_catalog.text, \
+                NOT d.datistemplate AND d.datallowconn \
+                AND NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a \
+                                 WHERE a.backend_type OPERATOR(pg_catalog.=) 'alkstore maintenance' \
+                                   AND a.datid OPERATOR(pg_catalog.=) d.oid) \
+                AND pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('alkstore.maintenance'), 1) \
+           FROM pg_catalog.pg_database d \
+          WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()",
     );
-    let Ok((Some(db), Some(false))) = served else {
+    let Ok((Some(db), Some(true))) = needed else {
         return;
     };
     // A worker configured for it that is between lives (restarted 5 s after
@@ -183,6 +195,7 @@ pub extern "C-unwind" fn alkstore_maintenance_main(_arg: pg_sys::Datum) {
         None => (false, extra),
     };
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    pin_search_path();
     // Two sessions' claims may each start one: the first to take this
     // database's lock serves it, the others end (and are not restarted).
     if on_use && !first_on_use() {
@@ -243,20 +256,32 @@ pub extern "C-unwind" fn alkstore_maintenance_main(_arg: pg_sys::Datum) {
     unsafe { pg_sys::proc_exit(1) };
 }
 
-/// Whether this worker, started on use, is the only one: it holds this
-/// database's maintenance lock (session-level, released when it ends) and
-/// no other maintenance worker is connected here.
+/// Whether this worker, started on use, is the one to serve its database:
+/// it holds the database's maintenance lock (session-level, released when
+/// it ends). The lock alone decides between workers started on use (two
+/// started at once: the first to take it serves, the other ends); a
+/// configured worker never meets one, since claims start none where a
+/// configured one serves.
 fn first_on_use() -> bool {
     let mine = BackgroundWorker::transaction(|| {
         Spi::get_one::<bool>(
-            "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('alkstore.maintenance'), 0) \
-               AND NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a \
-                                WHERE a.backend_type = 'alkstore maintenance' \
-                                  AND a.datname = pg_catalog.current_database() \
-                                  AND a.pid <> pg_catalog.pg_backend_pid())",
+            "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('alkstore.maintenance'), 0)",
         )
     });
     matches!(mine, Ok(Some(true)))
+}
+
+/// Pins the worker's search path to the catalog: the chores call the
+/// extension's functions by schema, and some of its internal functions
+/// (called directly here) have no `SET search_path` of their own, so a
+/// path a database's owner set (`ALTER DATABASE … SET search_path`) must
+/// not reach a process that runs as the bootstrap superuser.
+fn pin_search_path() {
+    let pinned =
+        BackgroundWorker::transaction(|| Spi::run("SET search_path = pg_catalog, pg_temp"));
+    if let Err(e) = pinned {
+        warning!("alkstore maintenance: could not pin the search path: {e}");
+    }
 }
 
 /// The extension's schema when the extension is installed in this database

@@ -357,10 +357,11 @@ WHERE state = 'running' AND claim_expires_at <= ?2 AND attempts >= max_attempts
 RETURNING queue, group_key, 'running', id, dependents, limit_key;
 
 -- When a sweep last ran (?1: now, epoch ms), for alk_queue_stats's
--- last_sweep_age_s (issue 57).
+-- last_sweep_age_s (issue 57): to within 10 s, as on PostgreSQL.
 -- name: swept
 INSERT INTO alk_meta (key, value) VALUES ('last_sweep_at', ?1)
-ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+WHERE CAST(alk_meta.value AS INTEGER) < CAST(excluded.value AS INTEGER) - 10000;
 
 -- name: last_sweep_at
 SELECT CAST(value AS INTEGER) FROM alk_meta WHERE key = 'last_sweep_at';

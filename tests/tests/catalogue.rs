@@ -1,8 +1,9 @@
 //! The function catalogue (`alkstore_core::catalogue`) is the one list of
 //! functions: both PostgreSQL installs define exactly its PostgreSQL
-//! functions, with its argument names, types and defaults, and the SQL API reference
-//! documents every one. (The SQLite engine registers exactly its SQLite
-//! functions: see `alkstore-sqlite`'s unit tests.)
+//! functions, with its argument names and types and how many have
+//! defaults, and the SQL API reference documents every one. (The SQLite
+//! engine registers exactly its SQLite functions: see `alkstore-sqlite`'s
+//! unit tests.)
 
 use alkstore_core::catalogue::FUNCTIONS;
 use alkstore_tests::*;
