@@ -83,9 +83,10 @@ pub fn plan(preloading: bool, databases: Vec<String>) -> Result<Vec<String>, Str
         return Ok(if preloading { databases } else { Vec::new() });
     }
     Err(format!(
-        "alkstore: no maintenance worker starts for {}: the library was not loaded \
-         through shared_preload_libraries (add shared_preload_libraries = 'alkstore' \
-         to postgresql.conf and restart the server)",
+        "alkstore: no configured maintenance worker starts for {}: the library was not \
+         loaded through shared_preload_libraries (add shared_preload_libraries = 'alkstore' \
+         to postgresql.conf and restart the server); until then a worker starts on a \
+         database's first claim, unless alkstore.maintenance_on_use is off",
         databases.join(", ")
     ))
 }
@@ -445,7 +446,7 @@ mod tests {
         assert_eq!(plan(false, dbs(&[])), Ok(dbs(&[])));
         let refused = plan(false, dbs(&["app"])).unwrap_err();
         assert!(
-            refused.contains("no maintenance worker starts for app"),
+            refused.contains("no configured maintenance worker starts for app"),
             "{refused}"
         );
         assert!(
