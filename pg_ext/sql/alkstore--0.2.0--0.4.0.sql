@@ -2901,7 +2901,11 @@ BEGIN
   UPDATE alkstore.meta m SET value = ms
    WHERE m.key = 'last_sweep_at'
      AND m.key IN (SELECT x.key FROM alkstore.meta x
-                    WHERE x.key = 'last_sweep_at' AND x.value::bigint < at - 10000
+                    -- The cast only on this key's row: other keys hold
+                    -- text ('version'), and a scan's quals may run in
+                    -- any order.
+                    WHERE x.key = 'last_sweep_at'
+                      AND CASE WHEN x.key = 'last_sweep_at' THEN x.value::bigint < at - 10000 END
                    FOR UPDATE SKIP LOCKED);
   IF NOT FOUND AND pg_try_advisory_xact_lock(hashtext('alkstore.swept'), 0)
      AND NOT EXISTS (SELECT FROM alkstore.meta x WHERE x.key = 'last_sweep_at') THEN

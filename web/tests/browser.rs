@@ -154,6 +154,15 @@ async fn until(c: &Client, what: &str, script: &str) {
 
 /// Runs blocking database calls off the async thread (the `postgres`
 /// crate refuses to block inside a runtime).
+/// Runs a test's browser session on a runtime of its own.
+fn block_on<T>(session: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(session)
+}
+
 fn off<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| s.spawn(f).join().unwrap())
 }
@@ -253,17 +262,17 @@ fn an_operator_requeues_a_dead_job_and_sees_it_leave_without_reloading() {
         );
         let base = server.url("");
         let label = t.label;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        block_on(async {
             let c = browser(&driver).await;
             let dir = shots();
             // A wrong token: the login page again, saying so.
             login(&c, &base, "not-the-token").await;
             // (the refusal comes after a pause that slows guessing)
-            let error = c.wait().for_element(Locator::Id("login-error")).await.unwrap();
+            let error = c
+                .wait()
+                .for_element(Locator::Id("login-error"))
+                .await
+                .unwrap();
             assert_eq!(error.text().await.unwrap(), "wrong token", "[{label}]");
             if label == "sqlite" {
                 std::fs::write(dir.join("login.png"), c.screenshot().await.unwrap()).unwrap();
@@ -364,8 +373,18 @@ fn an_operator_requeues_a_dead_job_and_sees_it_leave_without_reloading() {
             c.goto(&format!("{base}/jobs/{dead}")).await.unwrap();
             let rows = c.find_all(Locator::Css("#errors tbody tr")).await.unwrap();
             assert_eq!(rows.len(), 2, "[{label}]");
-            assert!(rows[0].text().await.unwrap().contains("timeout talking to the warehouse"), "[{label}]");
-            assert!(rows[1].text().await.unwrap().contains("timeout again"), "[{label}]");
+            assert!(
+                rows[0]
+                    .text()
+                    .await
+                    .unwrap()
+                    .contains("timeout talking to the warehouse"),
+                "[{label}]"
+            );
+            assert!(
+                rows[1].text().await.unwrap().contains("timeout again"),
+                "[{label}]"
+            );
             if label == "sqlite" {
                 std::fs::write(dir.join("dead-job.png"), c.screenshot().await.unwrap()).unwrap();
             }
@@ -389,22 +408,63 @@ fn an_operator_requeues_a_dead_job_and_sees_it_leave_without_reloading() {
 
             // Limits, edited on the queue's page.
             c.goto(&format!("{base}/queues/{queue}")).await.unwrap();
-            c.find(Locator::Css("details.limits summary")).await.unwrap().click().await.unwrap();
-            c.find(Locator::Css("#limits input[name=max_running]")).await.unwrap().send_keys("4").await.unwrap();
-            c.find(Locator::Css("#limits button[type=submit]")).await.unwrap().click().await.unwrap();
-            until(&c, "the limits to be saved", "document.getElementById('flash').textContent === 'limits saved'").await;
+            c.find(Locator::Css("details.limits summary"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            c.find(Locator::Css("#limits input[name=max_running]"))
+                .await
+                .unwrap()
+                .send_keys("4")
+                .await
+                .unwrap();
+            c.find(Locator::Css("#limits button[type=submit]"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            until(
+                &c,
+                "the limits to be saved",
+                "document.getElementById('flash').textContent === 'limits saved'",
+            )
+            .await;
             assert_eq!(off(|| q.opts()).unwrap()["max_running"], 4, "[{label}]");
 
             // Bulk: requeue what the filter matches, after a confirmation
             // that names the count (the browser's confirm answered yes).
-            c.goto(&format!("{base}/queues/{queue}?state=dead&filter=report%3Dmonthly")).await.unwrap();
+            c.goto(&format!(
+                "{base}/queues/{queue}?state=dead&filter=report%3Dmonthly"
+            ))
+            .await
+            .unwrap();
             c.execute("window.asked = []; window.confirm = (q) => { sessionStorage.setItem('asked', q); return true; };", vec![]).await.unwrap();
-            c.find(Locator::XPath("//button[text()='Requeue all matching']")).await.unwrap().click().await.unwrap();
-            until(&c, "the page to reload after the bulk requeue", "window.asked === undefined").await;
+            c.find(Locator::XPath("//button[text()='Requeue all matching']"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            until(
+                &c,
+                "the page to reload after the bulk requeue",
+                "window.asked === undefined",
+            )
+            .await;
             c.find(Locator::Id("no-jobs")).await.unwrap();
-            let asked = c.execute("return sessionStorage.getItem('asked');", vec![]).await.unwrap();
+            let asked = c
+                .execute("return sessionStorage.getItem('asked');", vec![])
+                .await
+                .unwrap();
             assert_eq!(asked, json!("Requeue 1 matching jobs?"), "[{label}]");
-            assert_eq!(off(|| store.get_job(dead)).unwrap().unwrap()["state"], "pending", "[{label}]");
+            assert_eq!(
+                off(|| store.get_job(dead)).unwrap().unwrap()["state"],
+                "pending",
+                "[{label}]"
+            );
 
             // A dependent job draws what it waits for.
             let (extract, load) = (ids["extract"], ids["load"]);
@@ -490,13 +550,21 @@ fn a_read_only_dashboard_refuses_changes_in_the_browser() {
         },
     );
     let base = server.url("");
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    block_on(async {
         let c = browser(&driver).await;
         login(&c, &base, TOKEN).await;
-        c.goto(&format!("{base}/queues/{queue}?state=dead")).await.unwrap();
+        c.goto(&format!("{base}/queues/{queue}?state=dead"))
+            .await
+            .unwrap();
         assert_eq!(text(&c, "#read-only").await, "read-only");
-        let button = c.find(Locator::Css(&format!("#job-{dead} button.action"))).await.unwrap();
-        assert!(!button.is_enabled().await.unwrap(), "the requeue button is disabled");
+        let button = c
+            .find(Locator::Css(&format!("#job-{dead} button.action")))
+            .await
+            .unwrap();
+        assert!(
+            !button.is_enabled().await.unwrap(),
+            "the requeue button is disabled"
+        );
         // Sent anyway, with the page's own session and CSRF token: 403.
         let status = c
             .execute_async(
@@ -549,36 +617,32 @@ fn another_site_cannot_frame_the_dashboard() {
     let attacker = other_site(format!(
         "<!doctype html><title>prize</title><iframe id=f width=800 height=600 src=\"{dashboard}\"></iframe>"
     ));
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let c = browser(&driver).await;
-            // The dashboard itself renders.
-            c.goto(&dashboard).await.unwrap();
-            assert!(
-                c.find(Locator::Css("header nav")).await.is_ok(),
-                "the dashboard renders on its own"
-            );
-            c.goto(&attacker).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            c.enter_frame(0).await.unwrap();
-            let inside = c
-                .execute(
-                    "return document.querySelector('header nav') !== null;",
-                    vec![],
-                )
-                .await
-                .unwrap();
-            let url = c.execute("return document.URL;", vec![]).await.unwrap();
-            assert_eq!(
-                inside,
-                json!(false),
-                "the framed dashboard rendered (frame at {url})"
-            );
-            c.close().await.unwrap();
-        });
+    block_on(async {
+        let c = browser(&driver).await;
+        // The dashboard itself renders.
+        c.goto(&dashboard).await.unwrap();
+        assert!(
+            c.find(Locator::Css("header nav")).await.is_ok(),
+            "the dashboard renders on its own"
+        );
+        c.goto(&attacker).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        c.enter_frame(0).await.unwrap();
+        let inside = c
+            .execute(
+                "return document.querySelector('header nav') !== null;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let url = c.execute("return document.URL;", vec![]).await.unwrap();
+        assert_eq!(
+            inside,
+            json!(false),
+            "the framed dashboard rendered (frame at {url})"
+        );
+        c.close().await.unwrap();
+    });
 }
 
 /// Issue 57: where no maintenance worker serves the database, the health
@@ -593,42 +657,38 @@ fn the_health_page_warns_while_nothing_sweeps() {
     let store = alkstore::open(&url).unwrap();
     let server = serve(&url, Config::default());
     let health = server.url("/health");
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let c = browser(&driver).await;
-            c.goto(&health).await.unwrap();
-            let warned = text(&c, "#no-sweep").await;
-            assert!(
-                warned.contains("No sweep has run in this database"),
-                "{warned}"
-            );
-            off(|| store.queue("any").unwrap().sweep().unwrap());
-            c.goto(&health).await.unwrap();
-            c.find(Locator::Css("#maintenance")).await.unwrap();
-            assert!(
-                c.find(Locator::Css("#no-sweep")).await.is_err(),
-                "warned right after a sweep"
-            );
-            // A sweep an hour ago is as good as none.
-            off(|| {
-                let hour_ago = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_millis() as i64
-                    - 3_600_000;
-                let c = rusqlite::Connection::open(dir.path().join("unswept.db")).unwrap();
-                c.execute(
-                    "UPDATE alk_meta SET value = ?1 WHERE key = 'last_sweep_at'",
-                    [hour_ago.to_string()],
-                )
-                .unwrap();
-            });
-            c.goto(&health).await.unwrap();
-            let warned = text(&c, "#no-sweep").await;
-            assert!(warned.contains("No sweep has run for 60 min"), "{warned}");
-            c.close().await.unwrap();
+    block_on(async {
+        let c = browser(&driver).await;
+        c.goto(&health).await.unwrap();
+        let warned = text(&c, "#no-sweep").await;
+        assert!(
+            warned.contains("No sweep has run in this database"),
+            "{warned}"
+        );
+        off(|| store.queue("any").unwrap().sweep().unwrap());
+        c.goto(&health).await.unwrap();
+        c.find(Locator::Css("#maintenance")).await.unwrap();
+        assert!(
+            c.find(Locator::Css("#no-sweep")).await.is_err(),
+            "warned right after a sweep"
+        );
+        // A sweep an hour ago is as good as none.
+        off(|| {
+            let hour_ago = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64
+                - 3_600_000;
+            let c = rusqlite::Connection::open(dir.path().join("unswept.db")).unwrap();
+            c.execute(
+                "UPDATE alk_meta SET value = ?1 WHERE key = 'last_sweep_at'",
+                [hour_ago.to_string()],
+            )
+            .unwrap();
         });
+        c.goto(&health).await.unwrap();
+        let warned = text(&c, "#no-sweep").await;
+        assert!(warned.contains("No sweep has run for 60 min"), "{warned}");
+        c.close().await.unwrap();
+    });
 }
