@@ -45,7 +45,14 @@ case "${1:-}" in
     # Written after the library is in place: the server refuses to start
     # when a preload library is missing.
     cat > /etc/postgresql/15/main/conf.d/alkstore.conf <<'CONF'
-shared_preload_libraries = 'alkstore'
+shared_preload_libraries = 'alkstore,pg_cron'
+# pg_cron runs its jobs in background workers (no password needed to
+# connect): tests/tests/maintain.rs runs alk_maintain from it as the
+# operating docs' recipe does. Room for them beside alkstore's workers; the
+# standby needs at least as many (its settings below).
+cron.database_name = 'postgres'
+cron.use_background_workers = on
+max_worker_processes = 16
 alkstore.maintenance_databases = 'alkstore_test_worker'
 # Chores every 100 ms; streams only when a commit wakes the worker (the
 # fallback interval is long, so a missed wake-up fails the tests).
@@ -121,6 +128,7 @@ port = 5433
 unix_socket_directories = '/var/run/postgresql'
 hba_file = '/etc/postgresql/15/main/pg_hba.conf'
 hot_standby = on
+max_worker_processes = 16
 CONF
       as_postgres $pg_ctl -D "$dir" -l "$dir.log" -w start >/dev/null
       streaming || { echo "the standby does not stream: $dir.log" >&2; exit 1; }

@@ -18,7 +18,8 @@ if [ "${ALK_SKIP_POSTGRES:-0}" != 1 ]; then
   # upgrade the server underneath the running cluster.
   have postgresql-15 || need_apt+=(postgresql-15)
   # pgbouncer: the suites also run through it in transaction-pooling mode.
-  for pkg in libclang-dev clang pkg-config sudo pgbouncer; do
+  # postgresql-15-cron: the pg_cron recipe for alk_maintain is tested.
+  for pkg in libclang-dev clang pkg-config sudo pgbouncer postgresql-15-cron; do
     have "$pkg" || need_apt+=("$pkg")
   done
 fi

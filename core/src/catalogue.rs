@@ -485,6 +485,21 @@ pub const FUNCTIONS: &[Function] = &[
     f("alk_unschedule", Both, &["name text"], 1, Bool, Admin),
     reads(f("alk_schedules", Both, &[], 0, Rows, User)),
     f("alk_schedule_tick", Both, &[], 0, Int, User),
+    // The maintenance worker's chores for a scheduler such as pg_cron
+    // (docs/operating.md): a procedure that commits between them; its
+    // second argument is the INOUT count of rounds, passed NULL. SQLite
+    // has `alkstore maintain` instead.
+    Function {
+        procedure: true,
+        ..f(
+            "alk_maintain",
+            Postgres,
+            &["run_for_s double precision", "rounds bigint"],
+            1,
+            Int,
+            User,
+        )
+    },
     // Notifications (v1 §8).
     bounded(trusted(f(
         "alk_notify",

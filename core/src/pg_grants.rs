@@ -127,12 +127,14 @@ BEGIN
     out
 }
 
-/// `alk_sequence` is a procedure that commits, so it runs with its caller's
-/// rights (PostgreSQL lets no SECURITY DEFINER routine commit): its caller
-/// may look up the schema `alkstore` and run the two SECURITY DEFINER
-/// functions it calls between commits — nothing else in that schema.
+/// `alk_sequence` and `alk_maintain` are procedures that commit, so they
+/// run with their caller's rights (PostgreSQL lets no SECURITY DEFINER
+/// routine commit): their caller may look up the schema `alkstore` and run
+/// the SECURITY DEFINER functions they call between commits — nothing else
+/// in that schema.
 const INVOKER_HELPERS: &str = r#"
--- What alk_sequence (a procedure with its caller's rights) calls.
+-- What alk_sequence and alk_maintain (procedures with their caller's rights) call.
 GRANT USAGE ON SCHEMA alkstore TO alkstore_user;
 GRANT EXECUTE ON FUNCTION alkstore.sequence_streams(text), alkstore.sequence_stream(text) TO alkstore_user;
+GRANT EXECUTE ON FUNCTION alkstore.maintain_start(double precision) TO alkstore_user;
 "#;

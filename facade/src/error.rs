@@ -110,6 +110,26 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
+/// The procedures that commit, as PostgreSQL's error context names them,
+/// and their refusal of a transaction block (the extension's words).
+#[cfg(any(
+    feature = "blocking",
+    feature = "tokio-postgres",
+    feature = "sqlx-postgres"
+))]
+const REFUSED_IN_A_BLOCK: [(&str, &str); 2] = [
+    (
+        "alk_sequence(",
+        "alk_sequence commits transactions of its own and cannot run inside a \
+         transaction block: CALL it on its own (CALL alk_sequence(NULL))",
+    ),
+    (
+        "alk_maintain(",
+        "alk_maintain commits transactions of its own and cannot run inside a \
+         transaction block: CALL it on its own (CALL alk_maintain(55))",
+    ),
+];
+
 /// A PostgreSQL error, by its SQLSTATE: the functions raise the contract's
 /// codes (`ALK01`…`ALK05`) as SQLSTATEs, whatever driver carried them.
 #[cfg(any(
@@ -119,16 +139,16 @@ impl From<rusqlite::Error> for Error {
 ))]
 pub(crate) fn from_postgres(sqlstate: &str, message: &str, context: Option<&str>) -> Error {
     // The plain install cannot tell an empty transaction block from none,
-    // so `CALL alk_sequence` there meets PostgreSQL's refusal of its first
-    // COMMIT, before anything is done: the same refusal as the extension's
-    // (contract v1.2 §K), whichever install answered.
-    if sqlstate == "2D000" && context.is_some_and(|c| c.contains("alk_sequence(")) {
-        return ContractError::new(
-            Code::InvalidArgument,
-            "alk_sequence commits transactions of its own and cannot run inside a \
-             transaction block: CALL it on its own (CALL alk_sequence(NULL))",
-        )
-        .into();
+    // so `CALL alk_sequence` (or `alk_maintain`) there meets PostgreSQL's
+    // refusal of its first COMMIT, before anything is done: the same
+    // refusal as the extension's (contract v1.2 §K), whichever install
+    // answered.
+    if sqlstate == "2D000" {
+        for (procedure, refusal) in REFUSED_IN_A_BLOCK {
+            if context.is_some_and(|c| c.contains(procedure)) {
+                return ContractError::new(Code::InvalidArgument, refusal).into();
+            }
+        }
     }
     if let Some(code) = Code::from_code(sqlstate) {
         // The message reads "alkstore: <Variant>: <detail>".

@@ -61,8 +61,12 @@ BEGIN
   END IF;
   -- Only in a transaction of its own, at READ COMMITTED: the lock it takes
   -- is held to its commit (claims wait behind it), and its checks must
-  -- read what is committed now.
-  IF statement_timestamp() <> transaction_timestamp()
+  -- read what is committed now. A transaction of its own is a lone
+  -- statement's, or one of alk_maintain's, which commits right after the
+  -- sweep (maintain.sql; a procedure's later transactions begin after its
+  -- CALL statement did).
+  IF (statement_timestamp() <> transaction_timestamp()
+      AND coalesce(current_setting('alkstore.maintain_commits', true), '') <> 'on')
      OR current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 1) THEN
     RETURN 0;

@@ -65,11 +65,13 @@ BEGIN
 END $$;
 
 -- ALK05 inside a transaction block (as far as this install can tell:
--- alkstore.in_transaction_block).
+-- alkstore.in_transaction_block), but in alk_maintain's blocks, whose
+-- transaction it commits right after (maintain.sql).
 CREATE OR REPLACE FUNCTION alkstore.refuse_transaction_block() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF alkstore.in_transaction_block() THEN
+  IF alkstore.in_transaction_block()
+     AND coalesce(current_setting('alkstore.maintain_commits', true), '') <> 'on' THEN
     PERFORM alkstore.raise('ALK05',
       'alk_sequence commits transactions of its own and cannot run inside a transaction block: '
       || 'CALL it on its own (CALL alk_sequence(NULL))');

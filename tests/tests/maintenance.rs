@@ -575,6 +575,7 @@ fn a_failing_chore_does_not_stop_the_others() {
 /// it never waits for another transaction holding the record.
 #[test]
 fn queue_stats_say_how_long_ago_a_sweep_ran() {
+    let _serial = serial();
     for target in isolated_targets("sweep_age") {
         let mut db = target.connect();
         let e = db.engine();

@@ -31,9 +31,10 @@ const CALL_LAYER: &str = "facade/src/generated/functions.rs";
 /// the literal holds), each with its reason.
 const NOT_CALLS: &[(&str, &str)] = &[
     // Reads PostgreSQL's error context, which names the procedure that
-    // failed, to give `alk_sequence` in a transaction its contract error,
-    // whose message tells how to call it.
+    // failed, to give `alk_sequence` and `alk_maintain` in a transaction
+    // their contract error, whose message tells how to call them.
     ("facade/src/error.rs", "alk_sequence("),
+    ("facade/src/error.rs", "alk_maintain("),
 ];
 
 /// The string literals of a file, each with the line it starts on: the

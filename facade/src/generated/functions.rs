@@ -256,6 +256,11 @@ pub fn alk_schedule_tick() -> Call<Value> {
     Call::of("alk_schedule_tick", 0, vec![])
 }
 
+/// `CALL alk_maintain(run_for_s double precision, rounds bigint DEFAULT …)`: PostgreSQL only; on PostgreSQL `alkstore_user` may call it.
+pub fn alk_maintain(run_for_s: f64) -> Call<Value> {
+    Call::of("alk_maintain", 1, vec![Arg::Num(run_for_s)])
+}
+
 /// `alk_notify(channel text, payload jsonb)`: both engines; on PostgreSQL `alkstore_user` may call it.
 pub fn alk_notify(channel: &str, payload: Arg) -> Call<Value> {
     Call::of("alk_notify", 2, vec![Arg::from(channel), payload])

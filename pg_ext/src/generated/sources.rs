@@ -132,9 +132,14 @@
     requires = ["ticket"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/maintain.sql",
+    name = "maintain",
+    requires = ["stream"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/notify.sql",
     name = "notify",
-    requires = ["stream"]
+    requires = ["maintain"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/lock.sql",

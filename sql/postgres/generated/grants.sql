@@ -109,6 +109,7 @@ BEGIN
     ('alk_unschedule(text)', 'alkstore_admin'),
     ('alk_schedules()', 'alkstore_user'),
     ('alk_schedule_tick()', 'alkstore_user'),
+    ('alk_maintain(double precision, bigint)', 'alkstore_user'),
     ('alk_notify(text, jsonb)', 'alkstore_user'),
     ('alk_channel(text)', 'alkstore_user'),
     ('alk_listen_queue(text, double precision)', 'alkstore_user'),
@@ -126,9 +127,10 @@ BEGIN
   END LOOP;
 END $alkstore_grants$;
 
--- What alk_sequence (a procedure with its caller's rights) calls.
+-- What alk_sequence and alk_maintain (procedures with their caller's rights) call.
 GRANT USAGE ON SCHEMA alkstore TO alkstore_user;
 GRANT EXECUTE ON FUNCTION alkstore.sequence_streams(text), alkstore.sequence_stream(text) TO alkstore_user;
+GRANT EXECUTE ON FUNCTION alkstore.maintain_start(double precision) TO alkstore_user;
 
 -- Roles that could call alk_* before an upgrade restricted them (recorded by
 -- the upgrade step in alkstore.meta) keep calling them: granted alkstore_user.
