@@ -1615,9 +1615,95 @@ BEGIN
           'depends_on names job %s, which is gone and may have ended without an ack more than %s days ago: '
           'alkstore no longer remembers how it ended', d, alkstore.dependency_memory_ms() / 86400000));
       END IF;
+      CONTINUE;
     END IF;
-    -- Otherwise it was acked and deleted.
+    -- A job another transaction is still enqueuing: waited for, as SQLite's
+    -- one writer makes an enqueue wait.
+    CASE alkstore.dep_in_flight(d)
+      WHEN 'rolled back' THEN
+        PERFORM alkstore.raise('ALK03', format(
+          'depends_on names job %s, which does not exist (the transaction that enqueued it rolled back)', d));
+      WHEN 'committed' THEN
+        LOOP
+          UPDATE alkstore.jobs j SET dependents = true
+           WHERE j.id = d AND j.state COLLATE "C" <> 'completed' AND (requeue OR j.state COLLATE "C" <> 'dead')
+          RETURNING j.state INTO ended;
+          got := FOUND;
+          EXIT WHEN got;
+          SELECT j.state INTO ended FROM alkstore.jobs j WHERE j.id = d;
+          got := FOUND;
+          EXIT WHEN NOT got OR ended = 'completed' OR (ended = 'dead' AND NOT requeue);
+        END LOOP;
+        IF NOT got THEN
+          -- Committed after this transaction's snapshot (REPEATABLE READ):
+          -- it cannot see the job it names.
+          RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = format(
+            'alkstore: depends_on names job %s, committed after this transaction began: try again', d);
+        ELSIF ended = 'dead' AND NOT requeue THEN
+          failed := coalesce(failed, format('dependency %s dead', d));
+        ELSIF ended <> 'completed' THEN
+          waiting := waiting || d;
+        END IF;
+      ELSE
+        -- Otherwise it was acked and deleted — or enqueued by a transaction
+        -- that rolled back before this one looked, which leaves the same
+        -- trace: none (docs/sql-api.md, "Dependencies and workflows").
+        NULL;
+    END CASE;
   END LOOP;
+END $$;
+
+-- How a job this transaction cannot see, at or below the highest id
+-- given, came to be unseen: 'committed' or 'rolled back' when another
+-- transaction was still enqueuing it (it is waited for), 'none' when none
+-- was (acked and deleted, or enqueued by a transaction that rolled back
+-- before: the same trace). An enqueue holds its job's key in the
+-- partition's primary key until it ends, and an insert of the same key
+-- waits for it: so a probe insert into each partition, undone, with a
+-- lock_timeout of 1 ms fails at once where a writer holds the key, and
+-- then, waiting, conflicts if it committed or goes through if it rolled
+-- back. (The rare path of an enqueue naming a gone job: three undone
+-- inserts. Concurrent probes of one id wait for each other, or one would
+-- take the other's probe for a writer.)
+CREATE OR REPLACE FUNCTION alkstore.dep_in_flight(d bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  lt      text := current_setting('lock_timeout');
+  k       smallint;
+  now     timestamptz := clock_timestamp();
+  outcome text;
+BEGIN
+  FOREACH k IN ARRAY ARRAY[0, 1, 2]::smallint[] LOOP
+    outcome := 'none';
+    BEGIN
+      PERFORM pg_advisory_xact_lock(hashtext('alkstore.dep_in_flight'), hashint8(d));
+      PERFORM set_config('lock_timeout', '1ms', true);
+      BEGIN
+        INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
+                                   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
+        OVERRIDING SYSTEM VALUE
+        VALUES (d, k, '', 'probe', 'null', 0, 0, 0, 0, 0, 0, now, now);
+      EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', lt, true);
+        INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
+                                   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
+        OVERRIDING SYSTEM VALUE
+        VALUES (d, k, '', 'probe', 'null', 0, 0, 0, 0, 0, 0, now, now);
+        outcome := 'rolled back';
+      END;
+      -- Undoes the probe, its lock and the setting.
+      RAISE EXCEPTION USING ERRCODE = 'ALKPB';
+    EXCEPTION
+      WHEN unique_violation THEN
+        RETURN 'committed';
+      WHEN SQLSTATE 'ALKPB' THEN
+        NULL;
+    END;
+    IF outcome <> 'none' THEN
+      RETURN outcome;
+    END IF;
+  END LOOP;
+  RETURN 'none';
 END $$;
 
 -- The jobs in jobs wait for the dependencies in waiting. (PL/pgSQL, as

@@ -49,6 +49,54 @@ fn dead(why: String) -> (Value, Value) {
 }
 
 per_engine! {
+    /// An enqueue naming a job that another transaction is still enqueuing
+    /// waits for that transaction, as SQLite's one writer makes it wait:
+    /// committed, the job is a dependency like any other; rolled back, the
+    /// id names no job (InvalidOptions, nothing written). Before (issue 57),
+    /// PostgreSQL took the unseen id for a job acked and gone, and the
+    /// dependent ran at once.
+    fn an_enqueue_naming_a_job_not_committed_yet_waits_for_its_transaction(_target) {
+        for outcome in ["commit", "rollback"] {
+            let mut writer = _target.connect();
+            let e = writer.engine();
+            let q = fresh("deps-in-flight");
+            writer.begin();
+            let a = enqueue(&mut *writer, &q, Arg::Null);
+            let mut other = _target.connect();
+            let (q2, (done, finished)) = (q.clone(), std::sync::mpsc::channel());
+            let naming = std::thread::spawn(move || {
+                let got = other.call("alk_enqueue", &[t(&q2), deps(&[a]), j("{}")]);
+                done.send(()).unwrap();
+                (got, other)
+            });
+            assert!(
+                finished.recv_timeout(Duration::from_millis(700)).is_err(),
+                "[{e}] {outcome}: the enqueue naming {a} did not wait for its transaction"
+            );
+            if outcome == "commit" {
+                writer.commit();
+            } else {
+                writer.rollback();
+            }
+            let (got, mut other) = naming.join().unwrap();
+            if outcome == "commit" {
+                let b = got.unwrap_or_else(|f| panic!("[{e}] {f:?}")).as_i64().unwrap();
+                assert_eq!(job(&mut *other, b)["waiting_for"], json!([a]), "[{e}]");
+                assert_eq!(claim(&mut *other, &q), [a], "[{e}] only {a} runs");
+                ack(&mut *other, a);
+                assert_eq!(claim(&mut *other, &q), [b], "[{e}] then {b}");
+            } else {
+                let f = got.expect_err("a rolled-back id names no job");
+                assert_eq!(f.code, "ALK03", "[{e}] {f:?}");
+                assert_eq!(
+                    other.ok("alk_queue_stats", &[t(&q)])["pending"],
+                    0,
+                    "[{e}] nothing written"
+                );
+            }
+        }
+    }
+
     fn a_job_waits_until_every_dependency_is_acked(_target) {
         let mut db = _target.connect();
         let db = &mut *db;
