@@ -3584,6 +3584,7 @@ BEGIN
   IF (alkstore.name_ok('queue', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('queue', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
+  
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
   -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
   -- one index probe, all in one statement (each statement PL/pgSQL runs
@@ -3818,6 +3819,7 @@ BEGIN
   IF (alkstore.name_ok('outbox', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('outbox', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
+  PERFORM alkstore.maintenance_on_use();
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
   -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
   -- one index probe, all in one statement (each statement PL/pgSQL runs
@@ -4056,6 +4058,7 @@ BEGIN
   IF (alkstore.name_ok('queue', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('queue', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
+  
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
   -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
   -- one index probe, all in one statement (each statement PL/pgSQL runs
@@ -4689,6 +4692,15 @@ BEGIN
   PERFORM set_config('lock_timeout', lt, true);
   RETURN n;
 END $$;
+
+-- ---- sql/postgres/on_use.sql ----
+-- The extension's check for a maintenance worker on use, in its library
+-- (pg_ext/src/maintenance.rs, start_on_use): a database no worker serves
+-- gets one as a dynamic background worker, at most one check a minute per
+-- session. alk_claim runs it in the library; alk_outbox_claim calls this,
+-- so that a database used only through outboxes (the relay) gets one too.
+CREATE OR REPLACE FUNCTION alkstore.maintenance_on_use() RETURNS void
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'alkstore_maintenance_on_use_wrapper';
 
 -- ---- sql/postgres/sequencer.sql ----
 -- The extension's sequencer functions, in its library

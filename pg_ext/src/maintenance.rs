@@ -144,9 +144,10 @@ pub fn start_on_use() {
     if !settings::MAINTENANCE_ON_USE.get() || unsafe { pg_sys::RecoveryInProgress() } {
         return;
     }
-    // Run by alk_claim, a SECURITY DEFINER function, under the pg_catalog
-    // search path its Session pushed: every name is qualified anyway, so no
-    // schema of the caller's reaches this. Not a template, nor a database
+    // Run by alk_claim and alk_outbox_claim, SECURITY DEFINER functions,
+    // under the pg_catalog search path alk_claim's Session pushed or
+    // alk_outbox_claim's SET clause pins: every name is qualified anyway, so
+    // no schema of the caller's reaches this. Not a template, nor a database
     // that takes no connections (a worker would keep CREATE DATABASE …
     // TEMPLATE from copying it). The transaction-level advisory lock keeps
     // two sessions' claims from registering one each at the same moment.
@@ -183,6 +184,14 @@ pub fn start_on_use() {
              (max_worker_processes reached?); claims still work, nothing sweeps"
         ),
     }
+}
+
+/// `alkstore.maintenance_on_use()` (on_use.sql): [`start_on_use`], for
+/// `alk_outbox_claim`, which is PL/pgSQL (SECURITY DEFINER, its search
+/// path pinned to pg_catalog).
+#[pg_extern(sql = false)]
+fn alkstore_maintenance_on_use() {
+    start_on_use()
 }
 
 /// The worker's entry point (named in its registration).

@@ -638,7 +638,7 @@ fn queue_stats_say_how_long_ago_a_sweep_ran() {
 }
 
 /// Issue 57: a database with the extension that no worker is configured
-/// for gets one on first use — the first claim starts it, a second
+/// for gets one on first use — the first claim (of a queue or an outbox) starts it, a second
 /// session's claim starts no other, and it sweeps (`last_sweep_age_s`
 /// comes with no caller sweeping) — and it ends with its database. The test
 /// cluster turns `alkstore.maintenance_on_use` off (scripts/postgres.sh);
@@ -726,14 +726,16 @@ fn a_database_no_worker_serves_gets_one_on_first_use() {
         "the worker outlived the extension"
     );
     drop(c);
-    // Started again on use once the extension is back, and ends with its
-    // database: the cluster is back to the workers it had.
+    // Started again on use once the extension is back — by an outbox's
+    // claim this time (the relay's only call), as by a queue's — and ends
+    // with its database: the cluster is back to the workers it had.
     let mut c = connect();
     c.batch_execute("CREATE EXTENSION alkstore").unwrap();
-    claim(&mut c);
+    c.query("SELECT * FROM alk_outbox_claim('on-use', 'w', 1)", &[])
+        .unwrap();
     assert!(
         eventually(Duration::from_secs(30), || workers_on(&mut admin, db) == 1),
-        "no worker started on use after CREATE EXTENSION"
+        "no worker started on an outbox's claim after CREATE EXTENSION"
     );
     drop(c);
     admin

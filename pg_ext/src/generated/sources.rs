@@ -117,9 +117,14 @@
     requires = ["prune"]
 );
 ::pgrx::extension_sql_file!(
+    "../../../sql/postgres/on_use.sql",
+    name = "on_use",
+    requires = ["schedule"]
+);
+::pgrx::extension_sql_file!(
     "../../../sql/postgres/sequencer.sql",
     name = "sequencer",
-    requires = ["schedule"]
+    requires = ["on_use"]
 );
 ::pgrx::extension_sql_file!(
     "../../../sql/postgres/ticket.sql",

@@ -48,6 +48,7 @@ BEGIN
   IF (alkstore.name_ok('queue', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('queue', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
+  
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
   -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
   -- one index probe, all in one statement (each statement PL/pgSQL runs
@@ -282,6 +283,7 @@ BEGIN
   IF (alkstore.name_ok('outbox', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('outbox', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
+  PERFORM alkstore.maintenance_on_use();
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
   -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
   -- one index probe, all in one statement (each statement PL/pgSQL runs

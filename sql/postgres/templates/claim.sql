@@ -45,6 +45,7 @@ BEGIN
   IF (alkstore.name_ok('{{name_kind}}', $1) AND alkstore.name_ok('worker', w) AND alkstore.batch_ok(n)) IS NOT TRUE THEN
     PERFORM alkstore.name('{{name_kind}}', $1), alkstore.name('worker', w), alkstore.batch('max_jobs', n);
   END IF;
+  {{on_use}}
   -- Paused? Limited? Any deadline passed (an expired claim, or a pending
   -- job past its expires_at)? A scheduled job come due (ahead.sql)? Each is
   -- one index probe, all in one statement (each statement PL/pgSQL runs
