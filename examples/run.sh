@@ -58,8 +58,11 @@ check "python / postgres: snooze" examples/python/snooze.expected.txt \
   "$venv/bin/python" examples/python/snooze.py postgres "host=/var/run/postgresql dbname=$db"
 
 # alkstore.work's own checks (packages/python/tests/check_work.py).
-printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: fired while work() ran: True\n%s\n' \
-  'long handler: runs 1, attempts [1], lost claims 0, pending, running: (0, 0)' > "$work/check-work-sqlite.expected"
+printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: fired while work() ran: True\n%s\n%s\n%s\n%s\n' \
+  'long handler: runs 1, attempts [1], lost claims 0, pending, running: (0, 0)' \
+  'batches: each of 300 once: True, fewer ack calls than jobs: True, pending, running: (0, 0)' \
+  'prefetched past the visibility timeout: runs [(0, 1), (1, 1), (2, 1), (3, 1)], lost claims 0, pending, running: (0, 0)' \
+  'stopped: given back 9, attempts [1], pending, running: (0, 9)' > "$work/check-work-sqlite.expected"
 check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
 cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"

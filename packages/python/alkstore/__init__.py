@@ -29,7 +29,8 @@ __version__ = "0.4.0"
 
 __all__ = [
     "AlkstoreError", "Job", "load", "loadable_path", "version",
-    "enqueue", "claim", "ack", "retry", "fail", "heartbeat", "release", "release_batch", "Snooze",
+    "enqueue", "claim", "ack", "ack_batch", "retry", "fail", "heartbeat", "release", "release_batch",
+    "Snooze",
     "work",
 ]
 
@@ -156,6 +157,14 @@ def ack(conn: Any, job_id: int, worker: str, result: Any = None) -> bool:
                      (job_id, worker, None if result is None else _json(result))))
 
 
+def ack_batch(conn: Any, job_ids: List[int], worker: str) -> int:
+    """Acks many held jobs in one call (``alk_ack_batch``, no results);
+    returns how many this worker held."""
+    if _is_postgres(conn):
+        return _one(conn, "SELECT alk_ack_batch(?::bigint[], ?)", (list(job_ids), worker))
+    return _one(conn, "SELECT alk_ack_batch(?, ?)", (_json(list(job_ids)), worker))
+
+
 def retry(conn: Any, job_id: int, worker: str, error: str, delay_s: Optional[float] = None) -> Optional[str]:
     """Gives a held job back: ``'pending'``, ``'dead'`` (attempts used up) or None (not held)."""
     return _one(conn, "SELECT alk_retry(?, ?, ?, ?)", (job_id, worker, error, delay_s))
@@ -270,33 +279,44 @@ def _broken(conn: Any) -> bool:
 
 
 class _Heartbeat:
-    """Keeps the job in hand claimed while its handler runs, as the Rust
-    worker does: a thread with a connection of its own extends the claim
-    every third of the time the claim has left (at least 50 ms). Without
-    it a handler that ran past the visibility timeout ran again, at the
-    same time, on another worker (issue 64 item 2). A heartbeat that finds
-    the claim gone marks the job lost."""
+    """Keeps every job the worker holds claimed — the one its handler runs,
+    the ones it prefetched and has not started, the ones whose ack waits in
+    the flush window — as the Rust worker does (contract v1.3 §P): a thread
+    with a connection of its own extends each claim every third of the time
+    it had left when claimed (at least 50 ms). Without it a handler that
+    ran past the visibility timeout ran again, at the same time, on another
+    worker (issue 64 item 2). A heartbeat that finds a claim gone marks the
+    job lost."""
 
     def __init__(self, connect: Optional[Callable[[], Any]], worker: str) -> None:
         self.connect, self.worker = connect, worker
         self.cond = threading.Condition()
-        self.job: Optional[tuple] = None  # (id, seconds between beats)
-        self.generation = 0
+        self.held: Dict[int, List[float]] = {}  # id → [seconds between beats, next beat (monotonic)]
         self.stopped = False
         self.lost: set = set()
         self.thread: Optional[threading.Thread] = None
 
-    def during(self, job: Job, fn: Callable[[], Any]) -> Any:
+    def hold(self, jobs: List[Job]) -> None:
+        """Starts beating these jobs (just claimed)."""
+        if not jobs:
+            return
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="alkstore-heartbeat", daemon=True)
             self.thread.start()
-        # A third of what the claim has left as the job starts: each beat
-        # extends it by the visibility timeout again.
-        self._change((job["id"], max(_seconds_left(job["claim_expires_at"]) / 3, 0.05)))
-        try:
-            return fn()
-        finally:
-            self._change(None)
+        now = time.monotonic()
+        with self.cond:
+            for job in jobs:
+                # A third of what the claim has left: each beat extends it
+                # by the visibility timeout again.
+                every = max(_seconds_left(job["claim_expires_at"]) / 3, 0.05)
+                self.held[job["id"]] = [every, now + every]
+            self.cond.notify_all()
+
+    def drop(self, ids: List[int]) -> None:
+        """Stops beating these jobs (acked, given back, or lost)."""
+        with self.cond:
+            for job_id in ids:
+                self.held.pop(job_id, None)
 
     def stop(self) -> None:
         with self.cond:
@@ -305,32 +325,31 @@ class _Heartbeat:
         if self.thread is not None:
             self.thread.join()
 
-    def _change(self, job: Optional[tuple]) -> None:
-        with self.cond:
-            self.job = job
-            self.generation += 1
-            self.cond.notify_all()
-
     def _run(self) -> None:
         side = None
         with self.cond:
             while not self.stopped:
-                job, generation = self.job, self.generation
-                if job is None or self.connect is None:
+                if not self.held or self.connect is None:
                     self.cond.wait()
                     continue
-                job_id, every = job
-                self.cond.wait_for(lambda: self.generation != generation or self.stopped, timeout=every)
-                if self.generation != generation or self.stopped:
+                now = time.monotonic()
+                due = [job_id for job_id, (_, at) in self.held.items() if at <= now]
+                if not due:
+                    self.cond.wait(timeout=min(at for _, at in self.held.values()) - now)
                     continue
+                for job_id in due:
+                    self.held[job_id][1] = now + self.held[job_id][0]
                 self.cond.release()
                 try:
                     if side is None:
                         side = self.connect()
-                    if not _one(side, "SELECT alk_heartbeat(?, ?, NULL)", (job_id, self.worker)):
-                        self.lost.add(job_id)
+                    for job_id in due:
+                        if not _one(side, "SELECT alk_heartbeat(?, ?, NULL)", (job_id, self.worker)):
+                            with self.cond:
+                                if job_id in self.held:
+                                    self.lost.add(job_id)
                 except Exception as e:  # noqa: BLE001 — tried again at the next beat
-                    warnings.warn(f"alkstore: heartbeat of job {job_id} failed ({e})",
+                    warnings.warn(f"alkstore: heartbeat of jobs {due} failed ({e})",
                                   RuntimeWarning, stacklevel=2)
                     if side is not None and _broken(side):
                         side = None  # connect again at the next beat
@@ -378,33 +397,64 @@ class _Chores:
 def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
          stop: Optional[threading.Event] = None, idle_timeout: float = 5.0,
          tick_every: Optional[float] = 5.0, sweep_every: Optional[float] = 1.0,
-         prune_every: Optional[float] = 60.0, stats: Optional[Dict[str, int]] = None) -> int:
+         prune_every: Optional[float] = 60.0, stats: Optional[Dict[str, int]] = None,
+         prefetch: int = 1, flush_window: float = 0.01, flush_max: int = 100,
+         prefetch_ttl: Optional[float] = None) -> int:
     """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
     ``threading.Event``) is set: acks on return (the return value, if not
     None, is kept as the result), retries with the queue's backoff on an
     exception; a returned ``Snooze(seconds)`` gives the job back to run
-    again after that long without spending an attempt. While a handler
-    runs, a heartbeat thread with a connection of its own keeps the job
-    claimed (every third of its visibility timeout), so a handler may run
-    longer than the timeout without the job running again elsewhere. A
-    claim found lost (the heartbeat could not reach the database in time,
-    or the job was given back meanwhile) is a ``RuntimeWarning`` and counts
-    in ``stats["lost_claims"]`` (``stats``: a dict you pass; also
-    ``stats["handled"]``). On PostgreSQL a lost connection (a server
-    restart, a killed backend) is ridden out: work() connects again from the
-    same DSN (the connection you passed stays closed; handlers that use it
-    must do the same) with a pause that doubles up to 5 s, and counts it in
-    ``stats["reconnects"]``. Waits for work without busy polling: on PostgreSQL by LISTEN
+    again after that long without spending an attempt.
+
+    Batching (contract v1.3 §P): each claim takes up to ``prefetch`` jobs
+    (1 to 1,000; default 1, the worker's concurrency), run one after
+    another; a job no handler started within ``prefetch_ttl`` seconds of its
+    claim (default: half the time its claim had then, the visibility
+    timeout) is given back at once, without spending an attempt, for
+    another worker to run. Jobs whose handler returned None are acked
+    together (``alk_ack_batch``) once ``flush_max`` (1 to 1,000; default
+    100) wait or the first has waited ``flush_window`` seconds (default
+    0.01; checked between jobs), and before work() waits for work or
+    returns; ``flush_window=0`` acks each job as its handler returns. A
+    stopping work() acks what it finished and gives back what it
+    prefetched and did not start. A process killed with acks waiting loses
+    only those acks: the jobs run again once their claims expire.
+
+    While a job is held — prefetched, running, or waiting for its ack — a
+    heartbeat thread with a connection of its own keeps it claimed (every
+    third of its visibility timeout), so a handler may run longer than the
+    timeout without the job running again elsewhere. A claim found lost
+    (the heartbeat could not reach the database in time, or the job was
+    given back meanwhile) is a ``RuntimeWarning`` and counts in
+    ``stats["lost_claims"]`` (``stats``: a dict you pass; also
+    ``stats["handled"]`` and ``stats["ack_flushes"]``, the batched acks
+    sent). On PostgreSQL a lost connection (a server restart, a killed
+    backend) is ridden out: work() connects again from the same DSN (the
+    connection you passed stays closed; handlers that use it must do the
+    same) with a pause that doubles up to 5 s, and counts it in
+    ``stats["reconnects"]``; the acks waiting then are lost with it. Waits
+    for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another
     connection changes it). Between jobs it ticks schedules every
     ``tick_every`` seconds, sweeps its queue every ``sweep_every`` and prunes
     every ``prune_every`` (the Rust worker's defaults; None: never).
     Returns the number of jobs handled."""
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= 1000:
+        raise ValueError(f"prefetch must be a whole number from 1 to 1000, got {prefetch!r}")
+    if isinstance(flush_max, bool) or not isinstance(flush_max, int) or not 1 <= flush_max <= 1000:
+        raise ValueError(f"flush_max must be a whole number from 1 to 1000, got {flush_max!r}")
+    if not isinstance(flush_window, (int, float)) or not math.isfinite(flush_window) or flush_window < 0:
+        raise ValueError(f"flush_window must be a finite number of seconds, at least 0, got {flush_window!r}")
+    if prefetch_ttl is not None and (not isinstance(prefetch_ttl, (int, float))
+                                     or not math.isfinite(prefetch_ttl) or prefetch_ttl <= 0):
+        raise ValueError(f"prefetch_ttl must be a finite number of seconds above 0, or None, "
+                         f"got {prefetch_ttl!r}")
     stop = stop or threading.Event()
     stats = {} if stats is None else stats
     stats.setdefault("handled", 0)
     stats.setdefault("lost_claims", 0)
+    stats.setdefault("ack_flushes", 0)
     postgres = _is_postgres(conn)
     if postgres and not conn.autocommit:
         # Outside autocommit every claim and ack would wait in a transaction
@@ -420,6 +470,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
     beat = _Heartbeat(connect, worker)
     pause = 0.0
+    local: List[tuple] = []  # prefetched, not started: (job, give back after (monotonic))
+    acks: List[int] = []     # handled, their acks waiting
+    first_ack_at = 0.0
 
     def settled(job_id: int, held: bool, how: str) -> None:
         if held and job_id not in beat.lost:
@@ -430,14 +483,41 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                       "its visibility timeout without a heartbeat reaching the database); it may "
                       "run again or have run elsewhere", RuntimeWarning, stacklevel=3)
 
+    def flush() -> None:
+        # The heartbeat stops first: one that met the committed ack would
+        # take the job for lost.
+        nonlocal acks
+        if not acks:
+            return
+        ids, acks = acks, []
+        beat.drop(ids)
+        held = ack_batch(conn, ids, worker)
+        stats["ack_flushes"] += 1
+        if held < len(ids):
+            stats["lost_claims"] += len(ids) - held
+            warnings.warn(f"alkstore: {len(ids) - held} of jobs {ids}: their claims were lost before "
+                          "the ack (they ran past their visibility timeout without a heartbeat "
+                          "reaching the database); they may run again or have run elsewhere",
+                          RuntimeWarning, stacklevel=3)
+        beat.lost.difference_update(ids)
+
+    def give_back(jobs: List[Job]) -> None:
+        ids = [job["id"] for job in jobs]
+        beat.drop(ids)
+        release_batch(conn, ids, worker)
+        beat.lost.difference_update(ids)
+
     given = conn  # a connection made here is work()'s to close
     try:
         while not stop.is_set():
             try:
                 if pause:
                     # The connection was lost (a restart, a killed backend):
-                    # a new one from the same DSN, LISTENing again. Jobs whose
-                    # ack was lost with it run again once their claims expire.
+                    # a new one from the same DSN, LISTENing again. Jobs held
+                    # with it (acks waiting, prefetched) run again once their
+                    # claims expire.
+                    beat.drop(acks + [job["id"] for job, _ in local])
+                    acks, local = [], []
                     if conn is not given:
                         conn.close()
                     conn = connect()
@@ -445,25 +525,51 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                     chores.conn = conn
                     stats["reconnects"] = stats.get("reconnects", 0) + 1
                     pause = 0.0
+                if acks and time.monotonic() - first_ack_at >= flush_window:
+                    flush()
                 chores.run_due(stop)
-                jobs = claim(conn, queue, worker, 1)
-                for job in jobs:
+                if not local:
+                    jobs = claim(conn, queue, worker, prefetch)
+                    beat.hold(jobs)
+                    now = time.monotonic()
+                    local = [(job, now + (prefetch_ttl if prefetch_ttl is not None
+                                          else max(_seconds_left(job["claim_expires_at"]) / 2, 0.05)))
+                             for job in jobs]
+                if local:
+                    now = time.monotonic()
+                    stale = [job for job, until in local if until < now]
+                    if stale:
+                        # Not started in time: another worker may run them now.
+                        local = [(job, until) for job, until in local if until >= now]
+                        give_back(stale)
+                        continue
+                    job = local.pop(0)[0]
                     try:
-                        result = beat.during(job, lambda: handler(job))
+                        result = handler(job)
                     except Exception as e:  # noqa: BLE001 — any failure is a retry
+                        beat.drop([job["id"]])
                         held = retry(conn, job["id"], worker, f"{type(e).__name__}: {e}") is not None
                         settled(job["id"], held, "retry")
                     else:
                         if isinstance(result, Snooze):
+                            beat.drop([job["id"]])
                             held = release(conn, job["id"], worker, result.seconds)
                             settled(job["id"], held, "snooze")
-                        else:
+                        elif result is not None or flush_window == 0:
+                            # A result goes with its own ack (alk_ack_batch keeps none).
+                            beat.drop([job["id"]])
                             held = ack(conn, job["id"], worker, _result_or_none(result, job["id"]))
                             settled(job["id"], held, "ack")
+                        else:
+                            if not acks:
+                                first_ack_at = time.monotonic()
+                            acks.append(job["id"])
+                            if len(acks) >= flush_max or time.monotonic() - first_ack_at >= flush_window:
+                                flush()
                     handled += 1
                     stats["handled"] += 1
-                if jobs:
                     continue
+                flush()
                 # Idle until a wake-up, the idle timeout or the next chore.
                 waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
                 deadline = time.monotonic() + max(min(waits), 0.1)
@@ -487,6 +593,12 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                 warnings.warn(f"alkstore: work() lost its connection ({e}); connecting again "
                               f"in {pause:.1f} s", RuntimeWarning, stacklevel=2)
                 stop.wait(pause)
+        # Stopping: what was handled is acked, what was not started given back.
+        if not pause:
+            flush()
+            if local:
+                give_back([job for job, _ in local])
+                local = []
     finally:
         beat.stop()
         if conn is not given:

@@ -98,14 +98,77 @@ def main():
                                 args=(connect(kind, target), "checks-long", f"w{i}", long),
                                 kwargs={"stop": stop, "idle_timeout": 0.1, "stats": stats[i]})
                for i in range(2)]
-    threading.Timer(30.0, stop.set).start()
+    limit = threading.Timer(30.0, stop.set)  # (cancelled: a pending timer holds the process at exit)
+    limit.start()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
+    limit.cancel()
     lost = sum(st["lost_claims"] for st in stats)
     print(f"long handler: runs {len(runs)}, attempts {runs}, lost claims {lost}, "
           f"pending, running: {pending(db, 'checks-long')}")
+
+    # Batching (contract v1.3 §P): 300 jobs, 16 claimed at a time, acks
+    # sent together; each runs once, and far fewer ack calls than jobs.
+    for n in range(300):
+        alkstore.enqueue(db, "checks-batch", {"n": n})
+    stop, seen, st = threading.Event(), [], {}
+
+    def counted(job):
+        seen.append(job["payload"]["n"])
+        if len(seen) == 300:
+            stop.set()
+
+    limit = threading.Timer(60.0, stop.set)
+    limit.start()
+    alkstore.work(db, "checks-batch", "w", counted, stop=stop, idle_timeout=0.1, prefetch=16, stats=st)
+    limit.cancel()
+    print(f"batches: each of 300 once: {sorted(seen) == list(range(300))}, "
+          f"fewer ack calls than jobs: {0 < st['ack_flushes'] < 100}, "
+          f"pending, running: {pending(db, 'checks-batch')}")
+
+    # Prefetched jobs wait behind slow handlers past the visibility timeout
+    # (1 s): the heartbeat keeps them claimed, so none runs twice or spends
+    # a second attempt, though a second worker waits for the same queue.
+    db.execute(conf, ("checks-held", '{"visibility_timeout_s": 1, "max_attempts": 5}'))
+    for n in range(4):
+        alkstore.enqueue(db, "checks-held", {"n": n})
+    stop, runs, stats = threading.Event(), [], [{}, {}]
+
+    def slow(job):
+        with lock:
+            runs.append((job["payload"]["n"], job["attempts"]))
+            if len(runs) == 4:
+                threading.Timer(1.0, stop.set).start()
+        time.sleep(0.7)
+
+    workers = [threading.Thread(target=alkstore.work,
+                                args=(connect(kind, target), "checks-held", f"w{i}", slow),
+                                kwargs={"stop": stop, "idle_timeout": 0.1, "stats": stats[i],
+                                        "prefetch": 4, "prefetch_ttl": 30.0})
+               for i in range(2)]
+    limit = threading.Timer(30.0, stop.set)
+    limit.start()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    limit.cancel()
+    print(f"prefetched past the visibility timeout: runs {sorted(runs)}, "
+          f"lost claims {sum(st['lost_claims'] for st in stats)}, "
+          f"pending, running: {pending(db, 'checks-held')}")
+
+    # A stopping worker gives back what it prefetched and did not start, at
+    # once and without spending an attempt: another worker claims them now.
+    for n in range(10):
+        alkstore.enqueue(db, "checks-giveback", {"n": n})
+    stop = threading.Event()
+    alkstore.work(db, "checks-giveback", "w", lambda job: stop.set(), stop=stop,
+                  idle_timeout=0.1, prefetch=10)
+    left = alkstore.claim(db, "checks-giveback", "other", 20)
+    print(f"stopped: given back {len(left)}, attempts {sorted({j['attempts'] for j in left})}, "
+          f"pending, running: {pending(db, 'checks-giveback')}")
 
     if kind == "postgres":
         # Its connection killed under it (issue 64 item 11: work() ended):
