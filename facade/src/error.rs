@@ -126,7 +126,7 @@ const REFUSED_IN_A_BLOCK: [(&str, &str); 2] = [
     (
         "alk_maintain(",
         "alk_maintain commits transactions of its own and cannot run inside a \
-         transaction block: CALL it on its own (CALL alk_maintain(55))",
+         transaction block: CALL it on its own (CALL alk_maintain(50))",
     ),
 ];
 

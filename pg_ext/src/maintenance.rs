@@ -350,7 +350,7 @@ fn run(chore: Chore, schema: &str) {
         }
         Chore::Sweep => {
             let sql = format!("SELECT {schema}.alk_sweep(NULL)");
-            guarded("the sweep", || chore_tx(&sql));
+            guarded("the sweep", || sweep_tx(&sql));
             // alk_sweep made up to DUE_BATCH scheduled jobs pending; more
             // came due at once are made pending in transactions of their own.
             let sql = format!("SELECT alkstore.make_due(NULL, {DUE_BATCH})");
@@ -433,6 +433,25 @@ thread_local! {
     /// The chores failing now: their last error, and when it was logged.
     static FAILING: std::cell::RefCell<std::collections::HashMap<String, (String, Instant)>> =
         Default::default();
+}
+
+/// The sweep's statement, as [`chore_tx`] runs the others, but read-only at
+/// the top: pgrx's read-write SPI takes a transaction id before it runs
+/// anything (`Spi::mark_mutable`), and alk_sweep rotates the job table's
+/// slots only in a transaction that has none yet, which wrote nothing
+/// before it (queue.sql, rotate.sql). The function writes as it would.
+fn sweep_tx(sql: &str) -> Result<i32, pgrx::spi::SpiError> {
+    Spi::connect(|c| {
+        c.select(
+            "SELECT pg_catalog.set_config('statement_timeout', '60s', true)",
+            None,
+            &[],
+        )?;
+        c.select(sql, Some(1), &[])?
+            .first()
+            .get_one::<i32>()
+            .map(|n| n.unwrap_or(0))
+    })
 }
 
 /// One chore's statement, bounded in time: a chore that waits on a lock for

@@ -143,3 +143,13 @@ fn alkstore_in_transaction_block() -> bool {
     // SAFETY: reads the current transaction's state, in a backend.
     unsafe { pg_sys::IsTransactionBlock() }
 }
+
+/// `alkstore.statement_alone()`: whether the running statement is a
+/// transaction of its own (no BEGIN … COMMIT around it, whatever protocol
+/// sent it): where the job table's rotation may take its lock, held to
+/// the commit (rotate.sql).
+#[pg_extern(sql = false)]
+fn alkstore_statement_alone() -> bool {
+    // SAFETY: reads the current transaction's state, in a backend.
+    unsafe { !pg_sys::IsTransactionBlock() }
+}

@@ -6,7 +6,9 @@
 -- (with the rotation of the job table's hot slots, rotate.sql), tick the
 -- schedules; and it prunes at its start and every 10 s. A chore that
 -- fails is logged as a WARNING and the others go on (the next round tries
--- it again). Returns in rounds how many rounds it ran.
+-- it again); a chore that failed in every round it ran fails the call at
+-- its end, once the others' work is committed, so that a scheduler shows
+-- it (pg_cron's job_run_details). Returns in rounds how many rounds it ran.
 --
 -- A procedure, because only a procedure commits; SECURITY INVOKER, because
 -- one that is not cannot (the chores are the SECURITY DEFINER functions it
@@ -29,7 +31,7 @@ BEGIN
   IF alkstore.in_transaction_block() THEN
     PERFORM alkstore.raise('ALK05',
       'alk_maintain commits transactions of its own and cannot run inside a transaction block: '
-      || 'CALL it on its own (CALL alk_maintain(55))');
+      || 'CALL it on its own (CALL alk_maintain(50))');
   END IF;
 END $$;
 
@@ -42,69 +44,79 @@ DECLARE
   i          integer;
   n          integer;
   calls      integer;
+  chore      text;
+  -- Per chore: the rounds it worked, the rounds it failed, its last error.
+  worked     jsonb := '{}';
+  failed     jsonb := '{}';
+  errors     jsonb := '{}';
 BEGIN
   PERFORM alkstore.maintain_start(run_for_s);
   COMMIT;
   rounds := 0;
-  until := clock_timestamp() + run_for_s * interval '1 second';
+  until := pg_catalog.clock_timestamp() + run_for_s * interval '1 second';
   LOOP
-    -- alkstore.maintain_commits, to this transaction's COMMIT, tells the
-    -- chores it runs that the COMMIT follows them: the rotation (rotate.sql)
-    -- takes a slot lock held to the commit and runs only in a transaction of
-    -- its own, which it tells by its start (a procedure's later transactions
-    -- begin after its CALL statement); the sequencer refuses a transaction
-    -- block, and takes a block's subtransaction for one.
-    PERFORM pg_catalog.set_config('alkstore.maintain_commits', 'on', true);
-    BEGIN
-      names := alkstore.sequence_streams(NULL);
-    EXCEPTION WHEN OTHERS THEN
-      RAISE WARNING 'alk_maintain: listing the streams to sequence failed: %', SQLERRM;
-      names := '{}';
-    END;
-    COMMIT;
-    FOR i IN 1 .. coalesce(array_length(names, 1), 0) LOOP
-      PERFORM pg_catalog.set_config('alkstore.maintain_commits', 'on', true);
+    -- Each chore in a block (a subtransaction) of a transaction this
+    -- procedure began after a COMMIT: the sequencer, which refuses a
+    -- transaction block, and the rotation (rotate.sql), which runs only in
+    -- a transaction of its own, tell such a transaction by its start, later
+    -- than the CALL statement's.
+    -- The streams with events waiting, then each in a transaction of its
+    -- own, as alk_sequence does.
+    names := NULL;
+    FOR chore IN SELECT unnest(ARRAY['sequence', 'sweep', 'tick', 'prune']) LOOP
+      CONTINUE WHEN chore = 'prune' AND pruned_at IS NOT NULL
+                    AND pg_catalog.clock_timestamp() < pruned_at + interval '10 seconds';
       BEGIN
-        PERFORM alkstore.sequence_stream(names[i]);
+        IF chore = 'sequence' THEN
+          names := alkstore.sequence_streams(NULL);
+        ELSIF chore = 'sweep' THEN
+          PERFORM alk_sweep(NULL);
+        ELSIF chore = 'tick' THEN
+          PERFORM alk_schedule_tick();
+        ELSE
+          pruned_at := pg_catalog.clock_timestamp();
+          -- As `alkstore maintain`: again while a call fills its batch,
+          -- ten at most.
+          calls := 0;
+          LOOP
+            n := alk_prune(1000);
+            calls := calls + 1;
+            EXIT WHEN n < 1000 OR calls >= 10;
+          END LOOP;
+        END IF;
+        worked := worked || jsonb_build_object(chore, coalesce((worked->>chore)::integer, 0) + 1);
       EXCEPTION WHEN OTHERS THEN
-        RAISE WARNING 'alk_maintain: sequencing stream % failed: %', names[i], SQLERRM;
+        RAISE WARNING 'alk_maintain: %: %', chore, SQLERRM;
+        failed := failed || jsonb_build_object(chore, coalesce((failed->>chore)::integer, 0) + 1);
+        errors := errors || jsonb_build_object(chore, SQLSTATE || ' ' || SQLERRM);
       END;
       COMMIT;
-    END LOOP;
-    PERFORM pg_catalog.set_config('alkstore.maintain_commits', 'on', true);
-    BEGIN
-      PERFORM alk_sweep(NULL);
-    EXCEPTION WHEN OTHERS THEN
-      RAISE WARNING 'alk_maintain: alk_sweep failed: %', SQLERRM;
-    END;
-    COMMIT;
-    BEGIN
-      PERFORM alk_schedule_tick();
-    EXCEPTION WHEN OTHERS THEN
-      RAISE WARNING 'alk_maintain: alk_schedule_tick failed: %', SQLERRM;
-    END;
-    COMMIT;
-    IF pruned_at IS NULL OR clock_timestamp() >= pruned_at + interval '10 seconds' THEN
-      pruned_at := clock_timestamp();
-      -- As `alkstore maintain`: again while a call fills its batch, ten at most.
-      calls := 0;
-      LOOP
+      FOR i IN 1 .. CASE WHEN chore = 'sequence' THEN coalesce(pg_catalog.array_length(names, 1), 0) ELSE 0 END LOOP
         BEGIN
-          n := alk_prune(1000);
+          PERFORM alkstore.sequence_stream(names[i]);
         EXCEPTION WHEN OTHERS THEN
-          RAISE WARNING 'alk_maintain: alk_prune failed: %', SQLERRM;
-          n := 0;
+          RAISE WARNING 'alk_maintain: sequence stream %: %', names[i], SQLERRM;
+          failed := failed || jsonb_build_object('sequence', coalesce((failed->>'sequence')::integer, 0) + 1);
+          errors := errors || jsonb_build_object('sequence', SQLSTATE || ' ' || SQLERRM);
         END;
         COMMIT;
-        calls := calls + 1;
-        EXIT WHEN n < 1000 OR calls >= 10;
       END LOOP;
-    END IF;
+    END LOOP;
     rounds := rounds + 1;
-    EXIT WHEN clock_timestamp() >= until;
+    EXIT WHEN pg_catalog.clock_timestamp() >= until;
     -- A second, or what is left of run_for_s, in a transaction that has
-    -- written nothing.
-    PERFORM pg_catalog.pg_sleep(least(1, extract(epoch FROM until - clock_timestamp())));
+    -- written nothing (its snapshot, held while it sleeps, holds back no
+    -- slot for long: 1 s of a slot's 6 s).
+    PERFORM pg_catalog.pg_sleep(LEAST(1, extract(epoch FROM until - pg_catalog.clock_timestamp())));
     COMMIT;
+  END LOOP;
+  -- A chore that never worked: the call fails (what the others did is
+  -- committed), with its last error.
+  FOR chore IN SELECT k FROM jsonb_object_keys(failed) k ORDER BY k LOOP
+    IF worked->>chore IS NULL THEN
+      RAISE EXCEPTION USING ERRCODE = pg_catalog.left(errors->>chore, 5), MESSAGE = pg_catalog.format(
+        'alkstore: alk_maintain: the %s failed in every round (%s times): %s',
+        chore, failed->>chore, errors->>chore);
+    END IF;
   END LOOP;
 END $$;

@@ -653,6 +653,11 @@ DECLARE
   r      record;
   lt     text := current_setting('lock_timeout');
   failed bigint[] := '{}';
+  -- Whether this transaction wrote nothing before this call: the rotation
+  -- runs only then (rotate.sql), as rows it deleted before (an ack, a
+  -- cancel, an earlier call's move, in one statement) would make a slot
+  -- look empty to it that is not empty to the others until it commits.
+  fresh  boolean := pg_current_xact_id_if_assigned() IS NULL;
 BEGIN
   -- Alone, then grouped (their group rows locked by sweep_candidates, so
   -- handing a group on waits for nobody), each kind in one statement.
@@ -701,8 +706,10 @@ BEGIN
   PERFORM set_config('lock_timeout', lt, true);
   PERFORM alkstore.make_due(q, 2000);
   -- Last: its locks are held to the commit (rotate.sql; only when this
-  -- call is a transaction of its own).
-  PERFORM alkstore.rotate();
+  -- call is a transaction of its own, which wrote nothing before it).
+  IF fresh THEN
+    PERFORM alkstore.rotate();
+  END IF;
   PERFORM alkstore.swept(now);
   RETURN n;
 END $$;

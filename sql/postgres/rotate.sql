@@ -47,6 +47,7 @@ DECLARE
   got     boolean;
   timeout text := current_setting('lock_timeout');
   setting text := current_setting('alkstore.rotation', true);
+  moved   bigint;
 BEGIN
   IF coalesce(btrim(setting), '') <> '' THEN
     BEGIN
@@ -62,11 +63,11 @@ BEGIN
   -- Only in a transaction of its own, at READ COMMITTED: the lock it takes
   -- is held to its commit (claims wait behind it), and its checks must
   -- read what is committed now. A transaction of its own is a lone
-  -- statement's, or one of alk_maintain's, which commits right after the
-  -- sweep (maintain.sql; a procedure's later transactions begin after its
-  -- CALL statement did).
-  IF (statement_timestamp() <> transaction_timestamp()
-      AND coalesce(current_setting('alkstore.maintain_commits', true), '') <> 'on')
+  -- statement's (alkstore.statement_alone: sequencer.sql, and its plain
+  -- stand-in), or one a procedure began after a COMMIT, as alk_maintain's
+  -- (maintain.sql: it began after its CALL statement did); not that of a
+  -- BEGIN … COMMIT block.
+  IF NOT (transaction_timestamp() > statement_timestamp() OR alkstore.statement_alone())
      OR current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(hashtext('alkstore.rotate'), 1) THEN
     RETURN 0;
@@ -86,6 +87,14 @@ BEGIN
       RETURNING j.*)
     INSERT INTO alkstore.jobs OVERRIDING SYSTEM VALUE
     SELECT (jsonb_populate_record(NULL::alkstore.jobs, to_jsonb(m) || '{"slot": 2}')).* FROM m$m$, part);
+  -- Moved some: the slot looks emptier to this transaction than it is to
+  -- the others until this one commits, so it is neither marked empty nor
+  -- truncated now (a later call, in a later transaction, looks again; and
+  -- alk_sweep calls this only in a transaction that wrote nothing before).
+  GET DIAGNOSTICS moved = ROW_COUNT;
+  IF moved > 0 THEN
+    RETURN 0;
+  END IF;
   -- An empty file: nothing written since it was last truncated (each
   -- TRUNCATE makes every session plan its job statements again).
   IF pg_relation_size(part::regclass) = 0 THEN

@@ -12,3 +12,9 @@ LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'alkstore_wake_sequencer_wrappe
 -- alk_sequence, which commits its own transactions, cannot run.
 CREATE OR REPLACE FUNCTION alkstore.in_transaction_block() RETURNS boolean
 LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'alkstore_in_transaction_block_wrapper';
+
+-- Whether the running statement is a transaction of its own (no BEGIN …
+-- COMMIT around it, sent by either protocol): where the job table's
+-- rotation may take its lock (rotate.sql).
+CREATE OR REPLACE FUNCTION alkstore.statement_alone() RETURNS boolean
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'alkstore_statement_alone_wrapper';

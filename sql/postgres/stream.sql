@@ -65,13 +65,13 @@ BEGIN
 END $$;
 
 -- ALK05 inside a transaction block (as far as this install can tell:
--- alkstore.in_transaction_block), but in alk_maintain's blocks, whose
--- transaction it commits right after (maintain.sql).
+-- alkstore.in_transaction_block), but in one a procedure began after a
+-- COMMIT (it began after the CALL statement), where the block is a
+-- subtransaction of the procedure's own: alk_maintain's (maintain.sql).
 CREATE OR REPLACE FUNCTION alkstore.refuse_transaction_block() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF alkstore.in_transaction_block()
-     AND coalesce(current_setting('alkstore.maintain_commits', true), '') <> 'on' THEN
+  IF alkstore.in_transaction_block() AND transaction_timestamp() <= statement_timestamp() THEN
     PERFORM alkstore.raise('ALK05',
       'alk_sequence commits transactions of its own and cannot run inside a transaction block: '
       || 'CALL it on its own (CALL alk_sequence(NULL))');

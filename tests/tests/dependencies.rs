@@ -62,17 +62,54 @@ per_engine! {
             let q = fresh("deps-in-flight");
             writer.begin();
             let a = enqueue(&mut *writer, &q, Arg::Null);
+            // (Through PgBouncer too: the open transaction keeps its server.)
+            let writer_pid = if _target.is_postgres() {
+                writer.query_i64("SELECT pg_backend_pid()::bigint")
+            } else {
+                0
+            };
             let mut other = _target.connect();
-            let (q2, (done, finished)) = (q.clone(), std::sync::mpsc::channel());
+            // The dependent in a queue of its own: an enqueue into the
+            // writer's new queue would wait for the writer on the queue's
+            // row first, and look at the dependency only after it ended.
+            let q2 = fresh("deps-in-flight-b");
+            let (q2c, (done, finished)) = (q2.clone(), std::sync::mpsc::channel());
             let naming = std::thread::spawn(move || {
-                let got = other.call("alk_enqueue", &[t(&q2), deps(&[a]), j("{}")]);
+                let got = other.call("alk_enqueue", &[t(&q2c), deps(&[a]), j("{}")]);
                 done.send(()).unwrap();
                 (got, other)
             });
-            assert!(
-                finished.recv_timeout(Duration::from_millis(700)).is_err(),
-                "[{e}] {outcome}: the enqueue naming {a} did not wait for its transaction"
-            );
+            // Waiting: on PostgreSQL seen in pg_stat_activity (for the
+            // writer's transaction), on SQLite for the write lock (busy).
+            if _target.is_postgres() {
+                let mut watch =
+                    postgres::Client::connect(_target.pg_direct_url(), postgres::NoTls).unwrap();
+                let until = Instant::now() + Duration::from_secs(30);
+                loop {
+                    assert!(
+                        finished.try_recv().is_err(),
+                        "[{e}] {outcome}: the enqueue naming {a} did not wait for its transaction"
+                    );
+                    let waiting: i64 = watch
+                        .query_one(
+                            "SELECT count(*) FROM pg_stat_activity
+                              WHERE $1::int = ANY (pg_blocking_pids(pid))",
+                            &[&(writer_pid as i32)],
+                        )
+                        .unwrap()
+                        .get(0);
+                    if waiting > 0 {
+                        break;
+                    }
+                    assert!(Instant::now() < until, "[{e}] {outcome}: never seen waiting");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            } else {
+                assert!(
+                    finished.recv_timeout(Duration::from_millis(700)).is_err(),
+                    "[{e}] {outcome}: the enqueue naming {a} did not wait for its transaction"
+                );
+            }
             if outcome == "commit" {
                 writer.commit();
             } else {
@@ -82,14 +119,15 @@ per_engine! {
             if outcome == "commit" {
                 let b = got.unwrap_or_else(|f| panic!("[{e}] {f:?}")).as_i64().unwrap();
                 assert_eq!(job(&mut *other, b)["waiting_for"], json!([a]), "[{e}]");
-                assert_eq!(claim(&mut *other, &q), [a], "[{e}] only {a} runs");
+                assert_eq!(claim(&mut *other, &q2), Vec::<i64>::new(), "[{e}] {b} waits");
+                assert_eq!(claim(&mut *other, &q), [a], "[{e}]");
                 ack(&mut *other, a);
-                assert_eq!(claim(&mut *other, &q), [b], "[{e}] then {b}");
+                assert_eq!(claim(&mut *other, &q2), [b], "[{e}] then {b} runs");
             } else {
                 let f = got.expect_err("a rolled-back id names no job");
                 assert_eq!(f.code, "ALK03", "[{e}] {f:?}");
                 assert_eq!(
-                    other.ok("alk_queue_stats", &[t(&q)])["pending"],
+                    other.ok("alk_queue_stats", &[t(&q2)])["pending"],
                     0,
                     "[{e}] nothing written"
                 );

@@ -497,3 +497,81 @@ fn an_open_transaction_that_wrote_finished_jobs_holds_up_no_move() {
         }
     }
 }
+
+/// A slot is marked empty (the first of the rotation's two looks) only by a
+/// sweep whose transaction wrote nothing before it: a statement that acks a
+/// slot's last jobs and sweeps in one transaction sees the slot empty
+/// before its acks commit, while a snapshot taken meanwhile still sees the
+/// jobs; a truncation that trusted that look could take them from it.
+#[test]
+fn a_sweep_after_acks_in_one_statement_does_not_mark_their_slot_empty() {
+    for target in pg_isolated("rot_same_tx") {
+        let name = target.name();
+        let mut c = client(&target);
+        let q = fresh("same-tx");
+        let ids = enqueue(&mut c, &q, 3);
+        let hot = slots(&mut c, &ids);
+        assert_eq!(hot.len(), 1, "[{name}] one slot: {hot:?}");
+        let claimed: Vec<i64> = c
+            .query("SELECT id FROM alk_claim($1, 'w', 3)", &[&q])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(claimed.len(), 3, "[{name}]");
+        // Until the slot's period has passed: the one a sweep looks at.
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now: i16 = c
+                .query_one("SELECT alkstore.hot_slot(clock_timestamp())", &[])
+                .unwrap()
+                .get(0);
+            if now != hot[0] {
+                break;
+            }
+            assert!(Instant::now() < until, "[{name}] the period never passed");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c.query_one(
+            "SELECT (SELECT count(alk_ack(x, 'w')) FROM unnest($1::bigint[]) x), alk_sweep(NULL)",
+            &[&claimed],
+        )
+        .unwrap();
+        let marked: i64 = c
+            .query_one(
+                "SELECT count(*) FROM alkstore.rotation WHERE slot = $1",
+                &[&hot[0]],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            marked, 0,
+            "[{name}] slot {} marked by the acks' own sweep",
+            hot[0]
+        );
+    }
+}
+
+/// A sweep sent as drivers send a call with parameters — the extended
+/// protocol, whose transaction begins at Bind and its statement at
+/// Execute — rotates the slots too, as the Rust, Python and Node workers
+/// and `alkstore maintain` send theirs. Before, only a sweep sent as a
+/// simple query did: the rotation took the two timestamps' difference for
+/// a transaction block.
+#[test]
+fn a_sweep_sent_with_parameters_rotates_the_slots() {
+    for target in pg_isolated("rot_extended") {
+        let name = target.name();
+        let mut c = client(&target);
+        let q = fresh("extended");
+        let ids = enqueue(&mut c, &q, 50);
+        let hot = slots(&mut c, &ids);
+        assert_eq!(claim_and_ack_all(&mut c, &q), 50);
+        let end = Instant::now() + Duration::from_secs(20);
+        while hot_bytes(&mut c, &hot) > 0 && Instant::now() < end {
+            c.query_one("SELECT alk_sweep($1)", &[&q]).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(hot_bytes(&mut c, &hot), 0, "[{name}] slots {hot:?}");
+    }
+}
