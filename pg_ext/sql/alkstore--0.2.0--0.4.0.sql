@@ -1906,6 +1906,15 @@ BEGIN
     outcome := 'none';
     BEGIN
       PERFORM pg_advisory_xact_lock(hashtext('alkstore.dep_in_flight'), hashint8(d));
+      -- The wait's context is read below: in the server's own words where
+      -- the functions' owner may say so (lc_messages is a superuser's
+      -- setting; a server that answers in another language otherwise takes
+      -- a rolled-back writer for none, as before this probe).
+      BEGIN
+        PERFORM set_config('lc_messages', 'C', true);
+      EXCEPTION WHEN insufficient_privilege THEN
+        NULL;
+      END;
       PERFORM set_config('lock_timeout', '1ms', true);
       BEGIN
         INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
@@ -5086,6 +5095,7 @@ DECLARE
   n          integer;
   calls      integer;
   chore      text;
+  stream     text;
   -- Per chore: the rounds it worked, the rounds it failed, its last error.
   worked     jsonb := '{}';
   failed     jsonb := '{}';
@@ -5133,12 +5143,15 @@ BEGIN
       END;
       COMMIT;
       FOR i IN 1 .. CASE WHEN chore = 'sequence' THEN coalesce(pg_catalog.array_length(names, 1), 0) ELSE 0 END LOOP
+        -- Kept per stream: one stream failing in every round fails the call.
+        stream := 'sequence of stream ' || names[i];
         BEGIN
           PERFORM alkstore.sequence_stream(names[i]);
+          worked := worked || jsonb_build_object(stream, 1);
         EXCEPTION WHEN OTHERS THEN
-          RAISE WARNING 'alk_maintain: sequence stream %: %', names[i], SQLERRM;
-          failed := failed || jsonb_build_object('sequence', coalesce((failed->>'sequence')::integer, 0) + 1);
-          errors := errors || jsonb_build_object('sequence', SQLSTATE || ' ' || SQLERRM);
+          RAISE WARNING 'alk_maintain: %: %', stream, SQLERRM;
+          failed := failed || jsonb_build_object(stream, coalesce((failed->>stream)::integer, 0) + 1);
+          errors := errors || jsonb_build_object(stream, SQLSTATE || ' ' || SQLERRM);
         END;
         COMMIT;
       END LOOP;

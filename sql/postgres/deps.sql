@@ -172,6 +172,15 @@ BEGIN
     outcome := 'none';
     BEGIN
       PERFORM pg_advisory_xact_lock(hashtext('alkstore.dep_in_flight'), hashint8(d));
+      -- The wait's context is read below: in the server's own words where
+      -- the functions' owner may say so (lc_messages is a superuser's
+      -- setting; a server that answers in another language otherwise takes
+      -- a rolled-back writer for none, as before this probe).
+      BEGIN
+        PERFORM set_config('lc_messages', 'C', true);
+      EXCEPTION WHEN insufficient_privilege THEN
+        NULL;
+      END;
       PERFORM set_config('lock_timeout', '1ms', true);
       BEGIN
         INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,

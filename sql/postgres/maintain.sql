@@ -45,6 +45,7 @@ DECLARE
   n          integer;
   calls      integer;
   chore      text;
+  stream     text;
   -- Per chore: the rounds it worked, the rounds it failed, its last error.
   worked     jsonb := '{}';
   failed     jsonb := '{}';
@@ -92,12 +93,15 @@ BEGIN
       END;
       COMMIT;
       FOR i IN 1 .. CASE WHEN chore = 'sequence' THEN coalesce(pg_catalog.array_length(names, 1), 0) ELSE 0 END LOOP
+        -- Kept per stream: one stream failing in every round fails the call.
+        stream := 'sequence of stream ' || names[i];
         BEGIN
           PERFORM alkstore.sequence_stream(names[i]);
+          worked := worked || jsonb_build_object(stream, 1);
         EXCEPTION WHEN OTHERS THEN
-          RAISE WARNING 'alk_maintain: sequence stream %: %', names[i], SQLERRM;
-          failed := failed || jsonb_build_object('sequence', coalesce((failed->>'sequence')::integer, 0) + 1);
-          errors := errors || jsonb_build_object('sequence', SQLSTATE || ' ' || SQLERRM);
+          RAISE WARNING 'alk_maintain: %: %', stream, SQLERRM;
+          failed := failed || jsonb_build_object(stream, coalesce((failed->>stream)::integer, 0) + 1);
+          errors := errors || jsonb_build_object(stream, SQLSTATE || ' ' || SQLERRM);
         END;
         COMMIT;
       END LOOP;

@@ -544,6 +544,12 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                         give_back(stale)
                         continue
                     job = local.pop(0)[0]
+                    if job["id"] in beat.lost:
+                        # Its claim went while it waited (cancelled, or
+                        # expired and taken): another may run it; not here.
+                        beat.drop([job["id"]])
+                        settled(job["id"], False, "start")
+                        continue
                     try:
                         result = handler(job)
                     except Exception as e:  # noqa: BLE001 — any failure is a retry

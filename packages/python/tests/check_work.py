@@ -129,9 +129,10 @@ def main():
           f"pending, running: {pending(db, 'checks-batch')}")
 
     # Prefetched jobs wait behind slow handlers past the visibility timeout
-    # (1 s): the heartbeat keeps them claimed, so none runs twice or spends
-    # a second attempt, though a second worker waits for the same queue.
-    db.execute(conf, ("checks-held", '{"visibility_timeout_s": 1, "max_attempts": 5}'))
+    # (2 s; the last waits 3 s): the heartbeat keeps them claimed, so none
+    # runs twice or spends a second attempt, though a second worker waits
+    # for the same queue.
+    db.execute(conf, ("checks-held", '{"visibility_timeout_s": 2, "max_attempts": 5}'))
     for n in range(4):
         alkstore.enqueue(db, "checks-held", {"n": n})
     stop, runs, stats = threading.Event(), [], [{}, {}]
@@ -141,7 +142,7 @@ def main():
             runs.append((job["payload"]["n"], job["attempts"]))
             if len(runs) == 4:
                 threading.Timer(1.0, stop.set).start()
-        time.sleep(0.7)
+        time.sleep(1.0)
 
     workers = [threading.Thread(target=alkstore.work,
                                 args=(connect(kind, target), "checks-held", f"w{i}", slow),
