@@ -66,7 +66,10 @@ printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: f
 check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
 cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"
-printf 'reconnect: handled after its connection was killed: True, reconnects 1\nnot autocommit: refused (True); pending, running: (1, 0)\n' >> "$work/check-work-pg.expected"
+printf '%s\n' 'reconnect: handled after its connection was killed: True, reconnects 1' \
+  'ack waiting at a reconnect: runs [1], acked True, reconnects 1' \
+  'host clock behind: runs [1], lost claims 0' \
+  'not autocommit: refused (True); pending, running: (1, 0)' >> "$work/check-work-pg.expected"
 db=$(fresh_pg python_checks)
 check "python / postgres: work() checks" "$work/check-work-pg.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py postgres "host=/var/run/postgresql dbname=$db"
@@ -148,11 +151,16 @@ check "node / postgres: snooze" examples/node/snooze.expected.txt \
 # example project's pg and better-sqlite3.
 cp packages/node/test/check_work.js examples/node/check_work.js
 printf 'non-JSON result: handled 1, runs 1, acked true, warned true\nschedule: fired while work() ran: true\nidle: abort listeners at most 1: true\n%s\n' \
-  'long handler: runs 1, attempts [1], lost claims 0, pending, running: 0, 0' > "$work/check-work-node.expected"
+  'long handler: runs 1, attempts [1], lost claims 0, pending, running: 0, 0' \
+  'batches: each of 300 once: true, fewer ack calls than jobs: true, pending, running: 0, 0' \
+  'prefetched past the visibility timeout: runs [[0,1],[1,1],[2,1],[3,1]], lost claims 0, pending, running: 0, 0' \
+  'stopped: given back 9, attempts [1], pending, running: 0, 9' > "$work/check-work-node.expected"
 check "node / sqlite: work() checks" "$work/check-work-node.expected" \
   node --no-warnings examples/node/check_work.js sqlite "$work/check-work-node.db"
 cp "$work/check-work-node.expected" "$work/check-work-node-pg.expected"
-printf 'reconnect: handled after its connection was killed: true, reconnects 1\n' >> "$work/check-work-node-pg.expected"
+printf '%s\n' 'ack waiting at a reconnect: runs [1], acked true, reconnects 1' \
+  'host clock behind: runs [1], lost claims 0' \
+  'reconnect: handled after its connection was killed: true, reconnects 1' >> "$work/check-work-node-pg.expected"
 db=$(fresh_pg node_checks)
 check "node / postgres: work() checks" "$work/check-work-node-pg.expected" \
   node --no-warnings examples/node/check_work.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"

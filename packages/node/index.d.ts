@@ -12,6 +12,8 @@ export function version(db?: Connection): Promise<{ package: string; library: st
 export function enqueue(db: Connection, queue: string, payload: unknown, opts?: Record<string, unknown>): Promise<number>;
 export function claim(db: Connection, queue: string, worker: string, maxJobs?: number): Promise<Job[]>;
 export function ack(db: Connection, jobId: number, worker: string, result?: unknown): Promise<boolean>;
+/** Acks many held jobs in one call (alk_ack_batch, no results): how many this worker held. */
+export function ackBatch(db: Connection, jobIds: number[], worker: string): Promise<number>;
 export function retry(db: Connection, jobId: number, worker: string, error: string, delayS?: number | null): Promise<string | null>;
 export function fail(db: Connection, jobId: number, worker: string, error: string): Promise<boolean>;
 /** Extends a held job's claim; true if this worker still held it. */
@@ -24,9 +26,12 @@ export function releaseBatch(db: Connection, jobIds: number[], worker: string, d
 export class Snooze { constructor(seconds: number); readonly seconds: number; }
 export function snooze(seconds: number): Snooze;
 /** handler: return a result to ack with it, or snooze(seconds); throw to retry.
- * Heartbeats keep the job claimed while the handler runs; stats (yours) counts
- * handled jobs and lost claims. */
+ * Claims up to `prefetch` jobs at a time and acks those that returned nothing
+ * together within `flushWindowMs` / `flushMax` (contract v1.3 §P); heartbeats
+ * keep every held job claimed; stats (yours) counts handled jobs, lost claims,
+ * batched acks and reconnects. */
 export function work(db: Connection, queue: string, worker: string, handler: (job: Job) => unknown,
   opts?: { signal?: AbortSignal; idleMs?: number; tickEveryMs?: number | null;
     sweepEveryMs?: number | null; pruneEveryMs?: number | null;
-    stats?: { handled?: number; lostClaims?: number } }): Promise<number>;
+    prefetch?: number; flushWindowMs?: number; flushMax?: number; prefetchTtlMs?: number | null;
+    stats?: { handled?: number; lostClaims?: number; ackFlushes?: number; reconnects?: number } }): Promise<number>;

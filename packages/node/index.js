@@ -108,6 +108,15 @@ async function ack(db, jobId, worker, result) {
   return r === true || r === 1;
 }
 
+/** Acks many held jobs in one call (alk_ack_batch, no results); resolves to
+ * how many this worker held. */
+async function ackBatch(db, jobIds, worker) {
+  const n = isPostgres(db)
+    ? await one(db, 'SELECT alk_ack_batch($1::bigint[], $2)', null, [jobIds, worker])
+    : await one(db, null, 'SELECT alk_ack_batch(?, ?)', [JSON.stringify(jobIds), worker]);
+  return Number(n);
+}
+
 /** Gives a held job back: 'pending', 'dead' or null (not held). */
 async function retry(db, jobId, worker, error, delayS = null) {
   return one(db, 'SELECT alk_retry($1, $2, $3, $4)', 'SELECT alk_retry(?, ?, ?, ?)', [jobId, worker, error, delayS]);
@@ -170,8 +179,9 @@ function keepable(result, jobId) {
   }
 }
 
-/** Milliseconds until a claim expires (claim_expires_at: RFC 3339 from SQLite,
- * PostgreSQL's text form); 60 s if it cannot be read. */
+/** Milliseconds until a claim expires by this host's clock (claim_expires_at:
+ * RFC 3339 from SQLite, which keeps time by this host's clock too); 60 s if it
+ * cannot be read. */
 function msLeft(expiresAt) {
   let text = String(expiresAt || '').replace(' ', 'T');
   if (/[+-]\d\d$/.test(text)) text += ':00';
@@ -179,62 +189,184 @@ function msLeft(expiresAt) {
   return Number.isNaN(at) ? 60000 : at - Date.now();
 }
 
-/** Runs fn() with job's claim extended every third of the time it had left
- * as the job started (at least 50 ms), as the Rust worker does: a handler
- * may run past the visibility timeout without the job running again
- * elsewhere. Resolves to [fn's result or throw, whether a beat found the
- * claim gone]. */
-async function heldDuring(db, job, worker, fn) {
-  const every = Math.max(msLeft(job.claim_expires_at) / 3, 50);
-  let timer = null;
-  let done = false;
-  let lost = false;
-  const beat = async () => {
-    try {
-      if (!(await heartbeat(db, job.id, worker))) lost = true;
-    } catch (e) {
-      process.emitWarning(`alkstore: heartbeat of job ${job.id} failed (${e.message})`);
+/** claim() for work(): each job with the milliseconds its claim has left. On
+ * PostgreSQL the server says how long (its clock, not this host's: a host
+ * whose clock runs behind would beat too seldom, and the job would run twice). */
+async function claimHeld(db, queue, worker, maxJobs) {
+  if (!isPostgres(db)) return (await claim(db, queue, worker, maxJobs)).map((job) => [job, msLeft(job.claim_expires_at)]);
+  const res = await db.query(
+    'SELECT id::float8 AS id, queue, payload, attempts, max_attempts, claim_expires_at::text, '
+    + '(extract(epoch FROM claim_expires_at - clock_timestamp()) * 1000)::float8 AS left_ms '
+    + 'FROM alk_claim($1, $2, $3)',
+    [queue, worker, maxJobs]);
+  return res.rows.map(({ left_ms: left, ...job }) => [job, left]);
+}
+
+/** Keeps every job a worker holds claimed — running, prefetched and not
+ * started, or with its ack waiting — as the Rust worker does (contract v1.3
+ * §P): each is extended every third of the time its claim had left when
+ * claimed (at least 50 ms), on the worker's connection, whenever the event
+ * loop is free (a handler that awaits). A beat that finds a claim gone marks
+ * the job lost; a job held again since (given back, claimed again) is not. */
+class Beats {
+  constructor(conn, worker) {
+    this.conn = conn; // () => the worker's connection (work() may connect again)
+    this.worker = worker;
+    this.held = new Map(); // id → {every, next}: a new object for each hold
+    this.lost = new Set();
+    this.timer = null;
+    this.running = null;
+    this.stopped = false;
+  }
+
+  /** Starts beating a job, every `every` ms; `now`: its first beat at once. */
+  hold(id, every, now = false) {
+    this.held.set(id, { every, next: performance.now() + (now ? 0 : every) });
+    this.lost.delete(id);
+    this.arm();
+  }
+
+  /** Stops beating these jobs (acked, given back, or lost). */
+  drop(ids) {
+    for (const id of ids) this.held.delete(id);
+  }
+
+  arm() {
+    if (this.stopped || this.running) return;
+    clearTimeout(this.timer);
+    this.timer = null;
+    if (!this.held.size) return;
+    let next = Infinity;
+    for (const h of this.held.values()) next = Math.min(next, h.next);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.running = this.beat().finally(() => {
+        this.running = null;
+        this.arm();
+      });
+    }, Math.max(next - performance.now(), 0));
+  }
+
+  async beat() {
+    const now = performance.now();
+    const due = [...this.held].filter(([, h]) => h.next <= now);
+    for (const [, h] of due) h.next = now + h.every;
+    for (const [id, h] of due) {
+      if (this.stopped) return;
+      try {
+        if (!(await heartbeat(this.conn(), id, this.worker)) && this.held.get(id) === h) this.lost.add(id);
+      } catch (e) {
+        // Tried again at the next beat (on a new connection, once work() has one).
+        if (!this.stopped) {
+          process.emitWarning(`alkstore: heartbeat of jobs ${due.map(([i]) => i)} failed (${e.message})`);
+        }
+        return;
+      }
     }
-    if (!done) timer = setTimeout(beat, every);
-  };
-  timer = setTimeout(beat, every);
-  try {
-    return [await fn(), lost];
-  } finally {
-    done = true;
-    clearTimeout(timer);
+  }
+
+  /** Ends the beats, once the one under way (if any) has. */
+  async stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
   }
 }
 
+const wholeUpTo1000 = (v, name) => {
+  if (!Number.isInteger(v) || v < 1 || v > 1000) throw new RangeError(`${name} must be a whole number from 1 to 1000, got ${v}`);
+};
+
 /**
  * Runs handler(job) for each job of queue until signal aborts: acks on
- * return (a non-undefined return value is kept as the result), retries with
- * the queue's backoff on a throw; a returned snooze(seconds) gives the job
- * back to run again after that long without spending an attempt. While a
- * handler runs, heartbeats keep its job claimed (every third of the
- * visibility timeout, on the same connection, whenever the handler awaits);
- * a claim found lost is a warning and counts in stats.lostClaims (stats: an
- * object you pass; also stats.handled). On PostgreSQL a lost connection (a
- * restart, a killed backend) does not end the process: work() connects a new
- * Client from the same parameters (the one you passed stays closed) with a
- * pause that doubles up to 5 s, counted in stats.reconnects. Waits without busy polling: on PostgreSQL
- * by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA data_version.
- * Between jobs it ticks schedules every tickEveryMs, sweeps its queue every
- * sweepEveryMs and prunes every pruneEveryMs (the Rust worker's defaults;
- * null: never). Resolves to the number of jobs handled.
+ * return (a return value other than undefined or null is kept as the result),
+ * retries with the queue's backoff on a throw; a returned snooze(seconds)
+ * gives the job back to run again after that long without spending an
+ * attempt.
+ *
+ * Batching (contract v1.3 §P): each claim takes up to `prefetch` jobs (1 to
+ * 1,000; default 1), run one after another; a job not started within
+ * `prefetchTtlMs` of its claim (default: half the time its claim had then) is
+ * given back at once, without spending an attempt, for another worker to run.
+ * Jobs whose handler returned undefined or null are acked together
+ * (alk_ack_batch) once `flushMax` (1 to 1,000; default 100) wait or the first
+ * has waited `flushWindowMs` (default 10; checked between jobs), and before
+ * work() waits for work or resolves; `flushWindowMs: 0` acks each job as its
+ * handler returns. A stopping work() acks what it finished and gives back what
+ * it prefetched and did not start. A process killed with acks waiting loses
+ * only those acks: the jobs run again once their claims expire.
+ *
+ * While a job is held — prefetched, running, or waiting for its ack —
+ * heartbeats keep it claimed (every third of its visibility timeout, on the
+ * same connection, whenever the handler awaits). A claim found lost is a
+ * warning and counts in stats.lostClaims (stats: an object you pass; also
+ * stats.handled and stats.ackFlushes, the batched acks sent). On PostgreSQL a
+ * lost connection (a restart, a killed backend) does not end the process:
+ * work() connects a new Client from the same parameters (the one you passed
+ * stays closed) with a pause that doubles up to 5 s, counted in
+ * stats.reconnects; the acks that were waiting are sent on the new one, and
+ * the prefetched jobs still held run. Waits without busy polling: on
+ * PostgreSQL by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA
+ * data_version. Between jobs it ticks schedules every tickEveryMs, sweeps its
+ * queue every sweepEveryMs and prunes every pruneEveryMs (the Rust worker's
+ * defaults; null: never). Resolves to the number of jobs handled.
  */
 async function work(db, queue, worker, handler, {
   signal, idleMs = 5000, tickEveryMs = 5000, sweepEveryMs = 1000, pruneEveryMs = 60000, stats = {},
+  prefetch = 1, flushWindowMs = 10, flushMax = 100, prefetchTtlMs = null,
 } = {}) {
+  wholeUpTo1000(prefetch, 'prefetch');
+  wholeUpTo1000(flushMax, 'flushMax');
+  if (typeof flushWindowMs !== 'number' || !Number.isFinite(flushWindowMs) || flushWindowMs < 0) {
+    throw new RangeError(`flushWindowMs must be a finite number of milliseconds, at least 0, got ${flushWindowMs}`);
+  }
+  if (prefetchTtlMs !== null
+      && (typeof prefetchTtlMs !== 'number' || !Number.isFinite(prefetchTtlMs) || prefetchTtlMs <= 0)) {
+    throw new RangeError(`prefetchTtlMs must be a finite number of milliseconds above 0, or null, got ${prefetchTtlMs}`);
+  }
   const pg = isPostgres(db);
   let handled = 0;
   stats.handled = stats.handled || 0;
   stats.lostClaims = stats.lostClaims || 0;
-  const settled = (job, held, lost, how) => {
-    if (held && !lost) return;
+  stats.ackFlushes = stats.ackFlushes || 0;
+  const beats = new Beats(() => db, worker);
+  let local = []; // prefetched, not started: {job, every, until}
+  let acks = []; // handled, their acks waiting: {id, every}
+  let firstAckAt = 0;
+  const lostWarning = (what, how) => process.emitWarning(`alkstore: ${what} lost before the ${how} (it ran past `
+    + 'its visibility timeout without a heartbeat reaching the database); it may run again or have run elsewhere');
+  const settled = (id, held, how) => {
+    if (held && !beats.lost.has(id)) return;
+    beats.lost.delete(id);
     stats.lostClaims += 1;
-    process.emitWarning(`alkstore: job ${job.id}: its claim was lost before the ${how} (it ran past its `
-      + 'visibility timeout without a heartbeat reaching the database); it may run again or have run elsewhere');
+    lostWarning(`job ${id}: its claim was`, how);
+  };
+  const flush = async () => {
+    if (!acks.length) return;
+    const ids = acks.map((a) => a.id);
+    // The beats stop first: one that met the committed ack would take the job for lost.
+    beats.drop(ids);
+    let held;
+    try {
+      held = await ackBatch(db, ids, worker);
+    } catch (e) {
+      // Kept, and held meanwhile: sent again (on a new connection if this one was lost).
+      for (const a of acks) beats.hold(a.id, a.every, true);
+      throw e;
+    }
+    acks = [];
+    stats.ackFlushes += 1;
+    if (held < ids.length) {
+      stats.lostClaims += ids.length - held;
+      lostWarning(`${ids.length - held} of jobs ${ids}: their claims were`, 'ack');
+    }
+    for (const id of ids) beats.lost.delete(id);
+  };
+  const giveBack = async (held) => {
+    const ids = held.map((l) => l.job.id);
+    beats.drop(ids);
+    await releaseBatch(db, ids, worker);
+    for (const id of ids) beats.lost.delete(id);
   };
   // The Rust worker's chores, with its defaults (null: never); a failing
   // one is a warning and runs again when next due — the jobs go on.
@@ -296,23 +428,61 @@ async function work(db, queue, worker, handler, {
           stats.reconnects = (stats.reconnects || 0) + 1;
           pause = 0;
         }
+        if (acks.length && Date.now() - firstAckAt >= flushWindowMs) await flush();
         await chores();
-        const jobs = await claim(db, queue, worker, 1);
-        for (const job of jobs) {
-          let lost = false;
+        if (!local.length) {
+          const now = Date.now();
+          local = (await claimHeld(db, queue, worker, prefetch)).map(([job, left]) => {
+            const beatEvery = Math.max(left / 3, 50);
+            beats.hold(job.id, beatEvery);
+            return { job, every: beatEvery, until: now + (prefetchTtlMs !== null ? prefetchTtlMs : Math.max(left / 2, 50)) };
+          });
+        }
+        if (local.length) {
+          const now = Date.now();
+          const stale = local.filter((l) => l.until < now);
+          if (stale.length) {
+            // Not started in time: another worker may run them now.
+            local = local.filter((l) => l.until >= now);
+            await giveBack(stale);
+            continue;
+          }
+          const { job, every: beatEvery } = local.shift();
+          if (beats.lost.has(job.id)) {
+            // Its claim went while it waited (cancelled, or expired and
+            // taken): another may run it; not here.
+            beats.drop([job.id]);
+            settled(job.id, false, 'start');
+            continue;
+          }
+          let outcome;
           try {
-            let result;
-            [result, lost] = await heldDuring(db, job, worker, () => handler(job));
-            if (result instanceof Snooze) settled(job, await release(db, job.id, worker, result.seconds), lost, 'snooze');
-            else settled(job, await ack(db, job.id, worker, keepable(result, job.id)), lost, 'ack');
+            outcome = { result: await handler(job) };
           } catch (e) {
+            outcome = { error: e };
+          }
+          if ('error' in outcome) {
+            beats.drop([job.id]);
+            const { error: e } = outcome;
             const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
-            settled(job, state !== null && state !== undefined, lost, 'retry');
+            settled(job.id, state !== null && state !== undefined, 'retry');
+          } else if (outcome.result instanceof Snooze) {
+            beats.drop([job.id]);
+            settled(job.id, await release(db, job.id, worker, outcome.result.seconds), 'snooze');
+          } else if ((outcome.result !== undefined && outcome.result !== null) || flushWindowMs === 0) {
+            // A result goes with its own ack (alk_ack_batch keeps none).
+            beats.drop([job.id]);
+            settled(job.id, await ack(db, job.id, worker, keepable(outcome.result, job.id)), 'ack');
+          } else {
+            if (!acks.length) firstAckAt = Date.now();
+            acks.push({ id: job.id, every: beatEvery });
+            if (acks.length >= flushMax || Date.now() - firstAckAt >= flushWindowMs) await flush();
           }
           handled += 1;
           stats.handled += 1;
+          continue;
         }
-        if (jobs.length) continue;
+        await flush();
         if (pg) {
           await listen();
           await new Promise((resolve) => {
@@ -338,8 +508,9 @@ async function work(db, queue, worker, handler, {
         }
       } catch (e) {
         if (!pg || !(pause || await dead())) throw e;
-        // Wait and try again, a pause that doubles up to 5 s. Jobs whose ack
-        // was lost with the connection run again once their claims expire.
+        // Wait and try again, a pause that doubles up to 5 s. The acks waiting
+        // and the jobs prefetched are kept: sent and run once connected again
+        // (a claim that expired meanwhile is a lost claim then).
         pause = Math.min(Math.max(pause * 2, 100), 5000);
         process.emitWarning(`alkstore: work() lost its connection (${e.message}); connecting again in ${pause} ms`);
         await new Promise((resolve) => {
@@ -354,6 +525,18 @@ async function work(db, queue, worker, handler, {
       }
     }
   } finally {
+    // Stopping (or failing): what was handled is acked, what was not started
+    // given back, if the connection is there to do it.
+    if (!pause && (acks.length || local.length)) {
+      try {
+        await flush();
+        if (local.length) await giveBack(local.splice(0));
+      } catch (e) {
+        process.emitWarning(`alkstore: work() could not ack or give back what it held at its end (${e.message}); `
+          + 'those jobs run again once their claims expire');
+      }
+    }
+    await beats.stop();
     if (pg) db.removeListener('error', swallow);
     // A client work() made keeps the process alive until it ends.
     if (pg && db !== given) await db.end().catch(() => {});
@@ -362,6 +545,6 @@ async function work(db, queue, worker, handler, {
 }
 
 module.exports = {
-  VERSION, AlkstoreError, loadablePath, load, version, enqueue, claim, ack, retry, fail, heartbeat,
+  VERSION, AlkstoreError, loadablePath, load, version, enqueue, claim, ack, ackBatch, retry, fail, heartbeat,
   release, releaseBatch, Snooze, snooze, work,
 };

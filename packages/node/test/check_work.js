@@ -94,6 +94,119 @@ async function main() {
   const lost = stats[0].lostClaims + stats[1].lostClaims;
   console.log(`long handler: runs ${attempts.length}, attempts [${attempts}], lost claims ${lost}, `
     + `pending, running: ${counts.pending}, ${counts.running}`);
+  const pending = async (queue) => {
+    const raw = await one('SELECT alk_queue_stats($1)', 'SELECT alk_queue_stats(?)', [queue]);
+    const c = typeof raw === 'string' ? JSON.parse(raw) : raw;
+    return `${c.pending}, ${c.running}`;
+  };
+  const configure = (queue, opts) => one('SELECT alk_queue_configure($1, $2::jsonb)',
+    'SELECT alk_queue_configure(?, ?)', [queue, JSON.stringify(opts)]);
+
+  // Batching (contract v1.3 §P): 300 jobs, 16 claimed at a time, acks sent
+  // together; each runs once, and far fewer ack calls than jobs.
+  for (let n = 0; n < 300; n += 1) await alkstore.enqueue(db, 'checks-batch', { n });
+  {
+    const seen = [];
+    const st = {};
+    const stop = new AbortController();
+    const limit = setTimeout(() => stop.abort(), 60000);
+    await alkstore.work(db, 'checks-batch', 'w', async (job) => {
+      seen.push(job.payload.n);
+      if (seen.length === 300) stop.abort();
+    }, { signal: stop.signal, idleMs: 100, prefetch: 16, stats: st });
+    clearTimeout(limit);
+    const once = JSON.stringify([...seen].sort((a, b) => a - b)) === JSON.stringify([...Array(300).keys()]);
+    console.log(`batches: each of 300 once: ${once}, fewer ack calls than jobs: ${st.ackFlushes > 0 && st.ackFlushes < 100}, `
+      + `pending, running: ${await pending('checks-batch')}`);
+  }
+
+  // Prefetched jobs wait behind slow handlers past the visibility timeout
+  // (2 s; the last waits 3 s): the beats keep them claimed, so none runs
+  // twice or spends a second attempt, though a second worker waits for the
+  // same queue.
+  await configure('checks-held', { visibility_timeout_s: 2, max_attempts: 5 });
+  for (let n = 0; n < 4; n += 1) await alkstore.enqueue(db, 'checks-held', { n });
+  {
+    const runs = [];
+    const st = [{}, {}];
+    const stop = new AbortController();
+    const limit = setTimeout(() => stop.abort(), 30000);
+    const slow = async (job) => {
+      runs.push([job.payload.n, job.attempts]);
+      if (runs.length === 4) setTimeout(() => stop.abort(), 1000);
+      await new Promise((r) => setTimeout(r, 1000));
+    };
+    const second = await connect(kind, target);
+    await Promise.all([db, second].map((conn, i) => alkstore.work(conn, 'checks-held', `w${i}`, slow,
+      { signal: stop.signal, idleMs: 100, stats: st[i], prefetch: 4, prefetchTtlMs: 30000 })));
+    clearTimeout(limit);
+    if (kind === 'sqlite') second.close(); else await second.end();
+    runs.sort((a, b) => a[0] - b[0]);
+    console.log(`prefetched past the visibility timeout: runs ${JSON.stringify(runs)}, `
+      + `lost claims ${st[0].lostClaims + st[1].lostClaims}, pending, running: ${await pending('checks-held')}`);
+  }
+
+  // A stopping worker gives back what it prefetched and did not start, at
+  // once and without spending an attempt: another worker claims them now.
+  for (let n = 0; n < 10; n += 1) await alkstore.enqueue(db, 'checks-giveback', { n });
+  {
+    const stop = new AbortController();
+    await alkstore.work(db, 'checks-giveback', 'w', async () => stop.abort(),
+      { signal: stop.signal, idleMs: 100, prefetch: 10 });
+    const left = await alkstore.claim(db, 'checks-giveback', 'other', 20);
+    console.log(`stopped: given back ${left.length}, attempts [${[...new Set(left.map((j) => j.attempts))]}], `
+      + `pending, running: ${await pending('checks-giveback')}`);
+  }
+
+  if (kind !== 'sqlite') {
+    // An ack waiting in the flush window when the connection is killed is
+    // sent on the new connection: the job runs once (it ran again, at
+    // attempt 2, once its claim expired, when the waiting acks were dropped).
+    await configure('checks-ack-reconnect', { visibility_timeout_s: 1, max_attempts: 5 });
+    const wconn = await connect(kind, target);
+    const pid = (await wconn.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const jobId2 = await alkstore.enqueue(db, 'checks-ack-reconnect', { n: 1 });
+    const stop = new AbortController();
+    const runs = [];
+    const st = {};
+    const running = alkstore.work(wconn, 'checks-ack-reconnect', 'w', async (job) => {
+      runs.push(job.attempts);
+      await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    }, { signal: stop.signal, idleMs: 100, flushWindowMs: 60000, flushMax: 1000, stats: st });
+    const end = Date.now() + 20000;
+    while (Date.now() < end
+           && !((st.reconnects || 0) >= 1 && (await one('SELECT alk_get_job($1)', null, [jobId2])) === null)) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await new Promise((r) => setTimeout(r, 3000)); // a claim dropped would have expired and run again
+    stop.abort();
+    await running;
+    const gone = (await one('SELECT alk_get_job($1)', null, [jobId2])) === null;
+    console.log(`ack waiting at a reconnect: runs [${runs}], acked ${gone}, reconnects ${st.reconnects || 0}`);
+
+    // A host whose clock runs 2 minutes behind the server's: the beats
+    // follow the time the server says a claim has left, so a handler three
+    // times longer than the visibility timeout still runs once.
+    await configure('checks-skew', { visibility_timeout_s: 1, max_attempts: 5 });
+    await alkstore.enqueue(db, 'checks-skew', { n: 1 });
+    const realNow = Date.now;
+    Date.now = () => realNow() - 120000;
+    const other2 = await connect(kind, target);
+    const skew = new AbortController();
+    const skewRuns = [];
+    const skewStats = [{}, {}];
+    const guard3 = setTimeout(() => skew.abort(), 30000);
+    await Promise.all([db, other2].map((conn, i) => alkstore.work(conn, 'checks-skew', `w${i}`, async (job) => {
+      skewRuns.push(job.attempts);
+      await new Promise((r) => setTimeout(r, 3000));
+      setTimeout(() => skew.abort(), 2500);
+    }, { signal: skew.signal, idleMs: 100, stats: skewStats[i] })));
+    clearTimeout(guard3);
+    Date.now = realNow;
+    await other2.end();
+    console.log(`host clock behind: runs [${skewRuns}], lost claims ${skewStats[0].lostClaims + skewStats[1].lostClaims}`);
+  }
+
   if (kind !== 'sqlite') {
     // Its connection killed under it (issue 64 item 11: the process died of
     // an unhandled 'error' event): work() connects again and goes on.

@@ -227,9 +227,15 @@ _TIMESTAMP = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d(?::?\d\d)?)?$")
 
 
+def _utc_now() -> datetime.datetime:
+    """This host's clock (a function of its own, for checks that set it wrong)."""
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
 def _seconds_left(expires_at: Any) -> float:
-    """Seconds until a claim expires (``claim_expires_at``: RFC 3339 from
-    SQLite, PostgreSQL's text form); 60 if it cannot be read."""
+    """Seconds until a claim expires by this host's clock
+    (``claim_expires_at``: RFC 3339 from SQLite, which keeps time by this
+    host's clock too); 60 if it cannot be read."""
     m = _TIMESTAMP.match(str(expires_at or ""))
     if not m:
         return 60.0
@@ -242,7 +248,21 @@ def _seconds_left(expires_at: Any) -> float:
         offset = sign * (int(digits[:2]) * 3600 + int(digits[2:4] or 0) * 60)
     at = datetime.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), micro,
                            tzinfo=datetime.timezone(datetime.timedelta(seconds=offset)))
-    return (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    return (at - _utc_now()).total_seconds()
+
+
+def _claim_held(conn: Any, queue: str, worker: str, max_jobs: int) -> List[tuple]:
+    """``claim`` for work(): each job with the seconds its claim has left. On
+    PostgreSQL the server says how long (its clock, not this host's: a host
+    whose clock runs behind would beat too seldom, and the job would run
+    twice)."""
+    if not _is_postgres(conn):
+        return [(job, _seconds_left(job["claim_expires_at"])) for job in claim(conn, queue, worker, max_jobs)]
+    cur = _execute(conn, "SELECT id, queue, payload, attempts, max_attempts, claim_expires_at::text, "
+                         "extract(epoch FROM claim_expires_at - clock_timestamp())::float8 "
+                         "FROM alk_claim(?, ?, ?)", (queue, worker, max_jobs))
+    return [(dict(zip(("id", "queue", "payload", "attempts", "max_attempts", "claim_expires_at"), r[:6])), r[6])
+            for r in cur.fetchall()]
 
 
 def _connector(conn: Any) -> Optional[Callable[[], Any]]:
@@ -286,18 +306,22 @@ class _Heartbeat:
     it had left when claimed (at least 50 ms). Without it a handler that
     ran past the visibility timeout ran again, at the same time, on another
     worker (issue 64 item 2). A heartbeat that finds a claim gone marks the
-    job lost."""
+    job lost, unless the job was held again since (given back, claimed
+    again)."""
 
     def __init__(self, connect: Optional[Callable[[], Any]], worker: str) -> None:
         self.connect, self.worker = connect, worker
         self.cond = threading.Condition()
-        self.held: Dict[int, List[float]] = {}  # id → [seconds between beats, next beat (monotonic)]
+        # id → [seconds between beats, next beat (monotonic)]: a new list for each hold
+        self.held: Dict[int, List[float]] = {}
         self.stopped = False
         self.lost: set = set()
         self.thread: Optional[threading.Thread] = None
 
-    def hold(self, jobs: List[Job]) -> None:
-        """Starts beating these jobs (just claimed)."""
+    def hold(self, jobs: List[tuple], at_once: bool = False) -> None:
+        """Starts beating these (job id, seconds between beats) pairs: every
+        third of what a claim had left, as each beat extends it by the
+        visibility timeout again. ``at_once``: the first beat now."""
         if not jobs:
             return
         if self.thread is None:
@@ -305,11 +329,9 @@ class _Heartbeat:
             self.thread.start()
         now = time.monotonic()
         with self.cond:
-            for job in jobs:
-                # A third of what the claim has left: each beat extends it
-                # by the visibility timeout again.
-                every = max(_seconds_left(job["claim_expires_at"]) / 3, 0.05)
-                self.held[job["id"]] = [every, now + every]
+            for job_id, every in jobs:
+                self.held[job_id] = [every, now if at_once else now + every]
+                self.lost.discard(job_id)
             self.cond.notify_all()
 
     def drop(self, ids: List[int]) -> None:
@@ -333,23 +355,24 @@ class _Heartbeat:
                     self.cond.wait()
                     continue
                 now = time.monotonic()
-                due = [job_id for job_id, (_, at) in self.held.items() if at <= now]
+                due = [(job_id, h) for job_id, h in self.held.items() if h[1] <= now]
                 if not due:
                     self.cond.wait(timeout=min(at for _, at in self.held.values()) - now)
                     continue
-                for job_id in due:
-                    self.held[job_id][1] = now + self.held[job_id][0]
+                for _, h in due:
+                    h[1] = now + h[0]
                 self.cond.release()
                 try:
                     if side is None:
                         side = self.connect()
-                    for job_id in due:
+                    for job_id, h in due:
                         if not _one(side, "SELECT alk_heartbeat(?, ?, NULL)", (job_id, self.worker)):
                             with self.cond:
-                                if job_id in self.held:
+                                # Not a hold made since (given back and claimed again).
+                                if self.held.get(job_id) is h:
                                     self.lost.add(job_id)
                 except Exception as e:  # noqa: BLE001 — tried again at the next beat
-                    warnings.warn(f"alkstore: heartbeat of jobs {due} failed ({e})",
+                    warnings.warn(f"alkstore: heartbeat of jobs {[job_id for job_id, _ in due]} failed ({e})",
                                   RuntimeWarning, stacklevel=2)
                     if side is not None and _broken(side):
                         side = None  # connect again at the next beat
@@ -432,7 +455,8 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     backend) is ridden out: work() connects again from the same DSN (the
     connection you passed stays closed; handlers that use it must do the
     same) with a pause that doubles up to 5 s, and counts it in
-    ``stats["reconnects"]``; the acks waiting then are lost with it. Waits
+    ``stats["reconnects"]``; the acks that were waiting are sent on the new
+    one, and the prefetched jobs still held run. Waits
     for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another
@@ -470,8 +494,8 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
     beat = _Heartbeat(connect, worker)
     pause = 0.0
-    local: List[tuple] = []  # prefetched, not started: (job, give back after (monotonic))
-    acks: List[int] = []     # handled, their acks waiting
+    local: List[tuple] = []  # prefetched, not started: (job, seconds between beats, give back after (monotonic))
+    acks: List[tuple] = []   # handled, their acks waiting: (id, seconds between beats)
     first_ack_at = 0.0
 
     def settled(job_id: int, held: bool, how: str) -> None:
@@ -489,9 +513,16 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
         nonlocal acks
         if not acks:
             return
-        ids, acks = acks, []
+        ids = [job_id for job_id, _ in acks]
         beat.drop(ids)
-        held = ack_batch(conn, ids, worker)
+        try:
+            held = ack_batch(conn, ids, worker)
+        except Exception:
+            # Kept, and held meanwhile: sent again (on a new connection if
+            # this one was lost).
+            beat.hold(acks, at_once=True)
+            raise
+        acks = []
         stats["ack_flushes"] += 1
         if held < len(ids):
             stats["lost_claims"] += len(ids) - held
@@ -513,11 +544,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
             try:
                 if pause:
                     # The connection was lost (a restart, a killed backend):
-                    # a new one from the same DSN, LISTENing again. Jobs held
-                    # with it (acks waiting, prefetched) run again once their
-                    # claims expire.
-                    beat.drop(acks + [job["id"] for job, _ in local])
-                    acks, local = [], []
+                    # a new one from the same DSN, LISTENing again. The acks
+                    # waiting are sent on it and the prefetched jobs run (a
+                    # claim that expired meanwhile is a lost claim then).
                     if conn is not given:
                         conn.close()
                     conn = connect()
@@ -529,21 +558,20 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                     flush()
                 chores.run_due(stop)
                 if not local:
-                    jobs = claim(conn, queue, worker, prefetch)
-                    beat.hold(jobs)
                     now = time.monotonic()
-                    local = [(job, now + (prefetch_ttl if prefetch_ttl is not None
-                                          else max(_seconds_left(job["claim_expires_at"]) / 2, 0.05)))
-                             for job in jobs]
+                    local = [(job, max(left / 3, 0.05),
+                              now + (prefetch_ttl if prefetch_ttl is not None else max(left / 2, 0.05)))
+                             for job, left in _claim_held(conn, queue, worker, prefetch)]
+                    beat.hold([(job["id"], every) for job, every, _ in local])
                 if local:
                     now = time.monotonic()
-                    stale = [job for job, until in local if until < now]
+                    stale = [job for job, _, until in local if until < now]
                     if stale:
                         # Not started in time: another worker may run them now.
-                        local = [(job, until) for job, until in local if until >= now]
+                        local = [held for held in local if held[2] >= now]
                         give_back(stale)
                         continue
-                    job = local.pop(0)[0]
+                    job, every, _ = local.pop(0)
                     if job["id"] in beat.lost:
                         # Its claim went while it waited (cancelled, or
                         # expired and taken): another may run it; not here.
@@ -569,7 +597,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                         else:
                             if not acks:
                                 first_ack_at = time.monotonic()
-                            acks.append(job["id"])
+                            acks.append((job["id"], every))
                             if len(acks) >= flush_max or time.monotonic() - first_ack_at >= flush_window:
                                 flush()
                     handled += 1
@@ -603,7 +631,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
         if not pause:
             flush()
             if local:
-                give_back([job for job, _ in local])
+                give_back([job for job, _, _ in local])
                 local = []
     finally:
         beat.stop()

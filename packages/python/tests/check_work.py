@@ -197,6 +197,64 @@ def main():
         print(f"reconnect: handled after its connection was killed: {got == [1, 2]}, "
               f"reconnects {st.get('reconnects', 0)}")
 
+        # An ack waiting in the flush window when the connection is killed
+        # is sent on the new connection: the job runs once (it ran again, at
+        # attempt 2, once its claim expired, when the waiting acks were
+        # dropped at the reconnect).
+        db.execute("SELECT alk_queue_configure(%s, %s::jsonb)",
+                   ("checks-ack-reconnect", '{"visibility_timeout_s": 1, "max_attempts": 5}'))
+        wconn = connect(kind, target)
+        pid = wconn.info.backend_pid
+        waiting_id = alkstore.enqueue(db, "checks-ack-reconnect", {"n": 1})
+        stop, runs, st = threading.Event(), [], {}
+
+        def kill_own_connection(job):
+            runs.append(job["attempts"])
+            db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        t = threading.Thread(target=alkstore.work, args=(wconn, "checks-ack-reconnect", "w", kill_own_connection),
+                             kwargs={"stop": stop, "idle_timeout": 0.1, "stats": st,
+                                     "flush_window": 60.0, "flush_max": 1000})
+        t.start()
+        job_gone = "SELECT alk_get_job(%s) IS NULL"
+        until = time.monotonic() + 20
+        while time.monotonic() < until and not (st.get("reconnects", 0) >= 1
+                                                and db.execute(job_gone, (waiting_id,)).fetchone()[0]):
+            time.sleep(0.05)
+        time.sleep(3.0)  # a dropped ack's claim would have expired and the job run again
+        stop.set()
+        t.join()
+        print(f"ack waiting at a reconnect: runs {runs}, acked {db.execute(job_gone, (waiting_id,)).fetchone()[0]}, "
+              f"reconnects {st.get('reconnects', 0)}")
+
+        # A host whose clock runs 2 minutes behind the server's: the beats
+        # follow the time the server says a claim has left, so a handler
+        # three times longer than the visibility timeout still runs once.
+        db.execute("SELECT alk_queue_configure(%s, %s::jsonb)",
+                   ("checks-skew", '{"visibility_timeout_s": 1, "max_attempts": 5}'))
+        alkstore.enqueue(db, "checks-skew", {"n": 1})
+        real_now = alkstore._utc_now
+        alkstore._utc_now = lambda: real_now() - datetime.timedelta(minutes=2)
+        stop, runs, stats = threading.Event(), [], [{}, {}]
+
+        def long_job(job):
+            runs.append(job["attempts"])
+            time.sleep(3.0)
+            threading.Timer(2.5, stop.set).start()
+
+        workers = [threading.Thread(target=alkstore.work, args=(connect(kind, target), "checks-skew", f"w{i}", long_job),
+                                    kwargs={"stop": stop, "idle_timeout": 0.1, "stats": stats[i]})
+                   for i in range(2)]
+        limit = threading.Timer(30.0, stop.set)
+        limit.start()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        limit.cancel()
+        alkstore._utc_now = real_now
+        print(f"host clock behind: runs {runs}, lost claims {sum(st['lost_claims'] for st in stats)}")
+
         # Not in autocommit: refused at once, nothing claimed.
         other = connect(kind, target, autocommit=False)
         alkstore.enqueue(db, "checks-autocommit", {"n": 1})
