@@ -1,7 +1,8 @@
 //! `scripts/bench-relay.sh`: messages/s delivered to NATS JetStream and to
 //! RabbitMQ by the relay, beside a plain client of the same library
 //! publishing the same messages with the same number of confirms in flight
-//! (the floor), in one run.
+//! (the floor), and the database alone handing out and taking back the
+//! same messages with no sink (the db floor), in one run.
 //!
 //! `ALK_NATS_URL=nats://… ALK_AMQP_URL=amqp://… [ALK_RELAY_DBS="sqlite
 //! postgres://…"] [ALK_RELAY_MESSAGES=20000] [ALK_RELAY_CONCURRENCY=16]
@@ -14,6 +15,34 @@ use std::time::{Duration, Instant};
 
 fn var(k: &str, default: &str) -> String {
     std::env::var(k).unwrap_or_else(|_| default.into())
+}
+
+/// CPU seconds the whole machine has spent busy so far (every process:
+/// the broker, the database server, this one), from /proc/stat.
+fn cpu_busy() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or_default();
+    // cpu user nice system idle iowait irq softirq steal …: all but idle and iowait.
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let busy: f64 = f
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
+        .map(|(_, v)| v)
+        .sum();
+    busy / 100.0 // USER_HZ
+}
+
+/// Runs `f` (messages/s for `n` messages): its rate, and the machine's
+/// busy CPU microseconds per message meanwhile.
+fn measured(n: usize, f: impl FnOnce() -> f64) -> (f64, f64) {
+    let before = cpu_busy();
+    let rate = f();
+    (rate, (cpu_busy() - before) * 1e6 / n as f64)
 }
 
 /// The same message the relay sends: a small JSON body and its headers.
@@ -91,12 +120,12 @@ async fn amqp_floor(url: &str, queue: &str, n: usize, c: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// The relay draining `n` outbox messages to `to`: messages/s from its
-/// start to the last ack.
-fn relay(db: &str, to: &str, subject: &str, n: usize, c: usize) -> f64 {
-    let store = alkstore::open(db).unwrap();
-    let outbox = format!("bench{}", std::process::id());
-    // Not timed: the messages, enqueued 1,000 a transaction.
+/// `n` messages in a new outbox of `store`, enqueued 1,000 a transaction
+/// (not timed); its name.
+fn fill(store: &alkstore::Store, n: usize, label: &str) -> String {
+    static FILLED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = FILLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let outbox = format!("bench-{label}-{}-{k}", std::process::id());
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
         let mut tx = store.begin().unwrap();
         for &i in chunk {
@@ -109,12 +138,58 @@ fn relay(db: &str, to: &str, subject: &str, n: usize, c: usize) -> f64 {
         }
         tx.commit().unwrap();
     }
+    outbox
+}
+
+/// The database alone: `n` outbox messages claimed (`claim` at a time, the
+/// relay's largest claim being 1,000) on one thread and acked in batches on
+/// another, as the relay's claimer and acker do, with no sink between:
+/// messages/s, what the database can hand out and take back through the
+/// same calls. The relay cannot go faster than this.
+fn db_floor(db: &str, n: usize, claim: i64) -> (f64, f64) {
+    let store = alkstore::open(db).unwrap();
+    let ob = store.outbox(&fill(&store, n, "db")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<i64>>();
+    let cpu = cpu_busy();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let ob = &ob;
+        let acker = s.spawn(move || {
+            let mut acked = 0;
+            while let Ok(mut ids) = rx.recv() {
+                while let Ok(more) = rx.try_recv() {
+                    ids.extend(more);
+                }
+                acked += ob.jobs().ack_batch(&ids, "floor").unwrap();
+            }
+            acked
+        });
+        let mut claimed = 0;
+        while claimed < n {
+            let jobs = ob.claim_verbatim("floor", claim).unwrap();
+            claimed += jobs.len();
+            tx.send(jobs.into_iter().map(|(j, _)| j.id).collect())
+                .unwrap();
+        }
+        drop(tx);
+        assert_eq!(acker.join().unwrap() as usize, n, "every message acked");
+    });
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    (rate, (cpu_busy() - cpu) * 1e6 / n as f64)
+}
+
+/// The relay draining `n` outbox messages to `to`: messages/s from its
+/// start to the last ack.
+fn relay(db: &str, to: &str, subject: &str, n: usize, c: usize) -> (f64, f64) {
+    let store = alkstore::open(db).unwrap();
+    let outbox = fill(&store, n, "relay");
     let config = alkstore_relay::Config::parse(&format!(
         "[[route]]\nname = \"bench\"\noutbox = \"{outbox}\"\nto = \"{to}\"\nsubject = \"{subject}\"\nconcurrency = {c}\n"
     ))
     .unwrap();
     let relay = alkstore_relay::Relay::new(store.clone(), config);
     let stop = alkstore::Stop::new();
+    let cpu = cpu_busy();
     let start = Instant::now();
     let took = std::thread::scope(|s| {
         let running = s.spawn(|| relay.run(&stop).unwrap());
@@ -131,7 +206,10 @@ fn relay(db: &str, to: &str, subject: &str, n: usize, c: usize) -> f64 {
         0,
         "no delivery failed"
     );
-    n as f64 / took.as_secs_f64()
+    (
+        n as f64 / took.as_secs_f64(),
+        (cpu_busy() - cpu) * 1e6 / n as f64,
+    )
 }
 
 fn main() {
@@ -190,30 +268,45 @@ fn main() {
         })
     };
     println!("{n} messages of {} bytes, {c} in flight", body(0).len());
+    // The database alone, with no sink: what the relay can reach at best.
+    let db_floors: Vec<(f64, f64)> = dbs.iter().map(|db| db_floor(db, n, 400)).collect();
     println!(
-        "{:<11} {:<10} {:>12} {:>12} {:>7}",
-        "sink", "database", "relay msg/s", "floor msg/s", "relay/floor"
+        "{:<11} {:<10} {:>12} {:>12} {:>12} {:>11} {:>8}   cpu µs/msg: {:>5} {:>5} {:>5} {:>10}",
+        "sink",
+        "database",
+        "relay msg/s",
+        "floor msg/s",
+        "db msg/s",
+        "relay/floor",
+        "relay/db",
+        "relay",
+        "floor",
+        "db",
+        "2 cores/(floor+db)"
     );
     for (sink, to, subject) in [
         ("jetstream", nats.as_str(), "bench.orders"),
         ("rabbitmq", amqp.as_str(), "bench"),
     ] {
-        for db in &dbs {
+        for (db, db_floor) in dbs.iter().zip(&db_floors) {
             purge();
-            let floor = match sink {
+            let (floor, floor_cpu) = measured(n, || match sink {
                 "jetstream" => rt.block_on(nats_floor(to, subject, n, c)),
                 _ => rt.block_on(amqp_floor(to, subject, n, c)),
-            };
+            });
             purge();
-            let r = relay(db, to, subject, n, c);
+            let (r, relay_cpu) = relay(db, to, subject, n, c);
+            let (db_floor, db_cpu) = *db_floor;
             let engine = if db.starts_with("sqlite") {
                 "sqlite"
             } else {
                 "postgres"
             };
             println!(
-                "{sink:<11} {engine:<10} {r:>12.0} {floor:>12.0} {:>7.2}",
-                r / floor
+                "{sink:<11} {engine:<10} {r:>12.0} {floor:>12.0} {db_floor:>12.0} {:>11.2} {:>8.2}   cpu µs/msg: {relay_cpu:>5.1} {floor_cpu:>5.1} {db_cpu:>5.1} {:>10.0}",
+                r / floor,
+                r / db_floor,
+                2e6 / (floor_cpu + db_cpu)
             );
         }
     }
