@@ -63,6 +63,8 @@ printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: f
   'batches: each of 300 once: True, fewer ack calls than jobs: True, pending, running: (0, 0)' \
   'prefetched past the visibility timeout: runs [(0, 1), (1, 1), (2, 1), (3, 1)], lost claims 0, pending, running: (0, 0)' \
   'stopped: given back 9, attempts [1], pending, running: (0, 9)' > "$work/check-work-sqlite.expected"
+printf '%s\n' 'ack behind a long handler: sent while it ran: True' \
+  'a stuck handler: the others ran elsewhere [(1, 1), (2, 1), (3, 1)], within 3 s: True' >> "$work/check-work-sqlite.expected"
 check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
 cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"
@@ -150,11 +152,14 @@ check "node / postgres: snooze" examples/node/snooze.expected.txt \
 # alkstore.work's own checks (packages/node/test/check_work.js), with the
 # example project's pg and better-sqlite3.
 cp packages/node/test/check_work.js examples/node/check_work.js
-printf 'non-JSON result: handled 1, runs 1, acked true, warned true\nschedule: fired while work() ran: true\nidle: abort listeners at most 1: true\n%s\n' \
+printf '%s\n' 'non-JSON result: handled 1, runs 1, acked true, warned true' \
+  'schedule: fired while work() ran: true' 'idle: abort listeners at most 1: true' \
   'long handler: runs 1, attempts [1], lost claims 0, pending, running: 0, 0' \
   'batches: each of 300 once: true, fewer ack calls than jobs: true, pending, running: 0, 0' \
   'prefetched past the visibility timeout: runs [[0,1],[1,1],[2,1],[3,1]], lost claims 0, pending, running: 0, 0' \
-  'stopped: given back 9, attempts [1], pending, running: 0, 9' > "$work/check-work-node.expected"
+  'stopped: given back 9, attempts [1], pending, running: 0, 9' \
+  'ack behind a long handler: sent while it ran: true' \
+  'a stuck handler: the others ran elsewhere [[1,1],[2,1],[3,1]], within 3 s: true' > "$work/check-work-node.expected"
 check "node / sqlite: work() checks" "$work/check-work-node.expected" \
   node --no-warnings examples/node/check_work.js sqlite "$work/check-work-node.db"
 cp "$work/check-work-node.expected" "$work/check-work-node-pg.expected"

@@ -202,74 +202,245 @@ async function claimHeld(db, queue, worker, maxJobs) {
   return res.rows.map(({ left_ms: left, ...job }) => [job, left]);
 }
 
-/** Keeps every job a worker holds claimed — running, prefetched and not
- * started, or with its ack waiting — as the Rust worker does (contract v1.3
- * §P): each is extended every third of the time its claim had left when
- * claimed (at least 50 ms), on the worker's connection, whenever the event
- * loop is free (a handler that awaits). A beat that finds a claim gone marks
- * the job lost; a job held again since (given back, claimed again) is not. */
-class Beats {
-  constructor(conn, worker) {
-    this.conn = conn; // () => the worker's connection (work() may connect again)
+/** Opens another connection to the worker's database, for its keeper: a pg
+ * Client from the same parameters, or the same SQLite file with the
+ * extension loaded. null for an SQLite database in memory (no other
+ * connection can reach it): the keeper shares the worker's then. */
+async function sideConnection(db, pg) {
+  if (pg) {
+    const side = new db.constructor(db.connectionParameters);
+    side.on('error', () => { side.broken = true; });
+    await side.connect();
+    return side;
+  }
+  if (db.memory || !db.name) return null;
+  return load(new db.constructor(db.name, { timeout: 30000 }));
+}
+
+/**
+ * What a worker holds besides the job its handler runs, kept by timers on a
+ * connection of its own (contract v1.3 §P): every held job — prefetched and
+ * not started, running, or with its ack waiting — is extended every third of
+ * the time its claim had left when claimed (at least 50 ms); the acks waiting
+ * are sent together (alk_ack_batch) once flushMax wait or the first has waited
+ * flushWindowMs, even while a handler runs; a prefetched job not started
+ * within its time to live is given back (alk_release_batch) as soon as it
+ * passes. Its own connection keeps these out of any transaction a handler
+ * opens on the worker's. Timers run whenever the event loop is free (a
+ * handler that awaits); one operation at a time.
+ */
+class Keeper {
+  constructor(pg, fallback, worker, { flushWindowMs, flushMax, stats, onLost }) {
+    this.pg = pg;
+    this.fallback = fallback; // () => the worker's connection
+    this.side = undefined; // its own; null: none can be opened (SQLite in memory)
     this.worker = worker;
-    this.held = new Map(); // id → {every, next}: a new object for each hold
+    this.flushWindowMs = flushWindowMs;
+    this.flushMax = flushMax;
+    this.stats = stats;
+    this.onLost = onLost;
+    this.held = new Map(); // id → {every, next, lease, until}: a new object for each hold
     this.lost = new Set();
+    this.prefetched = []; // claimed, not started: {job, h, giveBackAt}
+    this.acks = []; // handled, their acks waiting: {id, h}
+    this.firstAckAt = 0;
+    this.retryAt = 0; // after a failed flush or give-back
     this.timer = null;
-    this.running = null;
+    this.chain = Promise.resolve();
     this.stopped = false;
   }
 
-  /** Starts beating a job, every `every` ms; `now`: its first beat at once. */
-  hold(id, every, now = false) {
-    this.held.set(id, { every, next: performance.now() + (now ? 0 : every) });
-    this.lost.delete(id);
+  async conn() {
+    if (this.side === undefined || (this.side && this.side.broken)) {
+      const old = this.side;
+      if (old) old.end().catch(() => {});
+      try {
+        this.side = await sideConnection(this.fallback(), this.pg);
+      } catch (e) {
+        this.side = undefined; // tried again at the next operation
+        throw e;
+      }
+    }
+    return this.side || this.fallback();
+  }
+
+  /** Starts holding a claimed job that `left` ms of claim remain on: queued
+   * to start unless it is already held here (claimed again by this worker
+   * while its ack waits: that ack is this claim's too). */
+  add(job, left, ttlMs) {
+    const now = performance.now();
+    if (this.held.has(job.id)) return;
+    const every = Math.max(left / 3, 50);
+    const h = { every, next: now + every, lease: left, until: now + left };
+    this.held.set(job.id, h);
+    this.lost.delete(job.id);
+    this.prefetched.push({ job, h, giveBackAt: now + (ttlMs !== null ? ttlMs : Math.max(left / 2, 50)) });
     this.arm();
   }
 
-  /** Stops beating these jobs (acked, given back, or lost). */
-  drop(ids) {
-    for (const id of ids) this.held.delete(id);
+  /** The next prefetched job to start, or null. A job whose claim went
+   * (a beat found it gone, or no beat got through while it could lapse) is
+   * not started: another worker may run it. */
+  next() {
+    while (this.prefetched.length) {
+      const { job, h } = this.prefetched.shift();
+      if (this.lost.has(job.id) || performance.now() >= h.until) {
+        this.held.delete(job.id);
+        this.lost.delete(job.id);
+        this.onLost(`job ${job.id}: its claim was`, 'start', 1);
+        continue;
+      }
+      return { job, h };
+    }
+    return null;
+  }
+
+  /** Stops holding a job settled alone; whether its claim was found gone. */
+  release(id) {
+    this.held.delete(id);
+    return this.lost.delete(id);
+  }
+
+  /** Queues a handled job's ack. */
+  ack(id, h) {
+    if (!this.acks.length) this.firstAckAt = performance.now();
+    this.acks.push({ id, h });
+    this.arm();
   }
 
   arm() {
-    if (this.stopped || this.running) return;
+    if (this.stopped) return;
     clearTimeout(this.timer);
-    this.timer = null;
-    if (!this.held.size) return;
-    let next = Infinity;
-    for (const h of this.held.values()) next = Math.min(next, h.next);
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.running = this.beat().finally(() => {
-        this.running = null;
-        this.arm();
-      });
-    }, Math.max(next - performance.now(), 0));
+    let at = Infinity;
+    for (const h of this.held.values()) at = Math.min(at, h.next);
+    if (this.acks.length) {
+      at = Math.min(at, this.acks.length >= this.flushMax ? 0 : this.firstAckAt + this.flushWindowMs);
+    }
+    for (const p of this.prefetched) at = Math.min(at, p.giveBackAt);
+    if (at === Infinity) return;
+    at = Math.max(at, this.retryAt);
+    // (setTimeout takes at most 2^31 - 1 ms)
+    this.timer = setTimeout(() => this.run(() => this.due()), Math.min(Math.max(at - performance.now(), 0), 2 ** 31 - 1));
+  }
+
+  /** Runs `fn` after the keeper's operation under way (one at a time). */
+  run(fn) {
+    const p = this.chain.then(fn);
+    this.chain = p.catch(() => {}).then(() => this.arm());
+    return p;
+  }
+
+  async due() {
+    if (this.stopped) return;
+    const now = performance.now();
+    if (now < this.retryAt) return;
+    try {
+      const stale = this.prefetched.filter((p) => p.giveBackAt <= now);
+      if (stale.length) await this.giveBack(stale);
+      if (this.acks.length && (this.acks.length >= this.flushMax || now - this.firstAckAt >= this.flushWindowMs)) {
+        await this.flushNow();
+      }
+      await this.beat();
+    } catch (e) {
+      // Tried again in a second (on a new connection, if this one was lost).
+      this.retryAt = performance.now() + 1000;
+      if (this.side) this.side.broken = this.pg;
+      process.emitWarning(`alkstore: the worker's keeper failed (${e.message}); it tries again in 1 s`);
+    }
   }
 
   async beat() {
     const now = performance.now();
     const due = [...this.held].filter(([, h]) => h.next <= now);
+    if (!due.length) return;
     for (const [, h] of due) h.next = now + h.every;
-    for (const [id, h] of due) {
-      if (this.stopped) return;
-      try {
-        if (!(await heartbeat(this.conn(), id, this.worker)) && this.held.get(id) === h) this.lost.add(id);
-      } catch (e) {
-        // Tried again at the next beat (on a new connection, once work() has one).
-        if (!this.stopped) {
-          process.emitWarning(`alkstore: heartbeat of jobs ${due.map(([i]) => i)} failed (${e.message})`);
-        }
-        return;
-      }
+    const conn = await this.conn();
+    const ids = due.map(([id]) => id);
+    let held;
+    if (isPostgres(conn)) {
+      const res = await conn.query('SELECT alk_heartbeat(i, $2) AS held FROM unnest($1::bigint[]) WITH ORDINALITY u(i, n) ORDER BY n',
+        [ids, this.worker]);
+      held = res.rows.map((r) => r.held);
+    } else {
+      const st = conn.prepare('SELECT alk_heartbeat(?, ?)').pluck();
+      held = ids.map((id) => st.get(id, this.worker) === 1);
     }
+    due.forEach(([id, h], i) => {
+      // Not a hold made since (given back and claimed again).
+      if (this.held.get(id) !== h) return;
+      if (held[i]) h.until = now + h.lease;
+      else this.lost.add(id);
+    });
   }
 
-  /** Ends the beats, once the one under way (if any) has. */
-  async stop() {
+  async flushNow() {
+    if (!this.acks.length) return;
+    const batch = this.acks.splice(0);
+    const ids = batch.map((a) => a.id);
+    // The beats stop first: one that met the committed ack would take the job for lost.
+    for (const id of ids) this.held.delete(id);
+    let n;
+    try {
+      n = Number(await ackBatch(await this.conn(), ids, this.worker));
+    } catch (e) {
+      // Kept, and held meanwhile: sent again.
+      for (const { id, h } of batch) {
+        h.next = 0;
+        this.held.set(id, h);
+      }
+      this.acks.unshift(...batch);
+      throw e;
+    }
+    this.stats.ackFlushes += 1;
+    for (const id of ids) this.lost.delete(id);
+    if (n < ids.length) this.onLost(`${ids.length - n} of jobs ${ids}: their claims were`, 'ack', ids.length - n);
+  }
+
+  async giveBack(entries) {
+    const gone = new Set(entries);
+    this.prefetched = this.prefetched.filter((p) => !gone.has(p));
+    const ids = entries.map((p) => p.job.id);
+    for (const id of ids) this.held.delete(id);
+    try {
+      await releaseBatch(await this.conn(), ids, this.worker);
+    } catch (e) {
+      // Still held: back in line (given back at the next try, or started).
+      for (const p of entries) this.held.set(p.job.id, p.h);
+      this.prefetched.unshift(...entries);
+      throw e;
+    }
+    for (const id of ids) this.lost.delete(id);
+  }
+
+  /** Sends the acks waiting now (before the worker waits for work). */
+  flush() {
+    return this.run(() => this.flushNow()).catch((e) => {
+      this.retryAt = performance.now() + 1000;
+      if (this.side) this.side.broken = this.pg;
+      process.emitWarning(`alkstore: the worker's acks could not be sent (${e.message}); tried again in 1 s`);
+    });
+  }
+
+  /** At the worker's end: acks what it finished, gives back what it did not
+   * start (each tried on its own), stops, closes its connection. */
+  async close() {
+    await this.run(async () => {
+      this.retryAt = 0;
+      for (const [what, step] of [['ack', () => this.flushNow()],
+        ['give back', () => this.giveBack(this.prefetched.slice())]]) {
+        try {
+          await step();
+        } catch (e) {
+          process.emitWarning(`alkstore: work() could not ${what} what it held at its end (${e.message}); `
+            + 'those jobs run again once their claims expire');
+        }
+      }
+    });
     this.stopped = true;
     clearTimeout(this.timer);
-    await this.running;
+    await this.chain;
+    if (this.side && this.pg) await this.side.end().catch(() => {});
+    else if (this.side) this.side.close();
   }
 }
 
@@ -287,29 +458,35 @@ const wholeUpTo1000 = (v, name) => {
  * Batching (contract v1.3 §P): each claim takes up to `prefetch` jobs (1 to
  * 1,000; default 1), run one after another; a job not started within
  * `prefetchTtlMs` of its claim (default: half the time its claim had then) is
- * given back at once, without spending an attempt, for another worker to run.
- * Jobs whose handler returned undefined or null are acked together
- * (alk_ack_batch) once `flushMax` (1 to 1,000; default 100) wait or the first
- * has waited `flushWindowMs` (default 10; checked between jobs), and before
- * work() waits for work or resolves; `flushWindowMs: 0` acks each job as its
- * handler returns. A stopping work() acks what it finished and gives back what
- * it prefetched and did not start. A process killed with acks waiting loses
+ * given back as soon as that passes, without spending an attempt, for another
+ * worker to run. Jobs whose handler returned undefined or null are acked
+ * together (alk_ack_batch) once `flushMax` (1 to 1,000; default 100) wait or
+ * the first has waited `flushWindowMs` (default 10), and before work() waits
+ * for work or resolves; `flushWindowMs: 0` acks each job as its handler
+ * returns. A stopping work() acks what it finished and gives back what it
+ * prefetched and did not start. A process killed with acks waiting loses
  * only those acks: the jobs run again once their claims expire.
  *
  * While a job is held — prefetched, running, or waiting for its ack —
- * heartbeats keep it claimed (every third of its visibility timeout, on the
- * same connection, whenever the handler awaits). A claim found lost is a
- * warning and counts in stats.lostClaims (stats: an object you pass; also
+ * heartbeats keep it claimed (every third of its visibility timeout, by the
+ * time PostgreSQL says a claim has left, not this host's clock). The
+ * heartbeats, the acks sent together and the give-backs go through a
+ * connection work() opens for them (a pg Client from the same parameters,
+ * the same SQLite file; an SQLite database in memory shares yours), on
+ * timers that run whenever the event loop is free (a handler that awaits;
+ * one that blocks the loop blocks them too). A claim found lost is a warning
+ * and counts in stats.lostClaims (stats: an object you pass; also
  * stats.handled and stats.ackFlushes, the batched acks sent). On PostgreSQL a
  * lost connection (a restart, a killed backend) does not end the process:
  * work() connects a new Client from the same parameters (the one you passed
  * stays closed) with a pause that doubles up to 5 s, counted in
- * stats.reconnects; the acks that were waiting are sent on the new one, and
- * the prefetched jobs still held run. Waits without busy polling: on
- * PostgreSQL by LISTEN (alk_listen_queue); on SQLite by watching PRAGMA
- * data_version. Between jobs it ticks schedules every tickEveryMs, sweeps its
- * queue every sweepEveryMs and prunes every pruneEveryMs (the Rust worker's
- * defaults; null: never). Resolves to the number of jobs handled.
+ * stats.reconnects; the jobs it holds stay held (an ack sent alone with a
+ * result, lost with the connection, is not: that job runs again). Waits
+ * without busy polling: on PostgreSQL by LISTEN (alk_listen_queue); on SQLite
+ * by watching PRAGMA data_version. Between jobs it ticks schedules every
+ * tickEveryMs, sweeps its queue every sweepEveryMs and prunes every
+ * pruneEveryMs (the Rust worker's defaults; null: never). Resolves to the
+ * number of jobs handled.
  */
 async function work(db, queue, worker, handler, {
   signal, idleMs = 5000, tickEveryMs = 5000, sweepEveryMs = 1000, pruneEveryMs = 60000, stats = {},
@@ -329,44 +506,18 @@ async function work(db, queue, worker, handler, {
   stats.handled = stats.handled || 0;
   stats.lostClaims = stats.lostClaims || 0;
   stats.ackFlushes = stats.ackFlushes || 0;
-  const beats = new Beats(() => db, worker);
-  let local = []; // prefetched, not started: {job, every, until}
-  let acks = []; // handled, their acks waiting: {id, every}
-  let firstAckAt = 0;
-  const lostWarning = (what, how) => process.emitWarning(`alkstore: ${what} lost before the ${how} (it ran past `
-    + 'its visibility timeout without a heartbeat reaching the database); it may run again or have run elsewhere');
-  const settled = (id, held, how) => {
-    if (held && !beats.lost.has(id)) return;
-    beats.lost.delete(id);
-    stats.lostClaims += 1;
-    lostWarning(`job ${id}: its claim was`, how);
+  const onLost = (what, how, n) => {
+    stats.lostClaims += n;
+    process.emitWarning(`alkstore: ${what} lost before the ${how} (it ran past its visibility timeout without `
+      + 'a heartbeat reaching the database, or was cancelled); it may run again or have run elsewhere');
   };
-  const flush = async () => {
-    if (!acks.length) return;
-    const ids = acks.map((a) => a.id);
-    // The beats stop first: one that met the committed ack would take the job for lost.
-    beats.drop(ids);
-    let held;
-    try {
-      held = await ackBatch(db, ids, worker);
-    } catch (e) {
-      // Kept, and held meanwhile: sent again (on a new connection if this one was lost).
-      for (const a of acks) beats.hold(a.id, a.every, true);
-      throw e;
-    }
-    acks = [];
-    stats.ackFlushes += 1;
-    if (held < ids.length) {
-      stats.lostClaims += ids.length - held;
-      lostWarning(`${ids.length - held} of jobs ${ids}: their claims were`, 'ack');
-    }
-    for (const id of ids) beats.lost.delete(id);
-  };
-  const giveBack = async (held) => {
-    const ids = held.map((l) => l.job.id);
-    beats.drop(ids);
-    await releaseBatch(db, ids, worker);
-    for (const id of ids) beats.lost.delete(id);
+  const keeper = new Keeper(pg, () => db, worker, { flushWindowMs, flushMax, stats, onLost });
+  // A job settled alone: its beats stop first (one that met the committed
+  // call would take the job for lost).
+  const settle = async (id, how, call) => {
+    const lost = keeper.release(id);
+    const held = await call();
+    if (!held || lost) onLost(`job ${id}: its claim was`, how, 1);
   };
   // The Rust worker's chores, with its defaults (null: never); a failing
   // one is a warning and runs again when next due — the jobs go on.
@@ -379,7 +530,7 @@ async function work(db, queue, worker, handler, {
   const chores = async () => {
     for (const [name, ms] of Object.entries(every)) {
       if (ms === null || ms === undefined) continue;
-      const now = Date.now();
+      const now = performance.now();
       if (last[name] !== undefined && now - last[name] < Math.max(ms, 100)) continue;
       last[name] = now;
       try {
@@ -413,9 +564,10 @@ async function work(db, queue, worker, handler, {
       return true;
     }
   };
+  const aborted = () => signal && signal.aborted;
   let pause = 0;
   try {
-    while (!(signal && signal.aborted)) {
+    while (!aborted()) {
       try {
         if (pause) {
           const fresh = new db.constructor(db.connectionParameters);
@@ -428,61 +580,41 @@ async function work(db, queue, worker, handler, {
           stats.reconnects = (stats.reconnects || 0) + 1;
           pause = 0;
         }
-        if (acks.length && Date.now() - firstAckAt >= flushWindowMs) await flush();
         await chores();
-        if (!local.length) {
-          const now = Date.now();
-          local = (await claimHeld(db, queue, worker, prefetch)).map(([job, left]) => {
-            const beatEvery = Math.max(left / 3, 50);
-            beats.hold(job.id, beatEvery);
-            return { job, every: beatEvery, until: now + (prefetchTtlMs !== null ? prefetchTtlMs : Math.max(left / 2, 50)) };
-          });
+        if (!keeper.prefetched.length && !aborted()) {
+          for (const [job, left] of await claimHeld(db, queue, worker, prefetch)) keeper.add(job, left, prefetchTtlMs);
         }
-        if (local.length) {
-          const now = Date.now();
-          const stale = local.filter((l) => l.until < now);
-          if (stale.length) {
-            // Not started in time: another worker may run them now.
-            local = local.filter((l) => l.until >= now);
-            await giveBack(stale);
-            continue;
-          }
-          const { job, every: beatEvery } = local.shift();
-          if (beats.lost.has(job.id)) {
-            // Its claim went while it waited (cancelled, or expired and
-            // taken): another may run it; not here.
-            beats.drop([job.id]);
-            settled(job.id, false, 'start');
-            continue;
-          }
+        const next = aborted() ? null : keeper.next();
+        if (next) {
+          const { job, h } = next;
           let outcome;
           try {
             outcome = { result: await handler(job) };
           } catch (e) {
             outcome = { error: e };
           }
-          if ('error' in outcome) {
-            beats.drop([job.id]);
-            const { error: e } = outcome;
-            const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
-            settled(job.id, state !== null && state !== undefined, 'retry');
-          } else if (outcome.result instanceof Snooze) {
-            beats.drop([job.id]);
-            settled(job.id, await release(db, job.id, worker, outcome.result.seconds), 'snooze');
-          } else if ((outcome.result !== undefined && outcome.result !== null) || flushWindowMs === 0) {
-            // A result goes with its own ack (alk_ack_batch keeps none).
-            beats.drop([job.id]);
-            settled(job.id, await ack(db, job.id, worker, keepable(outcome.result, job.id)), 'ack');
-          } else {
-            if (!acks.length) firstAckAt = Date.now();
-            acks.push({ id: job.id, every: beatEvery });
-            if (acks.length >= flushMax || Date.now() - firstAckAt >= flushWindowMs) await flush();
-          }
           handled += 1;
           stats.handled += 1;
+          if ('error' in outcome) {
+            const { error: e } = outcome;
+            await settle(job.id, 'retry', async () => {
+              const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
+              return state !== null && state !== undefined;
+            });
+          } else if (outcome.result instanceof Snooze) {
+            await settle(job.id, 'snooze', () => release(db, job.id, worker, outcome.result.seconds));
+          } else if ((outcome.result !== undefined && outcome.result !== null) || flushWindowMs === 0) {
+            // A result goes with its own ack (alk_ack_batch keeps none).
+            await settle(job.id, 'ack', () => ack(db, job.id, worker, keepable(outcome.result, job.id)));
+          } else if (keeper.lost.has(job.id)) {
+            await settle(job.id, 'ack', async () => false);
+          } else {
+            keeper.ack(job.id, h);
+          }
           continue;
         }
-        await flush();
+        if (keeper.prefetched.length) continue;
+        await keeper.flush();
         if (pg) {
           await listen();
           await new Promise((resolve) => {
@@ -499,8 +631,8 @@ async function work(db, queue, worker, handler, {
             if (signal) signal.addEventListener('abort', done, { once: true });
           });
         } else {
-          const deadline = Date.now() + nextChoreMs();
-          while (!(signal && signal.aborted) && Date.now() < deadline) {
+          const deadline = performance.now() + nextChoreMs();
+          while (!aborted() && performance.now() < deadline) {
             const now = db.pragma('data_version', { simple: true });
             if (now !== seen) { seen = now; break; }
             await new Promise((r) => setTimeout(r, 20));
@@ -508,9 +640,8 @@ async function work(db, queue, worker, handler, {
         }
       } catch (e) {
         if (!pg || !(pause || await dead())) throw e;
-        // Wait and try again, a pause that doubles up to 5 s. The acks waiting
-        // and the jobs prefetched are kept: sent and run once connected again
-        // (a claim that expired meanwhile is a lost claim then).
+        // Wait and try again, a pause that doubles up to 5 s. The keeper, on
+        // its own connection, goes on holding, acking and giving back.
         pause = Math.min(Math.max(pause * 2, 100), 5000);
         process.emitWarning(`alkstore: work() lost its connection (${e.message}); connecting again in ${pause} ms`);
         await new Promise((resolve) => {
@@ -526,17 +657,8 @@ async function work(db, queue, worker, handler, {
     }
   } finally {
     // Stopping (or failing): what was handled is acked, what was not started
-    // given back, if the connection is there to do it.
-    if (!pause && (acks.length || local.length)) {
-      try {
-        await flush();
-        if (local.length) await giveBack(local.splice(0));
-      } catch (e) {
-        process.emitWarning(`alkstore: work() could not ack or give back what it held at its end (${e.message}); `
-          + 'those jobs run again once their claims expire');
-      }
-    }
-    await beats.stop();
+    // given back, each tried on its own.
+    await keeper.close();
     if (pg) db.removeListener('error', swallow);
     // A client work() made keeps the process alive until it ends.
     if (pg && db !== given) await db.end().catch(() => {});

@@ -158,6 +158,52 @@ async function main() {
       + `pending, running: ${await pending('checks-giveback')}`);
   }
 
+  // The ack of a job done waits no longer than the flush window, even while
+  // the next job's handler runs (it waited for that handler to return).
+  {
+    const first = await alkstore.enqueue(db, 'checks-ack-latency', { n: 0 });
+    await alkstore.enqueue(db, 'checks-ack-latency', { n: 1 });
+    const stop = new AbortController();
+    let sentMeanwhile = null;
+    await alkstore.work(db, 'checks-ack-latency', 'w', async (job) => {
+      if (job.payload.n === 0) return;
+      await new Promise((r) => setTimeout(r, 1500));
+      sentMeanwhile = (await one('SELECT alk_get_job($1)', 'SELECT alk_get_job(?)', [first])) === null;
+      stop.abort();
+    }, { signal: stop.signal, idleMs: 100 });
+    console.log(`ack behind a long handler: sent while it ran: ${sentMeanwhile}`);
+  }
+
+  // A handler stuck on its job does not hold the jobs prefetched behind it:
+  // each is given back once its time to live (500 ms) passes, and a second
+  // worker runs them (they waited for the stuck handler before).
+  for (let n = 0; n < 4; n += 1) await alkstore.enqueue(db, 'checks-stuck', { n });
+  {
+    const stop = new AbortController();
+    const limit = setTimeout(() => stop.abort(), 30000);
+    const elsewhere = [];
+    let startedAt = 0;
+    let within = false;
+    const stuck = alkstore.work(db, 'checks-stuck', 'w0', async () => {
+      startedAt = performance.now();
+      await new Promise((r) => setTimeout(r, 6000));
+    }, { signal: stop.signal, idleMs: 100, prefetch: 4, prefetchTtlMs: 500 });
+    while (!startedAt) await new Promise((r) => setTimeout(r, 20));
+    const second = await connect(kind, target);
+    const other = alkstore.work(second, 'checks-stuck', 'w1', async (job) => {
+      elsewhere.push([job.payload.n, job.attempts]);
+      if (elsewhere.length === 3) {
+        within = performance.now() - startedAt < 3000;
+        stop.abort();
+      }
+    }, { signal: stop.signal, idleMs: 100 });
+    await Promise.all([stuck, other]);
+    clearTimeout(limit);
+    if (kind === 'sqlite') second.close(); else await second.end();
+    elsewhere.sort((a, b) => a[0] - b[0]);
+    console.log(`a stuck handler: the others ran elsewhere ${JSON.stringify(elsewhere)}, within 3 s: ${within}`);
+  }
+
   if (kind !== 'sqlite') {
     // An ack waiting in the flush window when the connection is killed is
     // sent on the new connection: the job runs once (it ran again, at

@@ -298,88 +298,255 @@ def _broken(conn: Any) -> bool:
     return _is_postgres(conn) and bool(getattr(conn, "broken", False) or conn.closed)
 
 
-class _Heartbeat:
-    """Keeps every job the worker holds claimed — the one its handler runs,
-    the ones it prefetched and has not started, the ones whose ack waits in
-    the flush window — as the Rust worker does (contract v1.3 §P): a thread
-    with a connection of its own extends each claim every third of the time
-    it had left when claimed (at least 50 ms). Without it a handler that
-    ran past the visibility timeout ran again, at the same time, on another
-    worker (issue 64 item 2). A heartbeat that finds a claim gone marks the
-    job lost, unless the job was held again since (given back, claimed
-    again)."""
+class _Keeper:
+    """What a worker holds besides the job its handler runs, kept by a
+    thread with a connection of its own (contract v1.3 §P), as the Rust
+    worker's keeper and completer do: every held job — prefetched and not
+    started, running, or with its ack waiting — is extended every third of
+    the time its claim had left when claimed (at least 50 ms); the acks
+    waiting are sent together (``alk_ack_batch``) once ``flush_max`` wait or
+    the first has waited ``flush_window``, even while a handler runs; a
+    prefetched job not started within its time to live is given back
+    (``alk_release_batch``) as soon as that passes. Without the beats a
+    handler that ran past the visibility timeout ran again, at the same
+    time, on another worker (issue 64 item 2). A beat that finds a claim
+    gone marks the job lost, unless it was held again since (given back,
+    claimed again). With no connection of its own (an SQLite database in
+    memory) it beats nothing, and the worker's loop acks and gives back
+    between jobs on its own connection."""
 
-    def __init__(self, connect: Optional[Callable[[], Any]], worker: str) -> None:
+    def __init__(self, connect: Optional[Callable[[], Any]], worker: str, flush_window: float,
+                 flush_max: int, stats: Dict[str, int]) -> None:
         self.connect, self.worker = connect, worker
+        self.flush_window, self.flush_max, self.stats = flush_window, flush_max, stats
         self.cond = threading.Condition()
-        # id → [seconds between beats, next beat (monotonic)]: a new list for each hold
+        # id → [seconds between beats, next beat, lease, held until] (monotonic): a new list for each hold
         self.held: Dict[int, List[float]] = {}
-        self.stopped = False
         self.lost: set = set()
+        self.prefetched: List[tuple] = []  # claimed, not started: (job, hold, give back at)
+        self.acks: List[tuple] = []        # handled, their acks waiting: (id, hold)
+        self.first_ack_at = 0.0
+        self.flush_asap = False
+        self.retry_at = 0.0
+        self.closing = False
         self.thread: Optional[threading.Thread] = None
 
-    def hold(self, jobs: List[tuple], at_once: bool = False) -> None:
-        """Starts beating these (job id, seconds between beats) pairs: every
-        third of what a claim had left, as each beat extends it by the
-        visibility timeout again. ``at_once``: the first beat now."""
-        if not jobs:
+    def lost_claims(self, what: str, how: str, n: int) -> None:
+        with self.cond:
+            self.stats["lost_claims"] += n
+        warnings.warn(f"alkstore: {what} lost before the {how} (it ran past its visibility timeout "
+                      "without a heartbeat reaching the database, or was cancelled); it may run "
+                      "again or have run elsewhere", RuntimeWarning, stacklevel=3)
+
+    # ---- the worker's side ----
+
+    def add(self, claimed: List[tuple], ttl: Optional[float]) -> None:
+        """Holds claimed (job, seconds left) pairs, queued to start, but a
+        job already held here (claimed again by this worker while its ack
+        waits: that ack is this claim's too)."""
+        if not claimed:
             return
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name="alkstore-heartbeat", daemon=True)
+        if self.thread is None and self.connect is not None:
+            self.thread = threading.Thread(target=self._run, name="alkstore-keeper", daemon=True)
             self.thread.start()
         now = time.monotonic()
         with self.cond:
-            for job_id, every in jobs:
-                self.held[job_id] = [every, now if at_once else now + every]
+            for job, left in claimed:
+                if job["id"] in self.held:
+                    continue
+                every = max(left / 3, 0.05)
+                hold = [every, now + every, left, now + left]
+                self.held[job["id"]] = hold
+                self.lost.discard(job["id"])
+                self.prefetched.append((job, hold, now + (ttl if ttl is not None else max(left / 2, 0.05))))
+            self.cond.notify_all()
+
+    def has_prefetched(self) -> bool:
+        with self.cond:
+            return bool(self.prefetched)
+
+    def next(self) -> Optional[tuple]:
+        """The next prefetched (job, hold) to start, or None. A job whose
+        claim went (a beat found it gone, or no beat got through while it
+        could lapse) is not started: another worker may run it."""
+        while True:
+            with self.cond:
+                if not self.prefetched:
+                    return None
+                job, hold, _ = self.prefetched.pop(0)
+                if job["id"] not in self.lost and time.monotonic() < hold[3]:
+                    return job, hold
+                self.held.pop(job["id"], None)
+                self.lost.discard(job["id"])
+            self.lost_claims(f"job {job['id']}: its claim was", "start", 1)
+
+    def release(self, job_id: int) -> bool:
+        """Stops holding a job settled alone; whether its claim was found gone."""
+        with self.cond:
+            self.held.pop(job_id, None)
+            if job_id in self.lost:
                 self.lost.discard(job_id)
+                return True
+            return False
+
+    def ack(self, job_id: int, hold: List[float]) -> None:
+        with self.cond:
+            if not self.acks:
+                self.first_ack_at = time.monotonic()
+            self.acks.append((job_id, hold))
             self.cond.notify_all()
 
-    def drop(self, ids: List[int]) -> None:
-        """Stops beating these jobs (acked, given back, or lost)."""
+    def flush_soon(self) -> None:
+        """The acks waiting go now (the worker is about to wait for work)."""
         with self.cond:
-            for job_id in ids:
-                self.held.pop(job_id, None)
+            if self.acks:
+                self.flush_asap = True
+                self.cond.notify_all()
 
-    def stop(self) -> None:
-        with self.cond:
-            self.stopped = True
-            self.cond.notify_all()
+    def between_jobs(self, conn: Any, idle: bool) -> None:
+        """Without a thread (an SQLite database in memory): what is due,
+        on the worker's connection."""
+        if self.thread is None:
+            self._give_back(conn, stale_only=True)
+            with self.cond:
+                due = idle or len(self.acks) >= self.flush_max or (
+                    self.acks and time.monotonic() - self.first_ack_at >= self.flush_window)
+            if due:
+                self._flush(conn)
+
+    def close(self, conn: Any) -> None:
+        """At the worker's end: acks what it finished and gives back what it
+        did not start, each tried on its own (on the keeper's connection,
+        else on ``conn`` when it is not None)."""
         if self.thread is not None:
+            with self.cond:
+                self.closing = True
+                self.cond.notify_all()
             self.thread.join()
+        elif conn is not None:
+            self._last(conn)
+
+    # ---- the keeper's side ----
+
+    def _next_at(self) -> float:
+        at = min((hold[1] for hold in self.held.values()), default=math.inf)
+        if self.acks:
+            full = self.flush_asap or len(self.acks) >= self.flush_max
+            at = min(at, 0.0 if full else self.first_ack_at + self.flush_window)
+        at = min([at] + [until for _, _, until in self.prefetched])
+        return max(at, self.retry_at)
 
     def _run(self) -> None:
         side = None
         with self.cond:
-            while not self.stopped:
-                if not self.held or self.connect is None:
-                    self.cond.wait()
-                    continue
+            while not self.closing:
                 now = time.monotonic()
-                due = [(job_id, h) for job_id, h in self.held.items() if h[1] <= now]
-                if not due:
-                    self.cond.wait(timeout=min(at for _, at in self.held.values()) - now)
+                at = self._next_at()
+                if at > now:
+                    self.cond.wait(None if at == math.inf else at - now)
                     continue
-                for _, h in due:
-                    h[1] = now + h[0]
                 self.cond.release()
                 try:
                     if side is None:
                         side = self.connect()
-                    for job_id, h in due:
-                        if not _one(side, "SELECT alk_heartbeat(?, ?, NULL)", (job_id, self.worker)):
-                            with self.cond:
-                                # Not a hold made since (given back and claimed again).
-                                if self.held.get(job_id) is h:
-                                    self.lost.add(job_id)
-                except Exception as e:  # noqa: BLE001 — tried again at the next beat
-                    warnings.warn(f"alkstore: heartbeat of jobs {[job_id for job_id, _ in due]} failed ({e})",
+                    self._give_back(side, stale_only=True)
+                    with self.cond:
+                        due = self.flush_asap or len(self.acks) >= self.flush_max or (
+                            self.acks and time.monotonic() - self.first_ack_at >= self.flush_window)
+                    if due:
+                        self._flush(side)
+                    self._beat(side)
+                except Exception as e:  # noqa: BLE001 — tried again in a second
+                    warnings.warn(f"alkstore: the worker's keeper failed ({e}); it tries again in 1 s",
                                   RuntimeWarning, stacklevel=2)
+                    self.retry_at = time.monotonic() + 1.0
                     if side is not None and _broken(side):
-                        side = None  # connect again at the next beat
+                        side = None  # connect again at the next try
                 finally:
                     self.cond.acquire()
+        # Closing: what was handled is acked, what was not started given back.
+        if side is None:
+            try:
+                side = self.connect()
+            except Exception as e:  # noqa: BLE001
+                warnings.warn(f"alkstore: work() could not reach the database at its end ({e}); "
+                              "the jobs it held run again once their claims expire",
+                              RuntimeWarning, stacklevel=2)
         if side is not None:
+            self._last(side)
             side.close()
+
+    def _last(self, conn: Any) -> None:
+        for what, step in (("ack", lambda: self._flush(conn)),
+                           ("give back", lambda: self._give_back(conn, stale_only=False))):
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 — each on its own
+                warnings.warn(f"alkstore: work() could not {what} what it held at its end ({e}); "
+                              "those jobs run again once their claims expire", RuntimeWarning, stacklevel=2)
+
+    def _beat(self, side: Any) -> None:
+        now = time.monotonic()
+        with self.cond:
+            due = [(job_id, hold) for job_id, hold in self.held.items() if hold[1] <= now]
+            for _, hold in due:
+                hold[1] = now + hold[0]
+        for job_id, hold in due:
+            held = _one(side, "SELECT alk_heartbeat(?, ?, NULL)", (job_id, self.worker))
+            with self.cond:
+                if self.held.get(job_id) is hold:  # not a hold made since
+                    if held:
+                        hold[3] = now + hold[2]
+                    else:
+                        self.lost.add(job_id)
+
+    def _flush(self, conn: Any) -> None:
+        with self.cond:
+            self.flush_asap = False
+            batch, self.acks = self.acks, []
+            # The beats stop first: one that met the committed ack would take the job for lost.
+            for job_id, _ in batch:
+                self.held.pop(job_id, None)
+        if not batch:
+            return
+        ids = [job_id for job_id, _ in batch]
+        try:
+            held = ack_batch(conn, ids, self.worker)
+        except Exception:
+            # Kept, and held meanwhile: sent again.
+            with self.cond:
+                for job_id, hold in batch:
+                    hold[1] = 0.0
+                    self.held[job_id] = hold
+                self.acks = batch + self.acks
+            raise
+        with self.cond:
+            self.stats["ack_flushes"] += 1
+            self.lost.difference_update(ids)
+        if held < len(ids):
+            self.lost_claims(f"{len(ids) - held} of jobs {ids}: their claims were", "ack", len(ids) - held)
+
+    def _give_back(self, conn: Any, stale_only: bool) -> None:
+        now = time.monotonic()
+        with self.cond:
+            back = [p for p in self.prefetched if not stale_only or p[2] <= now]
+            if not back:
+                return
+            self.prefetched = [p for p in self.prefetched if stale_only and p[2] > now]
+            for job, _, _ in back:
+                self.held.pop(job["id"], None)
+        ids = [job["id"] for job, _, _ in back]
+        try:
+            release_batch(conn, ids, self.worker)
+        except Exception:
+            # Still held: back in line (given back at the next try, or started).
+            with self.cond:
+                for job, hold, _ in back:
+                    self.held[job["id"]] = hold
+                self.prefetched = back + self.prefetched
+            raise
+        with self.cond:
+            self.lost.difference_update(ids)
 
 
 class _Chores:
@@ -433,20 +600,24 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     (1 to 1,000; default 1, the worker's concurrency), run one after
     another; a job no handler started within ``prefetch_ttl`` seconds of its
     claim (default: half the time its claim had then, the visibility
-    timeout) is given back at once, without spending an attempt, for
-    another worker to run. Jobs whose handler returned None are acked
+    timeout) is given back as soon as that passes, without spending an
+    attempt, for another worker to run. Jobs whose handler returned None are acked
     together (``alk_ack_batch``) once ``flush_max`` (1 to 1,000; default
     100) wait or the first has waited ``flush_window`` seconds (default
-    0.01; checked between jobs), and before work() waits for work or
+    0.01; even while a handler runs), and before work() waits for work or
     returns; ``flush_window=0`` acks each job as its handler returns. A
     stopping work() acks what it finished and gives back what it
     prefetched and did not start. A process killed with acks waiting loses
     only those acks: the jobs run again once their claims expire.
 
     While a job is held — prefetched, running, or waiting for its ack — a
-    heartbeat thread with a connection of its own keeps it claimed (every
-    third of its visibility timeout), so a handler may run longer than the
-    timeout without the job running again elsewhere. A claim found lost
+    keeper thread with a connection of its own keeps it claimed (every
+    third of its visibility timeout, by the time PostgreSQL says a claim
+    has left, not this host's clock), so a handler may run longer than the
+    timeout without the job running again elsewhere; the same thread sends
+    the acks waiting and gives back what waited too long (an SQLite
+    database in memory, which no other connection reaches, gets neither
+    beats nor a thread: acks and give-backs go between jobs). A claim found lost
     (the heartbeat could not reach the database in time, or the job was
     given back meanwhile) is a ``RuntimeWarning`` and counts in
     ``stats["lost_claims"]`` (``stats``: a dict you pass; also
@@ -455,8 +626,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     backend) is ridden out: work() connects again from the same DSN (the
     connection you passed stays closed; handlers that use it must do the
     same) with a pause that doubles up to 5 s, and counts it in
-    ``stats["reconnects"]``; the acks that were waiting are sent on the new
-    one, and the prefetched jobs still held run. Waits
+    ``stats["reconnects"]``; the jobs held stay held by the keeper (an ack
+    sent alone with a result, lost with the connection, is not: that job
+    runs again). Waits
     for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another
@@ -492,51 +664,15 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
         _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
     seen = None if postgres else _one(conn, "PRAGMA data_version")
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
-    beat = _Heartbeat(connect, worker)
+    keeper = _Keeper(connect, worker, flush_window, flush_max, stats)
     pause = 0.0
-    local: List[tuple] = []  # prefetched, not started: (job, seconds between beats, give back after (monotonic))
-    acks: List[tuple] = []   # handled, their acks waiting: (id, seconds between beats)
-    first_ack_at = 0.0
 
-    def settled(job_id: int, held: bool, how: str) -> None:
-        if held and job_id not in beat.lost:
-            return
-        beat.lost.discard(job_id)
-        stats["lost_claims"] += 1
-        warnings.warn(f"alkstore: job {job_id}: its claim was lost before the {how} (it ran past "
-                      "its visibility timeout without a heartbeat reaching the database); it may "
-                      "run again or have run elsewhere", RuntimeWarning, stacklevel=3)
-
-    def flush() -> None:
-        # The heartbeat stops first: one that met the committed ack would
-        # take the job for lost.
-        nonlocal acks
-        if not acks:
-            return
-        ids = [job_id for job_id, _ in acks]
-        beat.drop(ids)
-        try:
-            held = ack_batch(conn, ids, worker)
-        except Exception:
-            # Kept, and held meanwhile: sent again (on a new connection if
-            # this one was lost).
-            beat.hold(acks, at_once=True)
-            raise
-        acks = []
-        stats["ack_flushes"] += 1
-        if held < len(ids):
-            stats["lost_claims"] += len(ids) - held
-            warnings.warn(f"alkstore: {len(ids) - held} of jobs {ids}: their claims were lost before "
-                          "the ack (they ran past their visibility timeout without a heartbeat "
-                          "reaching the database); they may run again or have run elsewhere",
-                          RuntimeWarning, stacklevel=3)
-        beat.lost.difference_update(ids)
-
-    def give_back(jobs: List[Job]) -> None:
-        ids = [job["id"] for job in jobs]
-        beat.drop(ids)
-        release_batch(conn, ids, worker)
-        beat.lost.difference_update(ids)
+    def settle(job_id: int, how: str, call: Callable[[], bool]) -> None:
+        # Its beats stop first: one that met the committed call would take
+        # the job for lost.
+        lost = keeper.release(job_id)
+        if not call() or lost:
+            keeper.lost_claims(f"job {job_id}: its claim was", how, 1)
 
     given = conn  # a connection made here is work()'s to close
     try:
@@ -544,9 +680,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
             try:
                 if pause:
                     # The connection was lost (a restart, a killed backend):
-                    # a new one from the same DSN, LISTENing again. The acks
-                    # waiting are sent on it and the prefetched jobs run (a
-                    # claim that expired meanwhile is a lost claim then).
+                    # a new one from the same DSN, LISTENing again. The
+                    # keeper, on its own connection, goes on holding, acking
+                    # and giving back.
                     if conn is not given:
                         conn.close()
                     conn = connect()
@@ -554,56 +690,39 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                     chores.conn = conn
                     stats["reconnects"] = stats.get("reconnects", 0) + 1
                     pause = 0.0
-                if acks and time.monotonic() - first_ack_at >= flush_window:
-                    flush()
                 chores.run_due(stop)
-                if not local:
-                    now = time.monotonic()
-                    local = [(job, max(left / 3, 0.05),
-                              now + (prefetch_ttl if prefetch_ttl is not None else max(left / 2, 0.05)))
-                             for job, left in _claim_held(conn, queue, worker, prefetch)]
-                    beat.hold([(job["id"], every) for job, every, _ in local])
-                if local:
-                    now = time.monotonic()
-                    stale = [job for job, _, until in local if until < now]
-                    if stale:
-                        # Not started in time: another worker may run them now.
-                        local = [held for held in local if held[2] >= now]
-                        give_back(stale)
-                        continue
-                    job, every, _ = local.pop(0)
-                    if job["id"] in beat.lost:
-                        # Its claim went while it waited (cancelled, or
-                        # expired and taken): another may run it; not here.
-                        beat.drop([job["id"]])
-                        settled(job["id"], False, "start")
-                        continue
+                if not keeper.has_prefetched() and not stop.is_set():
+                    keeper.add(_claim_held(conn, queue, worker, prefetch), prefetch_ttl)
+                held = None if stop.is_set() else keeper.next()
+                if held is not None:
+                    job, hold = held
+                    job_id = job["id"]
                     try:
                         result = handler(job)
                     except Exception as e:  # noqa: BLE001 — any failure is a retry
-                        beat.drop([job["id"]])
-                        held = retry(conn, job["id"], worker, f"{type(e).__name__}: {e}") is not None
-                        settled(job["id"], held, "retry")
+                        handled += 1
+                        stats["handled"] += 1
+                        error = f"{type(e).__name__}: {e}"
+                        settle(job_id, "retry", lambda: retry(conn, job_id, worker, error) is not None)
                     else:
+                        handled += 1
+                        stats["handled"] += 1
                         if isinstance(result, Snooze):
-                            beat.drop([job["id"]])
-                            held = release(conn, job["id"], worker, result.seconds)
-                            settled(job["id"], held, "snooze")
+                            settle(job_id, "snooze", lambda: release(conn, job_id, worker, result.seconds))
                         elif result is not None or flush_window == 0:
                             # A result goes with its own ack (alk_ack_batch keeps none).
-                            beat.drop([job["id"]])
-                            held = ack(conn, job["id"], worker, _result_or_none(result, job["id"]))
-                            settled(job["id"], held, "ack")
+                            settle(job_id, "ack",
+                                   lambda: ack(conn, job_id, worker, _result_or_none(result, job_id)))
+                        elif job_id in keeper.lost:
+                            settle(job_id, "ack", lambda: False)
                         else:
-                            if not acks:
-                                first_ack_at = time.monotonic()
-                            acks.append((job["id"], every))
-                            if len(acks) >= flush_max or time.monotonic() - first_ack_at >= flush_window:
-                                flush()
-                    handled += 1
-                    stats["handled"] += 1
+                            keeper.ack(job_id, hold)
+                    keeper.between_jobs(conn, idle=False)
                     continue
-                flush()
+                if keeper.has_prefetched():
+                    continue
+                keeper.flush_soon()
+                keeper.between_jobs(conn, idle=True)
                 # Idle until a wake-up, the idle timeout or the next chore.
                 waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
                 deadline = time.monotonic() + max(min(waits), 0.1)
@@ -627,14 +746,10 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                 warnings.warn(f"alkstore: work() lost its connection ({e}); connecting again "
                               f"in {pause:.1f} s", RuntimeWarning, stacklevel=2)
                 stop.wait(pause)
-        # Stopping: what was handled is acked, what was not started given back.
-        if not pause:
-            flush()
-            if local:
-                give_back([job for job, _, _ in local])
-                local = []
     finally:
-        beat.stop()
+        # Stopping (or failing): what was handled is acked, what was not
+        # started given back, each tried on its own.
+        keeper.close(None if pause else conn)
         if conn is not given:
             conn.close()
     return handled

@@ -171,6 +171,55 @@ def main():
     print(f"stopped: given back {len(left)}, attempts {sorted({j['attempts'] for j in left})}, "
           f"pending, running: {pending(db, 'checks-giveback')}")
 
+    # The ack of a job done waits no longer than the flush window, even
+    # while the next job's handler runs (it waited for that handler to return).
+    first = alkstore.enqueue(db, "checks-ack-latency", {"n": 0})
+    alkstore.enqueue(db, "checks-ack-latency", {"n": 1})
+    stop, sent = threading.Event(), []
+    get_job = "SELECT alk_get_job(?)" if kind == "sqlite" else "SELECT alk_get_job(%s)"
+
+    def slow_second(job):
+        if job["payload"]["n"] == 1:
+            time.sleep(1.5)
+            sent.append(db.execute(get_job, (first,)).fetchone()[0] is None)
+            stop.set()
+
+    alkstore.work(db, "checks-ack-latency", "w", slow_second, stop=stop, idle_timeout=0.1)
+    print(f"ack behind a long handler: sent while it ran: {sent == [True]}")
+
+    # A handler stuck on its job does not hold the jobs prefetched behind
+    # it: each is given back once its time to live (0.5 s) passes, and a
+    # second worker runs them (they waited for the stuck handler before).
+    for n in range(4):
+        alkstore.enqueue(db, "checks-stuck", {"n": n})
+    stop, elsewhere, started, within = threading.Event(), [], [], []
+
+    def stuck(job):
+        started.append(time.monotonic())
+        time.sleep(6.0)
+
+    def other(job):
+        with lock:
+            elsewhere.append((job["payload"]["n"], job["attempts"]))
+            if len(elsewhere) == 3:
+                within.append(time.monotonic() - started[0] < 3.0)
+                stop.set()
+
+    limit = threading.Timer(30.0, stop.set)
+    limit.start()
+    first_worker = threading.Thread(target=alkstore.work, args=(connect(kind, target), "checks-stuck", "w0", stuck),
+                                    kwargs={"stop": stop, "idle_timeout": 0.1, "prefetch": 4, "prefetch_ttl": 0.5})
+    first_worker.start()
+    while not started:
+        time.sleep(0.02)
+    second_worker = threading.Thread(target=alkstore.work, args=(connect(kind, target), "checks-stuck", "w1", other),
+                                     kwargs={"stop": stop, "idle_timeout": 0.1})
+    second_worker.start()
+    first_worker.join()
+    second_worker.join()
+    limit.cancel()
+    print(f"a stuck handler: the others ran elsewhere {sorted(elsewhere)}, within 3 s: {within == [True]}")
+
     if kind == "postgres":
         # Its connection killed under it (issue 64 item 11: work() ended):
         # it connects again and handles what comes next.
