@@ -15,11 +15,39 @@
 #   floor        one thread: alk_claim 32 + alk_ack_batch (the SQL the workers are measured against)
 #   gw           graphile-worker 0.18.0's run(), its defaults
 #   gw batched   the same with the batching its docs describe (localQueue 500, completeJobBatchDelay 0)
-# Needs the cluster with alkstore installed (scripts/postgres.sh install) and
-# node; the peers are installed by scripts/bench-peers.sh's directory
-# ($ALK_PEERS_DIR). Not part of CI. docs/benchmarks.md, "Workers against
-# the peers' workers".
+# Then a second table, the Python and Node workers the same way (one
+# process each; each drain script's header says what it measures and with
+# which settings):
+#   alk node       alkstore's Node worker, work() (scripts/lib/drain-alkstore.js):
+#                  C work() loops on a pg Client each, prefetch 32
+#   pg-boss        pg-boss 10.4.2 (the newest for Node 20), C work() workers,
+#                  batchSize 500, pollingIntervalSeconds 0.5 (drain-pgboss.js)
+#   node ratio     alk node / pg-boss
+#   alk python     alkstore's Python worker, work() (drain-alkstore.py): C
+#                  threads on a psycopg connection each, prefetch=32
+#   procrastinate  procrastinate 3.10.0's worker, concurrency=C (drain-procrastinate.py)
+#   pgqueuer       pgqueuer 1.6.0's worker, concurrency_limit=C, batch_size=C
+#                  (drain-pgqueuer.py)
+#   python ratio   alk python / the better of procrastinate and pgqueuer
+# alkstore's packages come from target/packages (the wheel and the npm
+# tarball of packages/build.sh, run here when they are missing or their
+# Python or JavaScript differs from the checkout's); the peers, pinned,
+# into the peers' directory, each in a directory of its own (the Python
+# ones in virtual environments), with its schema installed by its own
+# tool in a database of its own. A system that fails to install or to run
+# is reported and left out of the rest of the run.
+# Needs the cluster with alkstore installed (scripts/postgres.sh install),
+# node and python3; the peers are installed by scripts/bench-peers.sh's
+# directory ($ALK_PEERS_DIR). Not part of CI. docs/benchmarks.md, "Workers
+# against the peers' workers".
 #   scripts/bench-workers.sh   (ALK_BENCH_CONCURRENCY="8 32" ALK_BENCH_MODES=off to narrow it)
+# ALK_BENCH_SYSTEMS (default "rust node python") narrows the systems: rust
+# (the first table, whole), node (alk-node pg-boss), python (alk-python
+# procrastinate pgqueuer), or those names one by one; a table none of whose
+# systems is named is not run (without rust, no cargo build). Also
+# ALK_BENCH_PACKAGES: another directory to take alkstore's wheel and tarball
+# from, used as it is; ALK_BENCH_PYTHON: the Python of the virtual
+# environments (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${ALK_BENCH_JOBS:-20000}
@@ -29,68 +57,259 @@ modes=${ALK_BENCH_MODES:-"on off"}
 dir=${ALK_PEERS_DIR:-$HOME/.cache/alkstore-peers}
 host=${PGHOST:-/var/run/postgresql}
 user=${PGUSER:-$(id -un)}
+python=${ALK_BENCH_PYTHON:-python3}
+pgboss_version=10.4.2 procrastinate_version=3.10.0 pgqueuer_version=1.6.0
+psycopg_pin="psycopg[binary]==3.3.9" asyncpg_pin="asyncpg==0.32.0"
 # (a host name before the socket directory: sqlx refuses an empty one)
 url() { echo "postgresql://$user@localhost/$1?host=$host"; }
 q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$@"; }
+say() { echo "bench-workers.sh: $*" >&2; }
+
+# The systems of this run: the first table ("rust") and those of the second.
+second_all="alk-node pg-boss alk-python procrastinate pgqueuer"
+named=""
+for word in ${ALK_BENCH_SYSTEMS:-rust node python}; do
+  case $word in
+    rust) named="$named rust" ;;
+    node) named="$named alk-node pg-boss" ;;
+    python) named="$named alk-python procrastinate pgqueuer" ;;
+    alk-node | pg-boss | alk-python | procrastinate | pgqueuer) named="$named $word" ;;
+    *) say "ALK_BENCH_SYSTEMS: no system '$word' (rust, node, python, $second_all)"; exit 2 ;;
+  esac
+done
+want() { [[ " $named " == *" $1 "* ]]; }
+second="" # the second table's systems still in the run
+for sys in $second_all; do want "$sys" && second="$second $sys"; done
+in_run() { [[ " $second " == *" $1 "* ]]; }
+leave_out() { # system why
+  say "$1 is left out of this run: $2"
+  second=$(echo " $second " | sed "s/ $1 / /")
+}
 
 mkdir -p "$dir"
-[ -d "$dir/node_modules/graphile-worker" ] ||
-  (cd "$dir" && npm install --silent --no-save --no-package-lock graphile-worker@0.18.0 >/dev/null)
-
-for db in bw_alk bw_gw; do
+dbs=""
+if want rust || in_run alk-node || in_run alk-python; then dbs="$dbs bw_alk"; fi
+want rust && dbs="$dbs bw_gw"
+for db in $dbs; do
   q postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 done
-q bw_alk -c "CREATE EXTENSION alkstore"
-(cd "$dir" && PGHOST=$host PGUSER=$user PGDATABASE=bw_gw npx --no-install graphile-worker --schema-only >/dev/null)
-# Built once: a source edited while this runs changes nothing measured.
-drain=$(cargo bench --locked -p alkstore --features sqlx-postgres --bench drain --no-run 2>&1 |
-  grep -o 'target/release/deps/drain-[0-9a-f]*' | tail -1)
-[ -x "$drain" ] || { echo "could not build facade/benches/drain.rs" >&2; exit 1; }
+[[ " $dbs " == *" bw_alk "* ]] && q bw_alk -c "CREATE EXTENSION alkstore"
 
 fill_alk() { # queue
   q bw_alk -c "SELECT sum(cardinality(alk_enqueue_batch('$1', NULL,
       (SELECT jsonb_agg(jsonb_build_object('n', i)) FROM generate_series(k * 1000 + 1, k * 1000 + 1000) i))))
     FROM generate_series(0, $jobs / 1000 - 1) k" >/dev/null
 }
-alk() { # kind concurrency -> jobs/s
-  local queue="bw-$1-$2-$RANDOM$RANDOM"
-  fill_alk "$queue"
-  q bw_alk -c "VACUUM ANALYZE alkstore.jobs" 2>/dev/null
-  ALK_DRAIN_URL=$(url bw_alk) ALK_DRAIN_QUEUE=$queue ALK_DRAIN_JOBS=$jobs ALK_DRAIN_CONCURRENCY=$2 \
-    ALK_DRAIN_KIND=$1 "$drain" --bench | tail -1
-}
-gw() { # default|batched concurrency -> jobs/s
-  q bw_gw -c "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('work', json_build_object('n', i),
-      NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM generate_series(1, $jobs) i))" >/dev/null
-  q bw_gw -c "VACUUM ANALYZE graphile_worker._private_jobs"
-  NODE_PATH=$dir/node_modules node scripts/lib/drain-graphile.js "$(url bw_gw)" "$jobs" "$2" "$1"
-}
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
-echo "$jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
-printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %8s %8s\n' commit c alk "alk pace" async "async pace" \
-  floor gw "gw batched" best/gw best/floor
-for mode in $modes; do
-  for db in bw_alk bw_gw; do q postgres -c "ALTER DATABASE $db SET synchronous_commit = $mode"; done
-  for c in $concurrencies; do
-    a=""; ap=""; as=""; asp=""; f=""; g=""; gb=""
-    for _ in $(seq "$rounds"); do
-      a="$a $(alk blocking "$c")"
-      ap="$ap $(alk blocking-pace "$c")"
-      as="$as $(alk async "$c")"
-      asp="$asp $(alk async-pace "$c")"
-      f="$f $(alk floor 1)"
-      g="$g $(gw default "$c")"
-      gb="$gb $(gw batched "$c")"
+if want rust; then
+  [ -d "$dir/node_modules/graphile-worker" ] ||
+    (cd "$dir" && npm install --silent --no-save --no-package-lock graphile-worker@0.18.0 >/dev/null)
+  (cd "$dir" && PGHOST=$host PGUSER=$user PGDATABASE=bw_gw npx --no-install graphile-worker --schema-only >/dev/null)
+  # Built once: a source edited while this runs changes nothing measured.
+  drain=$(cargo bench --locked -p alkstore --features sqlx-postgres --bench drain --no-run 2>&1 |
+    grep -o 'target/release/deps/drain-[0-9a-f]*' | tail -1)
+  [ -x "$drain" ] || { echo "could not build facade/benches/drain.rs" >&2; exit 1; }
+  echo "$jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
+
+  alk() { # kind concurrency -> jobs/s
+    local queue="bw-$1-$2-$RANDOM$RANDOM"
+    fill_alk "$queue"
+    q bw_alk -c "VACUUM ANALYZE alkstore.jobs" 2>/dev/null
+    ALK_DRAIN_URL=$(url bw_alk) ALK_DRAIN_QUEUE=$queue ALK_DRAIN_JOBS=$jobs ALK_DRAIN_CONCURRENCY=$2 \
+      ALK_DRAIN_KIND=$1 "$drain" --bench | tail -1
+  }
+  gw() { # default|batched concurrency -> jobs/s
+    q bw_gw -c "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT ('work', json_build_object('n', i),
+        NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec FROM generate_series(1, $jobs) i))" >/dev/null
+    q bw_gw -c "VACUUM ANALYZE graphile_worker._private_jobs"
+    NODE_PATH=$dir/node_modules node scripts/lib/drain-graphile.js "$(url bw_gw)" "$jobs" "$2" "$1"
+  }
+
+  printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %8s %8s\n' commit c alk "alk pace" async "async pace" \
+    floor gw "gw batched" best/gw best/floor
+  for mode in $modes; do
+    for db in bw_alk bw_gw; do q postgres -c "ALTER DATABASE $db SET synchronous_commit = $mode"; done
+    for c in $concurrencies; do
+      a=""; ap=""; as=""; asp=""; f=""; g=""; gb=""
+      for _ in $(seq "$rounds"); do
+        a="$a $(alk blocking "$c")"
+        ap="$ap $(alk blocking-pace "$c")"
+        as="$as $(alk async "$c")"
+        asp="$asp $(alk async-pace "$c")"
+        f="$f $(alk floor 1)"
+        g="$g $(gw default "$c")"
+        gb="$gb $(gw batched "$c")"
+      done
+      a=$(echo "$a" | median); ap=$(echo "$ap" | median); as=$(echo "$as" | median)
+      asp=$(echo "$asp" | median); f=$(echo "$f" | median)
+      g=$(echo "$g" | median); gb=$(echo "$gb" | median)
+      # alkstore's best worker against graphile-worker's best and the floor.
+      ours=$(printf '%s\n' "$a" "$ap" "$as" "$asp" | sort -n | tail -1)
+      best=$((g > gb ? g : gb))
+      printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %7.2fx %7.2fx\n' "$mode" "$c" "$a" "$ap" "$as" "$asp" \
+        "$f" "$g" "$gb" "$(echo "$ours / $best" | bc -l)" "$(echo "$ours / $f" | bc -l)"
     done
-    a=$(echo "$a" | median); ap=$(echo "$ap" | median); as=$(echo "$as" | median)
-    asp=$(echo "$asp" | median); f=$(echo "$f" | median)
-    g=$(echo "$g" | median); gb=$(echo "$gb" | median)
-    # alkstore's best worker against graphile-worker's best and the floor.
-    ours=$(printf '%s\n' "$a" "$ap" "$as" "$asp" | sort -n | tail -1)
-    best=$((g > gb ? g : gb))
-    printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %7.2fx %7.2fx\n' "$mode" "$c" "$a" "$ap" "$as" "$asp" \
-      "$f" "$g" "$gb" "$(echo "$ours / $best" | bc -l)" "$(echo "$ours / $f" | bc -l)"
   done
+fi
+
+# The second table: the Python and Node workers, alkstore's and the peers'.
+# Each setup returns non-zero (its system then left out) rather than exit.
+packages=${ALK_BENCH_PACKAGES:-target/packages}
+tgz="" whl=""
+find_packages() {
+  tgz=$(ls "$packages"/alkstore-*.tgz 2>/dev/null | tail -1)
+  whl=$(ls "$packages"/alkstore-*.whl 2>/dev/null | tail -1)
+}
+packages_current() { # the packages hold the checkout's JavaScript and Python
+  [ -n "$tgz" ] && [ -n "$whl" ] &&
+    tar -xzOf "$tgz" package/index.js | cmp -s - packages/node/index.js &&
+    "$python" -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("alkstore/__init__.py"))' \
+      "$whl" | cmp -s - packages/python/alkstore/__init__.py
+}
+alk_packages() {
+  find_packages
+  packages_current && return 0
+  if [ -n "${ALK_BENCH_PACKAGES:-}" ]; then
+    [ -n "$tgz" ] && [ -n "$whl" ] || { say "no alkstore-*.tgz and alkstore-*.whl in $packages"; return 1; }
+    say "the packages in $packages differ from the checkout's packages/: measured as they are"
+    return 0
+  fi
+  say "target/packages is missing or older than packages/: bash packages/build.sh"
+  bash packages/build.sh >&2 || { say "packages/build.sh failed"; return 1; }
+  find_packages
+  packages_current || { say "packages/build.sh made no packages matching the checkout"; return 1; }
+}
+stamp() { sha256sum "$1" | cut -c1-64; }
+node_dir() { # directory packages... : a directory of its own (npm prunes what a --no-save install did not name)
+  local d=$1
+  shift
+  rm -rf "$d" && mkdir -p "$d" && echo '{"private": true}' > "$d/package.json" &&
+    (cd "$d" && npm install --silent --no-save --no-package-lock "$@" >/dev/null)
+}
+venv() { # directory requirements...
+  local d=$1
+  shift
+  rm -rf "$d" && "$python" -m venv "$d" && "$d/bin/pip" install -q --disable-pip-version-check "$@" >&2
+}
+setup_alk_node() {
+  local d=$dir/alkstore-node s
+  s=$(stamp "$tgz")
+  [ "$(cat "$d/.installed" 2>/dev/null)" = "$s" ] && return 0
+  node_dir "$d" "$(realpath "$tgz")" pg@8 && echo "$s" > "$d/.installed"
+}
+setup_alk_python() {
+  local d=$dir/py-alkstore s
+  s=$(stamp "$whl")
+  [ "$(cat "$d/.installed" 2>/dev/null)" = "$s" ] && return 0
+  venv "$d" "$(realpath "$whl")" "$psycopg_pin" && echo "$s" > "$d/.installed"
+}
+setup_pgboss() {
+  local d=$dir/pg-boss-$pgboss_version
+  [ -e "$d/.installed" ] || { node_dir "$d" "pg-boss@$pgboss_version" && touch "$d/.installed"; } || return 1
+  q postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS bw_pgboss" \
+    -c "CREATE DATABASE bw_pgboss" &&
+    NODE_PATH=$d/node_modules node scripts/lib/drain-pgboss.js "$(url bw_pgboss)" 0 0 install
+}
+setup_procrastinate() {
+  local d=$dir/py-procrastinate-$procrastinate_version
+  [ -e "$d/.installed" ] ||
+    { venv "$d" "procrastinate==$procrastinate_version" "$psycopg_pin" && touch "$d/.installed"; } || return 1
+  q postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS bw_proc" \
+    -c "CREATE DATABASE bw_proc" &&
+    "$d/bin/python" scripts/lib/drain-procrastinate.py "$(url bw_proc)" 0 0 install
+}
+setup_pgqueuer() {
+  local d=$dir/py-pgqueuer-$pgqueuer_version
+  [ -e "$d/.installed" ] ||
+    { venv "$d" "pgqueuer[asyncpg]==$pgqueuer_version" "$asyncpg_pin" && touch "$d/.installed"; } || return 1
+  q postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS bw_pgq" \
+    -c "CREATE DATABASE bw_pgq" &&
+    "$d/bin/python" scripts/lib/drain-pgqueuer.py "$(url bw_pgq)" 0 0 install
+}
+if in_run alk-node || in_run alk-python; then
+  if ! alk_packages; then
+    for sys in alk-node alk-python; do in_run $sys && leave_out $sys "no alkstore packages"; done
+  fi
+fi
+in_run alk-node && { setup_alk_node || leave_out alk-node "alkstore's npm package did not install"; }
+in_run alk-python && { setup_alk_python || leave_out alk-python "alkstore's wheel did not install"; }
+in_run pg-boss && { setup_pgboss || leave_out pg-boss "pg-boss $pgboss_version did not install"; }
+in_run procrastinate &&
+  { setup_procrastinate || leave_out procrastinate "procrastinate $procrastinate_version did not install"; }
+in_run pgqueuer && { setup_pgqueuer || leave_out pgqueuer "pgqueuer $pgqueuer_version did not install"; }
+
+# One drain of SYSTEM at CONCURRENCY -> jobs/s; fills (not timed) first.
+cell() { # system concurrency
+  local queue
+  case $1 in
+    alk-node | alk-python)
+      queue="bw-$1-$2-$RANDOM$RANDOM"
+      fill_alk "$queue" && q bw_alk -c "VACUUM ANALYZE alkstore.jobs" 2>/dev/null || return 1
+      if [ "$1" = alk-node ]; then
+        NODE_PATH=$dir/alkstore-node/node_modules node scripts/lib/drain-alkstore.js "$(url bw_alk)" "$jobs" "$2" "$queue"
+      else
+        "$dir/py-alkstore/bin/python" scripts/lib/drain-alkstore.py "$(url bw_alk)" "$jobs" "$2" "$queue"
+      fi ;;
+    pg-boss)
+      local run=(env "NODE_PATH=$dir/pg-boss-$pgboss_version/node_modules" node scripts/lib/drain-pgboss.js)
+      "${run[@]}" "$(url bw_pgboss)" "$jobs" 0 fill && q bw_pgboss -c "VACUUM ANALYZE pgboss.job" &&
+        "${run[@]}" "$(url bw_pgboss)" "$jobs" "$2" ;;
+    procrastinate)
+      local run=("$dir/py-procrastinate-$procrastinate_version/bin/python" scripts/lib/drain-procrastinate.py)
+      "${run[@]}" "$(url bw_proc)" "$jobs" 0 fill && q bw_proc -c "VACUUM ANALYZE procrastinate_jobs" &&
+        "${run[@]}" "$(url bw_proc)" "$jobs" "$2" ;;
+    pgqueuer)
+      local run=("$dir/py-pgqueuer-$pgqueuer_version/bin/python" scripts/lib/drain-pgqueuer.py)
+      "${run[@]}" "$(url bw_pgq)" "$jobs" 0 fill && q bw_pgq -c "VACUUM ANALYZE pgqueuer" &&
+        "${run[@]}" "$(url bw_pgq)" "$jobs" "$2" ;;
+  esac
+}
+ratio() { # a b -> "a / b" as 1.23x, or - when either is missing
+  if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[0-9]+$ ]] && [ "$2" -gt 0 ]; then
+    printf '%.2fx' "$(echo "$1 / $2" | bc -l)"
+  else
+    echo -
+  fi
+}
+if [ -n "${second// /}" ]; then
+  want rust && echo
+  echo "Python and Node workers: $jobs no-op jobs per run, jobs/s, median of $rounds"
+  printf '%-6s %3s  %9s %9s %10s  %10s %13s %9s %12s\n' commit c "alk node" pg-boss "node ratio" \
+    "alk python" procrastinate pgqueuer "python ratio"
+  declare -A runs value
+  for mode in $modes; do
+    for db in bw_alk bw_pgboss bw_proc bw_pgq; do
+      [ -n "$(q postgres -c "SELECT 1 FROM pg_database WHERE datname = '$db'")" ] &&
+        q postgres -c "ALTER DATABASE $db SET synchronous_commit = $mode"
+    done
+    for c in $concurrencies; do
+      runs=()
+      for _ in $(seq "$rounds"); do
+        for sys in $second_all; do
+          in_run "$sys" || continue
+          if r=$(cell "$sys" "$c") && [[ $r =~ ^[0-9]+$ ]]; then
+            runs[$sys]="${runs[$sys]:-} $r"
+          else
+            leave_out "$sys" "its drain failed at commit $mode, concurrency $c (above)"
+          fi
+        done
+      done
+      for sys in $second_all; do
+        if in_run "$sys"; then value[$sys]=$(echo "${runs[$sys]}" | median); else value[$sys]=-; fi
+      done
+      py_best=- # the better Python peer
+      for sys in procrastinate pgqueuer; do
+        v=${value[$sys]}
+        [ "$v" = - ] && continue
+        if [ "$py_best" = - ] || [ "$v" -gt "$py_best" ]; then py_best=$v; fi
+      done
+      printf '%-6s %3s  %9s %9s %10s  %10s %13s %9s %12s\n' "$mode" "$c" "${value[alk-node]}" \
+        "${value[pg-boss]}" "$(ratio "${value[alk-node]}" "${value[pg-boss]}")" "${value[alk-python]}" \
+        "${value[procrastinate]}" "${value[pgqueuer]}" "$(ratio "${value[alk-python]}" "$py_best")"
+    done
+  done
+fi
+for db in bw_alk bw_gw bw_pgboss bw_proc bw_pgq; do
+  q postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db"
 done
-for db in bw_alk bw_gw; do q postgres -c "DROP DATABASE $db"; done

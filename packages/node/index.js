@@ -203,9 +203,11 @@ async function claimHeld(db, queue, worker, maxJobs) {
 }
 
 /** Opens another connection to the worker's database, for its keeper: a pg
- * Client from the same parameters, or the same SQLite file with the
- * extension loaded. null for an SQLite database in memory (no other
- * connection can reach it): the keeper shares the worker's then. */
+ * Client from the same parameters, or the same SQLite file (its absolute
+ * path, as SQLite reports it) with the extension loaded. null for an SQLite
+ * database in memory (no other connection can reach it): the keeper shares
+ * the worker's then. An SQLite keeper waits at most 50 ms for a lock: its
+ * wait blocks the event loop, and with it a handler that holds the lock. */
 async function sideConnection(db, pg) {
   if (pg) {
     const side = new db.constructor(db.connectionParameters);
@@ -213,8 +215,9 @@ async function sideConnection(db, pg) {
     await side.connect();
     return side;
   }
-  if (db.memory || !db.name) return null;
-  return load(new db.constructor(db.name, { timeout: 30000 }));
+  const main = db.pragma('database_list').find((d) => d.name === 'main');
+  if (!main || !main.file) return null;
+  return load(new db.constructor(main.file, { timeout: 50, fileMustExist: true }));
 }
 
 /**
@@ -250,6 +253,9 @@ class Keeper {
     this.stopped = false;
   }
 
+  /** Its own connection, or the worker's when none can be opened (a
+   * connection that parameters alone cannot make: a session setting, a
+   * custom stream) or the database is in memory. */
   async conn() {
     if (this.side === undefined || (this.side && this.side.broken)) {
       const old = this.side;
@@ -257,8 +263,9 @@ class Keeper {
       try {
         this.side = await sideConnection(this.fallback(), this.pg);
       } catch (e) {
-        this.side = undefined; // tried again at the next operation
-        throw e;
+        this.side = null;
+        process.emitWarning(`alkstore: work() could not open a connection of its own for its heartbeats and acks `
+          + `(${e.message}); they go through yours`);
       }
     }
     return this.side || this.fallback();
@@ -334,10 +341,16 @@ class Keeper {
     if (this.stopped) return;
     const now = performance.now();
     if (now < this.retryAt) return;
+    const conn = await this.conn();
+    if (!this.pg && conn === this.fallback() && conn.inTransaction) {
+      // Sharing the worker's SQLite connection: not inside a handler's transaction.
+      this.retryAt = now + 50;
+      return;
+    }
     try {
       const stale = this.prefetched.filter((p) => p.giveBackAt <= now);
       if (stale.length) await this.giveBack(stale);
-      if (this.acks.length && (this.acks.length >= this.flushMax || now - this.firstAckAt >= this.flushWindowMs)) {
+      while (this.acks.length && (this.acks.length >= this.flushMax || now - this.firstAckAt >= this.flushWindowMs)) {
         await this.flushNow();
       }
       await this.beat();
@@ -375,7 +388,7 @@ class Keeper {
 
   async flushNow() {
     if (!this.acks.length) return;
-    const batch = this.acks.splice(0);
+    const batch = this.acks.splice(0, this.flushMax);
     const ids = batch.map((a) => a.id);
     // The beats stop first: one that met the committed ack would take the job for lost.
     for (const id of ids) this.held.delete(id);
@@ -392,11 +405,13 @@ class Keeper {
       throw e;
     }
     this.stats.ackFlushes += 1;
+    if (this.acks.length) this.firstAckAt = performance.now();
     for (const id of ids) this.lost.delete(id);
     if (n < ids.length) this.onLost(`${ids.length - n} of jobs ${ids}: their claims were`, 'ack', ids.length - n);
   }
 
   async giveBack(entries) {
+    if (!entries.length) return;
     const gone = new Set(entries);
     this.prefetched = this.prefetched.filter((p) => !gone.has(p));
     const ids = entries.map((p) => p.job.id);
@@ -414,7 +429,9 @@ class Keeper {
 
   /** Sends the acks waiting now (before the worker waits for work). */
   flush() {
-    return this.run(() => this.flushNow()).catch((e) => {
+    return this.run(async () => {
+      while (this.acks.length) await this.flushNow();
+    }).catch((e) => {
       this.retryAt = performance.now() + 1000;
       if (this.side) this.side.broken = this.pg;
       process.emitWarning(`alkstore: the worker's acks could not be sent (${e.message}); tried again in 1 s`);
@@ -426,7 +443,7 @@ class Keeper {
   async close() {
     await this.run(async () => {
       this.retryAt = 0;
-      for (const [what, step] of [['ack', () => this.flushNow()],
+      for (const [what, step] of [['ack', async () => { while (this.acks.length) await this.flushNow(); }],
         ['give back', () => this.giveBack(this.prefetched.slice())]]) {
         try {
           await step();
@@ -461,7 +478,8 @@ const wholeUpTo1000 = (v, name) => {
  * given back as soon as that passes, without spending an attempt, for another
  * worker to run. Jobs whose handler returned undefined or null are acked
  * together (alk_ack_batch) once `flushMax` (1 to 1,000; default 100) wait or
- * the first has waited `flushWindowMs` (default 10), and before work() waits
+ * the first has waited `flushWindowMs` (default 10; even while the next
+ * handler awaits), and before work() waits
  * for work or resolves; `flushWindowMs: 0` acks each job as its handler
  * returns. A stopping work() acks what it finished and gives back what it
  * prefetched and did not start. A process killed with acks waiting loses
@@ -471,17 +489,21 @@ const wholeUpTo1000 = (v, name) => {
  * heartbeats keep it claimed (every third of its visibility timeout, by the
  * time PostgreSQL says a claim has left, not this host's clock). The
  * heartbeats, the acks sent together and the give-backs go through a
- * connection work() opens for them (a pg Client from the same parameters,
- * the same SQLite file; an SQLite database in memory shares yours), on
- * timers that run whenever the event loop is free (a handler that awaits;
- * one that blocks the loop blocks them too). A claim found lost is a warning
+ * connection work() opens for them for as long as it runs (a pg Client from
+ * the same parameters, the same SQLite file), so they stay out of a
+ * transaction a handler opens on yours; an SQLite database in memory, or one
+ * a second connection cannot be opened to from those parameters, shares
+ * yours (on SQLite they then wait for the handler's transaction to end).
+ * They run on timers whenever the event loop is free (a handler that awaits,
+ * and between jobs; one that blocks the loop blocks them too). A claim found lost is a warning
  * and counts in stats.lostClaims (stats: an object you pass; also
  * stats.handled and stats.ackFlushes, the batched acks sent). On PostgreSQL a
  * lost connection (a restart, a killed backend) does not end the process:
  * work() connects a new Client from the same parameters (the one you passed
  * stays closed) with a pause that doubles up to 5 s, counted in
- * stats.reconnects; the jobs it holds stay held (an ack sent alone with a
- * result, lost with the connection, is not: that job runs again). Waits
+ * stats.reconnects; the jobs it holds stay held (an ack with a result, a
+ * retry or a snooze lost with the connection is not: that job runs again).
+ * Waits
  * without busy polling: on PostgreSQL by LISTEN (alk_listen_queue); on SQLite
  * by watching PRAGMA data_version. Between jobs it ticks schedules every
  * tickEveryMs, sweeps its queue every sweepEveryMs and prunes every
@@ -610,7 +632,11 @@ async function work(db, queue, worker, handler, {
             await settle(job.id, 'ack', async () => false);
           } else {
             keeper.ack(job.id, h);
+            if (keeper.acks.length >= flushMax) await keeper.flush();
           }
+          // A turn of the event loop: the keeper's timers run even when
+          // every call is synchronous (better-sqlite3) and the handlers never wait.
+          await new Promise(setImmediate);
           continue;
         }
         if (keeper.prefetched.length) continue;

@@ -103,7 +103,9 @@ async function main() {
     'SELECT alk_queue_configure(?, ?)', [queue, JSON.stringify(opts)]);
 
   // Batching (contract v1.3 §P): 300 jobs, 16 claimed at a time, acks sent
-  // together; each runs once, and far fewer ack calls than jobs.
+  // together; each runs once, and far fewer ack calls than jobs, but at
+  // least 3 (100 at most in one): they go while the worker is busy too,
+  // though its handlers never wait.
   for (let n = 0; n < 300; n += 1) await alkstore.enqueue(db, 'checks-batch', { n });
   {
     const seen = [];
@@ -113,10 +115,10 @@ async function main() {
     await alkstore.work(db, 'checks-batch', 'w', async (job) => {
       seen.push(job.payload.n);
       if (seen.length === 300) stop.abort();
-    }, { signal: stop.signal, idleMs: 100, prefetch: 16, stats: st });
+    }, { signal: stop.signal, idleMs: 100, prefetch: 16, flushWindowMs: 200, stats: st });
     clearTimeout(limit);
     const once = JSON.stringify([...seen].sort((a, b) => a - b)) === JSON.stringify([...Array(300).keys()]);
-    console.log(`batches: each of 300 once: ${once}, fewer ack calls than jobs: ${st.ackFlushes > 0 && st.ackFlushes < 100}, `
+    console.log(`batches: each of 300 once: ${once}, fewer ack calls than jobs: ${st.ackFlushes >= 3 && st.ackFlushes < 100}, `
       + `pending, running: ${await pending('checks-batch')}`);
   }
 
@@ -188,7 +190,8 @@ async function main() {
       startedAt = performance.now();
       await new Promise((r) => setTimeout(r, 6000));
     }, { signal: stop.signal, idleMs: 100, prefetch: 4, prefetchTtlMs: 500 });
-    while (!startedAt) await new Promise((r) => setTimeout(r, 20));
+    const until = performance.now() + 20000;
+    while (!startedAt && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
     const second = await connect(kind, target);
     const other = alkstore.work(second, 'checks-stuck', 'w1', async (job) => {
       elsewhere.push([job.payload.n, job.attempts]);

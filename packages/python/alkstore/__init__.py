@@ -312,7 +312,8 @@ class _Keeper:
     time, on another worker (issue 64 item 2). A beat that finds a claim
     gone marks the job lost, unless it was held again since (given back,
     claimed again). With no connection of its own (an SQLite database in
-    memory) it beats nothing, and the worker's loop acks and gives back
+    memory; one that cannot be opened from the DSN alone; a thread that
+    failed) it beats nothing, and the worker's loop acks and gives back
     between jobs on its own connection."""
 
     def __init__(self, connect: Optional[Callable[[], Any]], worker: str, flush_window: float,
@@ -330,6 +331,9 @@ class _Keeper:
         self.retry_at = 0.0
         self.closing = False
         self.thread: Optional[threading.Thread] = None
+        # The worker's loop does the acks and give-backs (no thread, or it ended).
+        self.inline = connect is None
+        self.last_done = False
 
     def lost_claims(self, what: str, how: str, n: int) -> None:
         with self.cond:
@@ -346,7 +350,7 @@ class _Keeper:
         waits: that ack is this claim's too)."""
         if not claimed:
             return
-        if self.thread is None and self.connect is not None:
+        if self.thread is None and not self.inline:
             self.thread = threading.Thread(target=self._run, name="alkstore-keeper", daemon=True)
             self.thread.start()
         now = time.monotonic()
@@ -404,15 +408,16 @@ class _Keeper:
                 self.cond.notify_all()
 
     def between_jobs(self, conn: Any, idle: bool) -> None:
-        """Without a thread (an SQLite database in memory): what is due,
-        on the worker's connection."""
-        if self.thread is None:
+        """Without a thread (see the class): what is due, on the worker's
+        connection."""
+        if self.inline:
             self._give_back(conn, stale_only=True)
             with self.cond:
                 due = idle or len(self.acks) >= self.flush_max or (
                     self.acks and time.monotonic() - self.first_ack_at >= self.flush_window)
-            if due:
+            while due and self.acks:
                 self._flush(conn)
+                due = idle or len(self.acks) >= self.flush_max
 
     def close(self, conn: Any) -> None:
         """At the worker's end: acks what it finished and gives back what it
@@ -423,7 +428,7 @@ class _Keeper:
                 self.closing = True
                 self.cond.notify_all()
             self.thread.join()
-        elif conn is not None:
+        if not self.last_done and conn is not None:
             self._last(conn)
 
     # ---- the keeper's side ----
@@ -437,7 +442,22 @@ class _Keeper:
         return max(at, self.retry_at)
 
     def _run(self) -> None:
-        side = None
+        try:
+            self._keep()
+        finally:
+            # However it ended (its connection could not be opened, a warning
+            # raised as an error): the worker's loop takes over.
+            with self.cond:
+                self.inline = True
+
+    def _keep(self) -> None:
+        try:
+            side = self.connect()
+        except Exception as e:  # noqa: BLE001 — the worker's connection does it
+            warnings.warn(f"alkstore: work() could not open a connection of its own for its heartbeats "
+                          f"and acks ({e}); acks and give-backs go through yours, between jobs",
+                          RuntimeWarning, stacklevel=2)
+            return
         with self.cond:
             while not self.closing:
                 now = time.monotonic()
@@ -464,20 +484,22 @@ class _Keeper:
                         side = None  # connect again at the next try
                 finally:
                     self.cond.acquire()
-        # Closing: what was handled is acked, what was not started given back.
+        # Closing: what was handled is acked, what was not started given back
+        # (here, or by the worker on its connection if this one is gone).
         if side is None:
             try:
                 side = self.connect()
-            except Exception as e:  # noqa: BLE001
-                warnings.warn(f"alkstore: work() could not reach the database at its end ({e}); "
-                              "the jobs it held run again once their claims expire",
-                              RuntimeWarning, stacklevel=2)
-        if side is not None:
-            self._last(side)
-            side.close()
+            except Exception:  # noqa: BLE001
+                return
+        self._last(side)
+        self.last_done = True
+        side.close()
 
     def _last(self, conn: Any) -> None:
-        for what, step in (("ack", lambda: self._flush(conn)),
+        def flush_all():
+            while self.acks:
+                self._flush(conn)
+        for what, step in (("ack", flush_all),
                            ("give back", lambda: self._give_back(conn, stale_only=False))):
             try:
                 step()
@@ -502,8 +524,11 @@ class _Keeper:
 
     def _flush(self, conn: Any) -> None:
         with self.cond:
-            self.flush_asap = False
-            batch, self.acks = self.acks, []
+            # At most flush_max at once; the rest start a window of their own.
+            batch, self.acks = self.acks[:self.flush_max], self.acks[self.flush_max:]
+            self.flush_asap = self.flush_asap and bool(self.acks)
+            if self.acks:
+                self.first_ack_at = time.monotonic()
             # The beats stop first: one that met the committed ack would take the job for lost.
             for job_id, _ in batch:
                 self.held.pop(job_id, None)
@@ -627,8 +652,8 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     connection you passed stays closed; handlers that use it must do the
     same) with a pause that doubles up to 5 s, and counts it in
     ``stats["reconnects"]``; the jobs held stay held by the keeper (an ack
-    sent alone with a result, lost with the connection, is not: that job
-    runs again). Waits
+    with a result, a retry or a snooze lost with the connection is not:
+    that job runs again). Waits
     for work without busy polling: on PostgreSQL by LISTEN
     (``alk_listen_queue``; the connection must be in autocommit mode), on
     SQLite by watching ``PRAGMA data_version`` (any commit by another

@@ -4,14 +4,22 @@
 use super::{scrub, Delivery, Outcome, Sink};
 use crate::message::Message;
 use async_nats::jetstream::context::{GetStreamByNameErrorKind, PublishErrorKind};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
+
+/// How long a reading of the server's `max_payload` is used: the client
+/// copies the whole server description for each reading, too much for
+/// every message; a reconnect may reach a server with another limit.
+const MAX_PAYLOAD_FOR: Duration = Duration::from_secs(5);
 
 pub struct Nats {
     url: url::Url,
     subject: String,
     timeout: Duration,
     js: OnceCell<async_nats::jetstream::Context>,
+    /// The server's `max_payload`, and when it was read.
+    max_payload: Mutex<Option<(usize, Instant)>>,
 }
 
 impl Nats {
@@ -21,6 +29,19 @@ impl Nats {
             subject: subject.into(),
             timeout,
             js: OnceCell::new(),
+            max_payload: Mutex::new(None),
+        }
+    }
+
+    fn max_payload(&self, js: &async_nats::jetstream::Context) -> usize {
+        let mut cached = self.max_payload.lock().unwrap_or_else(|e| e.into_inner());
+        match *cached {
+            Some((max, at)) if at.elapsed() < MAX_PAYLOAD_FOR => max,
+            _ => {
+                let max = js.client().server_info().max_payload;
+                *cached = Some((max, Instant::now()));
+                max
+            }
         }
     }
 
@@ -59,7 +80,7 @@ impl Sink for Nats {
             // Larger than the server takes (headers and body count): no
             // retry will get it in, so a refusal (its attempts spent, then
             // dead), not an outage that would hold the whole route back.
-            let max = js.client().server_info().max_payload;
+            let max = self.max_payload(js);
             size += m.body.len();
             if size > max {
                 return Outcome::Refused(format!(

@@ -1,0 +1,64 @@
+"""One cell of scripts/bench-workers.sh: alkstore's Python worker
+(packages/python: alkstore.work(), a no-op handler) drains the jobs the
+script added to QUEUE, and prints the jobs/s from the workers' start to the
+last handler's return. work() runs its handlers one at a time, so
+concurrency C is C threads in this process, each running work() on a
+psycopg connection of its own (autocommit=True, opened before the clock
+starts, as an application hands them over), named drain-0 … drain-(C-1).
+Settings: prefetch=32 (each claim takes up to 32 jobs; the default is 1),
+acks of handlers that return None sent together every 10 ms or 100 jobs
+(flush_window=0.01, flush_max=100: the defaults, spelled out); chores
+(tick, sweep, prune) at their defaults.
+  <peers>/py-alkstore/bin/python drain-alkstore.py URL JOBS CONCURRENCY [QUEUE]
+(QUEUE: default "work"; the wheel from target/packages/alkstore-*.whl.)
+"""
+import sys
+import threading
+import time
+
+import alkstore
+import psycopg
+
+
+def main() -> None:
+    url, jobs, concurrency = sys.argv[1:4]
+    queue = sys.argv[4] if len(sys.argv) > 4 else "work"
+    n, c = int(jobs), int(concurrency)
+    conns = [psycopg.connect(url, autocommit=True) for _ in range(c)]
+    stop = threading.Event()
+    lock = threading.Lock()
+    state = {"done": 0, "end": None}
+    errors = []
+
+    def handler(_job):
+        with lock:
+            state["done"] += 1
+            if state["done"] == n:
+                state["end"] = time.perf_counter()
+                stop.set()
+
+    def run(i: int) -> None:
+        try:
+            alkstore.work(conns[i], queue, f"drain-{i}", handler, stop=stop,
+                          prefetch=32, flush_window=0.01, flush_max=100)
+        except BaseException as e:  # noqa: BLE001 — reported below
+            errors.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(c)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for conn in conns:
+        conn.close()
+    if errors:
+        raise errors[0]
+    if state["end"] is None:
+        raise SystemExit(f"the workers stopped after {state['done']} of {n} jobs")
+    print(round(n / (state["end"] - start)))
+
+
+if __name__ == "__main__":
+    main()

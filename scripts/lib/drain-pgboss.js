@@ -1,0 +1,61 @@
+// One cell of scripts/bench-workers.sh: pg-boss's own worker (work(), a
+// no-op handler) drains the jobs the script added to the queue "work", and
+// prints the jobs/s from the workers' start (pg-boss already started, as
+// an application starts it) to the last handler's return. pg-boss 10 has
+// no concurrency option: each work() call adds a polling worker that
+// fetches a batch, runs the handler on it, completes the batch, so
+// concurrency C is C work() calls. Settings, its documented ones for
+// throughput: batchSize 500 (each worker's handler gets up to 500 jobs at
+// once, completed together) and pollingIntervalSeconds 0.5 (the least it
+// allows; a worker waits what is left of it after every fetch, found or
+// not); a pool of C + 2 connections (max; its default is 10); the rest of
+// its defaults (maintenance on).
+//   NODE_PATH=<peers>/pg-boss-<version>/node_modules node drain-pgboss.js URL JOBS CONCURRENCY
+// Also, not timed: `... URL 0 0 install` installs its schema (start(), its
+// own migration) and the queue; `... URL JOBS 0 fill` adds JOBS jobs with
+// its bulk insert() (one INSERT … SELECT).
+const PgBoss = require("pg-boss");
+
+const QUEUE = "work";
+
+async function main() {
+  const [url, jobs, concurrency, mode = "drain"] = process.argv.slice(2);
+  const n = Number(jobs);
+  const c = Number(concurrency);
+  const boss = new PgBoss({ connectionString: url, max: Math.max(10, c + 2) });
+  let failure;
+  boss.on("error", (e) => (failure = failure || e));
+  await boss.start();
+  if (mode === "install") {
+    await boss.createQueue(QUEUE);
+    await boss.stop({ graceful: false });
+    return;
+  }
+  if (mode === "fill") {
+    await boss.insert(Array.from({ length: n }, (_, i) => ({ name: QUEUE, data: { n: i + 1 } })));
+    await boss.stop({ graceful: false });
+    return;
+  }
+  let done = 0;
+  let finish;
+  const finished = new Promise((resolve) => (finish = resolve));
+  const handler = async (batch) => {
+    done += batch.length;
+    if (done >= n) finish(process.hrtime.bigint());
+  };
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < c; i++) {
+    await boss.work(QUEUE, { batchSize: 500, pollingIntervalSeconds: 0.5 }, handler);
+  }
+  const end = await finished;
+  if (failure) throw failure;
+  if (done !== n) throw new Error(`the workers handled ${done} jobs, ${n} were added`);
+  console.log(Math.round(n / (Number(end - start) / 1e9)));
+  // Waits for the workers to finish (the last completions included).
+  await boss.stop({ graceful: true, wait: true, timeout: 30000 });
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
