@@ -47,7 +47,8 @@
 # systems is named is not run (without rust, no cargo build). Also
 # ALK_BENCH_PACKAGES: another directory to take alkstore's wheel and tarball
 # from, used as it is; ALK_BENCH_PYTHON: the Python of the virtual
-# environments (default python3).
+# environments (default python3); ALK_BENCH_TIMEOUT: seconds a drain of the
+# second table may take before it counts as failed (default 900).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${ALK_BENCH_JOBS:-20000}
@@ -240,29 +241,31 @@ in_run procrastinate &&
 in_run pgqueuer && { setup_pgqueuer || leave_out pgqueuer "pgqueuer $pgqueuer_version did not install"; }
 
 # One drain of SYSTEM at CONCURRENCY -> jobs/s; fills (not timed) first.
+# A drain still running after $ALK_BENCH_TIMEOUT s fails (its system left out).
 cell() { # system concurrency
-  local queue
+  local queue run t=(timeout "${ALK_BENCH_TIMEOUT:-900}")
   case $1 in
     alk-node | alk-python)
       queue="bw-$1-$2-$RANDOM$RANDOM"
       fill_alk "$queue" && q bw_alk -c "VACUUM ANALYZE alkstore.jobs" 2>/dev/null || return 1
       if [ "$1" = alk-node ]; then
-        NODE_PATH=$dir/alkstore-node/node_modules node scripts/lib/drain-alkstore.js "$(url bw_alk)" "$jobs" "$2" "$queue"
+        run=(env "NODE_PATH=$dir/alkstore-node/node_modules" node scripts/lib/drain-alkstore.js)
       else
-        "$dir/py-alkstore/bin/python" scripts/lib/drain-alkstore.py "$(url bw_alk)" "$jobs" "$2" "$queue"
-      fi ;;
+        run=("$dir/py-alkstore/bin/python" scripts/lib/drain-alkstore.py)
+      fi
+      "${t[@]}" "${run[@]}" "$(url bw_alk)" "$jobs" "$2" "$queue" ;;
     pg-boss)
-      local run=(env "NODE_PATH=$dir/pg-boss-$pgboss_version/node_modules" node scripts/lib/drain-pgboss.js)
-      "${run[@]}" "$(url bw_pgboss)" "$jobs" 0 fill && q bw_pgboss -c "VACUUM ANALYZE pgboss.job" &&
-        "${run[@]}" "$(url bw_pgboss)" "$jobs" "$2" ;;
+      run=(env "NODE_PATH=$dir/pg-boss-$pgboss_version/node_modules" node scripts/lib/drain-pgboss.js)
+      "${t[@]}" "${run[@]}" "$(url bw_pgboss)" "$jobs" 0 fill && q bw_pgboss -c "VACUUM ANALYZE pgboss.job" &&
+        "${t[@]}" "${run[@]}" "$(url bw_pgboss)" "$jobs" "$2" ;;
     procrastinate)
-      local run=("$dir/py-procrastinate-$procrastinate_version/bin/python" scripts/lib/drain-procrastinate.py)
-      "${run[@]}" "$(url bw_proc)" "$jobs" 0 fill && q bw_proc -c "VACUUM ANALYZE procrastinate_jobs" &&
-        "${run[@]}" "$(url bw_proc)" "$jobs" "$2" ;;
+      run=("$dir/py-procrastinate-$procrastinate_version/bin/python" scripts/lib/drain-procrastinate.py)
+      "${t[@]}" "${run[@]}" "$(url bw_proc)" "$jobs" 0 fill && q bw_proc -c "VACUUM ANALYZE procrastinate_jobs" &&
+        "${t[@]}" "${run[@]}" "$(url bw_proc)" "$jobs" "$2" ;;
     pgqueuer)
-      local run=("$dir/py-pgqueuer-$pgqueuer_version/bin/python" scripts/lib/drain-pgqueuer.py)
-      "${run[@]}" "$(url bw_pgq)" "$jobs" 0 fill && q bw_pgq -c "VACUUM ANALYZE pgqueuer" &&
-        "${run[@]}" "$(url bw_pgq)" "$jobs" "$2" ;;
+      run=("$dir/py-pgqueuer-$pgqueuer_version/bin/python" scripts/lib/drain-pgqueuer.py)
+      "${t[@]}" "${run[@]}" "$(url bw_pgq)" "$jobs" 0 fill && q bw_pgq -c "VACUUM ANALYZE pgqueuer" &&
+        "${t[@]}" "${run[@]}" "$(url bw_pgq)" "$jobs" "$2" ;;
   esac
 }
 ratio() { # a b -> "a / b" as 1.23x, or - when either is missing
@@ -274,7 +277,7 @@ ratio() { # a b -> "a / b" as 1.23x, or - when either is missing
 }
 if [ -n "${second// /}" ]; then
   want rust && echo
-  echo "Python and Node workers: $jobs no-op jobs per run, jobs/s, median of $rounds"
+  echo "Python and Node workers: $jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
   printf '%-6s %3s  %9s %9s %10s  %10s %13s %9s %12s\n' commit c "alk node" pg-boss "node ratio" \
     "alk python" procrastinate pgqueuer "python ratio"
   declare -A runs value

@@ -18,6 +18,9 @@ async function main() {
   const [url, jobs, concurrency, queue = "work"] = process.argv.slice(2);
   const n = Number(jobs);
   const c = Number(concurrency);
+  if (!(Number.isInteger(n) && n > 0 && Number.isInteger(c) && c > 0)) {
+    throw new Error("JOBS and CONCURRENCY: whole numbers above 0");
+  }
   const clients = [];
   for (let i = 0; i < c; i++) {
     const client = new Client({ connectionString: url });
@@ -25,6 +28,8 @@ async function main() {
     clients.push(client);
   }
   const stop = new AbortController();
+  // Each idle loop listens for the abort: more than Node's default of 10.
+  require("events").setMaxListeners(c + 10, stop.signal);
   let done = 0;
   let end;
   const handler = () => {

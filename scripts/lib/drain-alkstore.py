@@ -24,6 +24,8 @@ def main() -> None:
     url, jobs, concurrency = sys.argv[1:4]
     queue = sys.argv[4] if len(sys.argv) > 4 else "work"
     n, c = int(jobs), int(concurrency)
+    if n < 1 or c < 1:
+        raise SystemExit("JOBS and CONCURRENCY: whole numbers above 0")
     conns = [psycopg.connect(url, autocommit=True) for _ in range(c)]
     stop = threading.Event()
     lock = threading.Lock()

@@ -6,11 +6,13 @@
 // fetches a batch, runs the handler on it, completes the batch, so
 // concurrency C is C work() calls. Settings, its documented ones for
 // throughput: batchSize 500 (each worker's handler gets up to 500 jobs at
-// once, completed together) and pollingIntervalSeconds 0.5 (the least it
-// allows; a worker waits what is left of it after every fetch, found or
-// not); a pool of C + 2 connections (max; its default is 10); the rest of
-// its defaults (maintenance on).
-//   NODE_PATH=<peers>/pg-boss-<version>/node_modules node drain-pgboss.js URL JOBS CONCURRENCY
+// once, completed together; the size of graphile-worker's local queue in
+// drain-graphile.js; a 4th argument sets another) and
+// pollingIntervalSeconds 0.5 (the least it allows; a worker waits what is
+// left of it after every fetch, found or not, so C workers take at most
+// C × batchSize jobs a half second); a pool of max(10, C + 2) connections
+// (max; its default is 10); the rest of its defaults (maintenance on).
+//   NODE_PATH=<peers>/pg-boss-<version>/node_modules node drain-pgboss.js URL JOBS CONCURRENCY [BATCH]
 // Also, not timed: `... URL 0 0 install` installs its schema (start(), its
 // own migration) and the queue; `... URL JOBS 0 fill` adds JOBS jobs with
 // its bulk insert() (one INSERT … SELECT).
@@ -19,7 +21,7 @@ const PgBoss = require("pg-boss");
 const QUEUE = "work";
 
 async function main() {
-  const [url, jobs, concurrency, mode = "drain"] = process.argv.slice(2);
+  const [url, jobs, concurrency, mode = "500"] = process.argv.slice(2);
   const n = Number(jobs);
   const c = Number(concurrency);
   const boss = new PgBoss({ connectionString: url, max: Math.max(10, c + 2) });
@@ -36,6 +38,10 @@ async function main() {
     await boss.stop({ graceful: false });
     return;
   }
+  const batchSize = Number(mode);
+  if (![n, c, batchSize].every((v) => Number.isInteger(v) && v > 0)) {
+    throw new Error("JOBS, CONCURRENCY and BATCH: whole numbers above 0");
+  }
   let done = 0;
   let finish;
   const finished = new Promise((resolve) => (finish = resolve));
@@ -45,13 +51,13 @@ async function main() {
   };
   const start = process.hrtime.bigint();
   for (let i = 0; i < c; i++) {
-    await boss.work(QUEUE, { batchSize: 500, pollingIntervalSeconds: 0.5 }, handler);
+    await boss.work(QUEUE, { batchSize, pollingIntervalSeconds: 0.5 }, handler);
   }
   const end = await finished;
   if (failure) throw failure;
   if (done !== n) throw new Error(`the workers handled ${done} jobs, ${n} were added`);
   console.log(Math.round(n / (Number(end - start) / 1e9)));
-  // Waits for the workers to finish (the last completions included).
+  // Not timed: its workers stop, waited for, then its pool.
   await boss.stop({ graceful: true, wait: true, timeout: 30000 });
 }
 

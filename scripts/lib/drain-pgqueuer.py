@@ -50,6 +50,8 @@ async def main() -> None:
                 ["work"] * n, [json.dumps({"n": i}).encode() for i in range(1, n + 1)], [0] * n)
             return
         batch = int(mode)
+        if n < 1 or c < 1 or batch < 1:
+            raise SystemExit("JOBS, CONCURRENCY and BATCH: whole numbers above 0")
         pgq = PgQueuer(AsyncpgDriver(conn))
         state = {"done": 0, "end": None}
 

@@ -36,9 +36,9 @@ async def main() -> None:
     state = {"done": 0, "end": None}
 
     @app.task(name="work")
-    async def work(n: int) -> None:  # noqa: ARG001 — the job's payload
+    async def work(**_payload) -> None:
         state["done"] += 1
-        if state["done"] == int(jobs):
+        if state["done"] == n:
             state["end"] = time.perf_counter()
 
     async with app.open_async():
@@ -48,6 +48,8 @@ async def main() -> None:
         if mode == "fill":
             await work.batch_defer_async(*({"n": i} for i in range(1, n + 1)))
             return
+        if n < 1 or c < 1:
+            raise SystemExit("JOBS and CONCURRENCY: whole numbers above 0")
         start = time.perf_counter()
         await app.run_worker_async(concurrency=c, wait=False, install_signal_handlers=False)
     if state["end"] is None:
