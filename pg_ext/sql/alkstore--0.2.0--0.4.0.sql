@@ -1879,8 +1879,8 @@ END $$;
 -- before: the same trace). An enqueue holds its job's key in the
 -- partition's primary key until it ends, and an insert of the same key
 -- waits for it: so a probe insert into each partition, undone, with a
--- lock_timeout of 1 ms fails at once where a writer holds the key, and
--- then, waiting, conflicts if it committed or goes through if it rolled
+-- lock_timeout of 1 ms fails at once where a writer holds the key (tried
+-- again while it fails in any other wait), and then, waiting, conflicts if it committed or goes through if it rolled
 -- back. (The path of an enqueue naming a gone job: up to three undone
 -- inserts, one per partition that is not empty. Concurrent probes of one
 -- id wait for each other, or one would take the other's probe for a
@@ -1893,6 +1893,10 @@ CREATE OR REPLACE FUNCTION alkstore.dep_in_flight(d bigint) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
   lt      text := current_setting('lock_timeout');
+  lt_ms   bigint := (SELECT s.setting::bigint FROM pg_settings s WHERE s.name = 'lock_timeout');
+  try_ms  integer := 1;
+  waited_ms bigint := 0;
+  last    boolean := false;
   k       smallint;
   now     timestamptz := clock_timestamp();
   outcome text;
@@ -1915,25 +1919,40 @@ BEGIN
       EXCEPTION WHEN insufficient_privilege THEN
         NULL;
       END;
-      PERFORM set_config('lock_timeout', '1ms', true);
-      BEGIN
-        INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
-                                   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
-        OVERRIDING SYSTEM VALUE
-        VALUES (d, k, '', 'probe', 'null', 0, 0, 0, 0, 0, 0, now, now);
-      EXCEPTION WHEN lock_not_available THEN
-        -- Only a wait for the key's writer, in the primary key's uniqueness
-        -- check, says one is there (not one for the file's extension lock).
-        GET STACKED DIAGNOSTICS context = PG_EXCEPTION_CONTEXT;
-        PERFORM set_config('lock_timeout', lt, true);
-        INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
-                                   visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
-        OVERRIDING SYSTEM VALUE
-        VALUES (d, k, '', 'probe', 'null', 0, 0, 0, 0, 0, 0, now, now);
+      -- Tried with a short lock_timeout until the insert goes through or
+      -- times out waiting for the key's writer, in the primary key's
+      -- uniqueness check: a timeout in another wait (the file's extension
+      -- lock, a table lock queued ahead) says nothing of a writer, and
+      -- waiting on from there would miss one that rolls back meanwhile.
+      -- The tries grow to 100 ms; past the caller's own lock_timeout, the
+      -- last one is made with it.
+      LOOP
+        PERFORM set_config('lock_timeout', CASE WHEN last THEN lt ELSE try_ms || 'ms' END, true);
+        BEGIN
+          INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
+                                     visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
+          OVERRIDING SYSTEM VALUE
+          VALUES (d, k, '', 'probe', 'null', 0, 0, 0, 0, 0, 0, now, now);
+          EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+          GET STACKED DIAGNOSTICS context = PG_EXCEPTION_CONTEXT;
+          IF last THEN
+            RAISE;
+          END IF;
+        END;
         IF context LIKE '%while inserting index tuple%' THEN
+          PERFORM set_config('lock_timeout', lt, true);
+          INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
+                                     visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
+          OVERRIDING SYSTEM VALUE
+          VALUES (d, k, '', 'probe', 'null', 0, 0, 0, 0, 0, 0, now, now);
           outcome := 'rolled back';
+          EXIT;
         END IF;
-      END;
+        waited_ms := 1000 * extract(epoch FROM clock_timestamp() - now);
+        last := lt_ms > 0 AND waited_ms >= lt_ms;
+        try_ms := least(try_ms * 2, 100);
+      END LOOP;
       -- Undoes the probe, its lock and the setting.
       RAISE EXCEPTION USING ERRCODE = 'ALKPB';
     EXCEPTION
