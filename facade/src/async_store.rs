@@ -201,6 +201,12 @@ impl<DB: AsyncEngine> AsyncStore<DB> {
         DB::call_on(&mut conn, function, args).await
     }
 
+    /// The database's clock now, in epoch milliseconds.
+    pub(crate) async fn clock_ms(&self) -> Result<i64> {
+        let mut conn = DB::acquire(&self.pool).await?;
+        DB::clock_ms(&mut conn).await
+    }
+
     /// Runs a typed [`Call`](crate::call::Call) in its own transaction.
     pub async fn run<T: Send>(&self, call: crate::call::Call<T>) -> Result<T> {
         let v = self.call(call.function(), call.args()).await?;

@@ -8,7 +8,7 @@ use crate::async_store::{
     AsyncConn, AsyncEngine, AsyncOutbox, AsyncQueue, AsyncTransactionEnd, DefaultEngine,
 };
 use crate::async_tx::AsyncTxHandle;
-use crate::claimant::{panic_message, process_tag};
+use crate::claimant::{host_now_ms, panic_message, process_tag, Skew};
 use crate::completer::{Completer, FlushWindow};
 use crate::error::{Error, Result};
 use crate::prefetch::{LocalQueue, Prefetch, Sizer};
@@ -343,10 +343,9 @@ impl<DB: AsyncEngine> AsyncWorker<DB> {
             me: self.name.clone(),
             concurrency: self.concurrency,
             local: LocalQueue::default(),
-            claiming: tokio::sync::Mutex::new(Sizer::new(
-                self.prefetch,
-                self.concurrency,
-                MAX_PREFETCH,
+            claiming: tokio::sync::Mutex::new((
+                Sizer::new(self.prefetch, self.concurrency, MAX_PREFETCH),
+                Skew::default(),
             )),
             fed: tokio::sync::Notify::new(),
             prefetch_ttl: self.prefetch_ttl,
@@ -449,8 +448,9 @@ struct Slots<DB: AsyncEngine> {
     concurrency: usize,
     /// Jobs claimed ahead of free handlers (contract v1.3 §P).
     local: LocalQueue,
-    /// Held by the slot that claims for all of them, with the prefetch's size.
-    claiming: tokio::sync::Mutex<Sizer>,
+    /// Held by the slot that claims for all of them, with the prefetch's
+    /// size and the database's clock against the host's.
+    claiming: tokio::sync::Mutex<(Sizer, Skew)>,
     /// Told when a claim filled the local queue, or it closed.
     fed: tokio::sync::Notify,
     prefetch_ttl: Option<Duration>,
@@ -538,7 +538,7 @@ impl<DB: AsyncEngine> Slots<DB> {
         let fed = self.fed.notified();
         tokio::pin!(fed);
         fed.as_mut().enable();
-        let Ok(mut sizer) = self.claiming.try_lock() else {
+        let Ok(mut claiming) = self.claiming.try_lock() else {
             tokio::select! {
                 _ = fed => {}
                 _ = tokio::time::sleep(self.poll_every) => {}
@@ -552,7 +552,7 @@ impl<DB: AsyncEngine> Slots<DB> {
         let mut woken = self.queue.watch().await?;
         let capacity = self
             .local
-            .capacity(self.concurrency, sizer.prefetch(&self.local));
+            .capacity(self.concurrency, claiming.0.prefetch(&self.local));
         let room = self
             .local
             .room(capacity, Duration::ZERO)
@@ -562,7 +562,7 @@ impl<DB: AsyncEngine> Slots<DB> {
         let jobs = self.queue.claim(&self.me, room as i64).await?;
         if jobs.is_empty() {
             let nap = self.nap(pacing).await?.unwrap_or(self.poll_every);
-            drop(sizer);
+            drop(claiming);
             tokio::select! {
                 _ = woken.changed() => {}
                 _ = tokio::time::sleep(nap) => {}
@@ -572,8 +572,17 @@ impl<DB: AsyncEngine> Slots<DB> {
         }
         // A claim in flight when the keeper closed the queue at stop: its
         // jobs go back at once.
-        let refused = self.local.push(jobs, self.prefetch_ttl);
-        drop(sizer);
+        let skew = &mut claiming.1;
+        if skew.due() {
+            let before = host_now_ms();
+            let db = self.queue.store().clock_ms().await;
+            if let Err(e) = &db {
+                tracing::warn!(error = %e, "alkstore: the database's clock could not be read: claims' time left is read against the host's");
+            }
+            skew.record(before, db.ok(), host_now_ms());
+        }
+        let refused = self.local.push(jobs, self.prefetch_ttl, skew.ms());
+        drop(claiming);
         self.give_back(&refused).await;
         self.fed.notify_waiters();
         Ok(self.local.try_take())

@@ -2,7 +2,8 @@
 //! process, panic messages, and how often to keep a claim alive.
 
 use crate::types::Job;
-use std::time::Duration;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
 
 /// `<host>-<pid>-<random>`, the same for the whole process: the random part
 /// tells apart two processes that got the same pid (containers).
@@ -46,10 +47,63 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     format!("handler panicked: {msg}")
 }
 
-/// How long the job's claim has left (60 s if its expiry cannot be read).
-pub(crate) fn claim_left(job: &Job) -> Duration {
+/// Milliseconds added to the host's clock where the workers read it
+/// ([`crate::testing::offset_worker_clock`]: a test of a host whose clock is
+/// off).
+static HOST_OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+
+/// The host's clock as the workers read it, in epoch milliseconds.
+pub(crate) fn host_now_ms() -> i64 {
+    alkstore_core::time::now_ms() + HOST_OFFSET_MS.load(Ordering::Relaxed)
+}
+
+/// Moves the host's clock as the workers read it by `ms`.
+#[cfg(feature = "testing")]
+pub(crate) fn offset_host_clock(ms: i64) {
+    HOST_OFFSET_MS.store(ms, Ordering::Relaxed);
+}
+
+/// The database's clock minus the host's, as a worker last measured it. A
+/// claim's `claim_expires_at` is on the database's clock: read against a
+/// host clock running a minute behind, a 30 s claim would look 90 s long,
+/// and its heartbeats would come after it lapsed (another worker then runs
+/// the job too). SQLite's clock is the host's (its functions run in this
+/// process or beside it).
+#[derive(Debug, Default)]
+pub(crate) struct Skew {
+    ms: i64,
+    measured: Option<Instant>,
+}
+
+impl Skew {
+    /// How often it is measured again, while claims come back with jobs.
+    const EVERY: Duration = Duration::from_secs(60);
+
+    /// Whether it is time to measure it (never measured, or a minute ago).
+    pub(crate) fn due(&self) -> bool {
+        self.measured.is_none_or(|at| at.elapsed() >= Self::EVERY)
+    }
+
+    /// Records a reading of the database's clock (`None`: it failed, and
+    /// the last one stays) taken between two readings of the host's.
+    pub(crate) fn record(&mut self, before: i64, db: Option<i64>, after: i64) {
+        if let Some(db) = db {
+            self.ms = db - before / 2 - after / 2;
+        }
+        self.measured = Some(Instant::now());
+    }
+
+    /// The database's clock minus the host's, in milliseconds.
+    pub(crate) fn ms(&self) -> i64 {
+        self.ms
+    }
+}
+
+/// How long the job's claim has left on the database's clock (`skew_ms`
+/// ahead of the host's); 60 s if its expiry cannot be read.
+pub(crate) fn claim_left(job: &Job, skew_ms: i64) -> Duration {
     let left = alkstore_core::time::parse_rfc3339_ms(&job.claim_expires_at)
-        .map(|at| at - alkstore_core::time::now_ms())
+        .map(|at| at - host_now_ms() - skew_ms)
         .unwrap_or(60_000);
     Duration::from_millis(left.max(0) as u64)
 }

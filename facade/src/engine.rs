@@ -46,6 +46,11 @@ pub(crate) trait Engine: Send + Sync {
     /// How long to wait at most before looking again without a wake-up
     /// (work whose run_at arrives or whose claim expires announces nothing).
     fn fallback_poll(&self) -> Duration;
+    /// The database's clock now, in epoch milliseconds: what a claim's
+    /// expiry is read against. (SQLite's functions read this process's.)
+    fn clock_ms(&self) -> Result<i64> {
+        Ok(alkstore_core::time::now_ms())
+    }
 }
 
 impl<T> Call<T> {

@@ -302,6 +302,13 @@ impl Engine for PgEngine {
     fn fallback_poll(&self) -> Duration {
         Duration::from_secs(1)
     }
+
+    fn clock_ms(&self) -> Result<i64> {
+        let row = self
+            .checkout()?
+            .query_typed_one(crate::sql::PG_CLOCK_MS, &[])?;
+        Ok(row.try_get(0)?)
+    }
 }
 
 struct PgNotifications(Receiver<Value>);

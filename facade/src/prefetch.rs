@@ -96,9 +96,10 @@ impl LocalQueue {
     /// after `ttl` if no handler took it (default: half the time its claim
     /// had left). Returns the ids of jobs not taken because the queue was
     /// closed meanwhile (a claim in flight at stop): the caller gives them
-    /// back.
+    /// back. `skew_ms`: the database's clock minus the host's, which their
+    /// claims' expiries are read against.
     #[must_use = "jobs refused by a closed queue must be given back"]
-    pub(crate) fn push(&self, jobs: Vec<Job>, ttl: Option<Duration>) -> Vec<i64> {
+    pub(crate) fn push(&self, jobs: Vec<Job>, ttl: Option<Duration>, skew_ms: i64) -> Vec<i64> {
         if jobs.is_empty() {
             return Vec::new();
         }
@@ -111,7 +112,7 @@ impl LocalQueue {
             if !state.held.insert(job.id) {
                 continue; // re-claimed by this worker while it held it
             }
-            let lease = crate::claimant::claim_left(&job).max(MIN_BEAT);
+            let lease = crate::claimant::claim_left(&job, skew_ms).max(MIN_BEAT);
             let ttl = ttl.unwrap_or(lease / 2).max(MIN_TTL);
             let far = now + Duration::from_secs(365 * 24 * 3600);
             state.waiting.push_back(Waiting {

@@ -159,6 +159,15 @@ fn returns(f: &str) -> Res {
     catalogue::get(f).map_or(Res::Json, |e| e.returns)
 }
 
+/// The server's clock, in epoch milliseconds (PostgreSQL).
+#[cfg(any(
+    feature = "blocking",
+    feature = "sqlx-postgres",
+    feature = "tokio-postgres"
+))]
+pub(crate) const PG_CLOCK_MS: &str =
+    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
 /// The key a row gets when one of its values cannot be read here (the
 /// reserved prefix: no function's row has such a column).
 pub const UNREADABLE: &str = "__alkstore_unreadable";

@@ -26,6 +26,14 @@ use crate::sqlite::SqliteStore;
 use crate::types::{Job, Retried};
 use serde_json::Value;
 
+/// Moves the host's clock, as this process's workers read it, by `ms`
+/// (negative: behind the database's), for a test of a host whose clock is
+/// off. The workers read a claim's time left against the database's clock,
+/// so they still extend their claims in time; this is how to check that.
+pub fn offset_worker_clock(ms: i64) {
+    crate::claimant::offset_host_clock(ms);
+}
+
 /// A SQLite store in a temporary directory, removed when it is dropped.
 /// It is a [`SqliteStore`] (through `Deref`): hand it to the code under
 /// test wherever a store is expected.

@@ -5,7 +5,7 @@
 //! and a graceful stop that finishes the jobs in hand and gives back the
 //! prefetched ones.
 
-use crate::claimant::{guarded, process_tag};
+use crate::claimant::{guarded, host_now_ms, process_tag, Skew};
 use crate::completer::{Completer, FlushWindow};
 use crate::error::Result;
 use crate::heartbeat::Heartbeat;
@@ -405,6 +405,7 @@ impl Worker {
         let mut sizer = Sizer::new(self.prefetch, self.concurrency, MAX_PREFETCH);
         let mut outage = Outage::default();
         let mut pacing = Pacing::new(self.queue.name());
+        let mut skew = Skew::default();
         let mut chores = Chores::new(
             self.tick_every,
             self.prune_every,
@@ -452,8 +453,16 @@ impl Worker {
                     wait_out(&mut outage, e, stop)?;
                 }
             }
+            if !jobs.is_empty() && skew.due() {
+                let before = host_now_ms();
+                let db = self.queue.engine.clock_ms();
+                if let Err(e) = &db {
+                    tracing::warn!(error = %e, "alkstore: the database's clock could not be read: claims' time left is read against the host's");
+                }
+                skew.record(before, db.ok(), host_now_ms());
+            }
             // (Closed only after this loop: nothing comes back here.)
-            let refused = local.push(jobs, self.prefetch_ttl);
+            let refused = local.push(jobs, self.prefetch_ttl, skew.ms());
             self.give_back(&refused, worker);
         }
         Ok(())

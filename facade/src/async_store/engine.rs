@@ -51,6 +51,11 @@ pub trait AsyncEngine: sealed::Sealed + Sized + Send + Sync + 'static {
     #[doc(hidden)]
     fn begin(pool: &Self::Pool) -> impl Future<Output = Result<Self::Transaction>> + Send;
 
+    /// The database's clock now, in epoch milliseconds (SQLite's is the
+    /// host's): what a claim's expiry is read against.
+    #[doc(hidden)]
+    fn clock_ms(conn: &mut Self::Connection) -> impl Future<Output = Result<i64>> + Send;
+
     /// Notifications on `channel` from now on.
     #[doc(hidden)]
     fn listen(
@@ -118,7 +123,7 @@ impl<DB: AsyncEngine> AsyncTxHandle for AsyncConn<'_, DB> {
 /// transactions.
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 macro_rules! sqlx_engine {
-    ($db:ty, $conn:ty, $listen:path) => {
+    ($db:ty, $conn:ty, $listen:path, $clock:path) => {
         impl sealed::Sealed for $db {}
 
         impl AsyncEngine for $db {
@@ -139,6 +144,10 @@ macro_rules! sqlx_engine {
                 Ok(pool.begin().await?)
             }
 
+            async fn clock_ms(conn: &mut $conn) -> Result<i64> {
+                $clock(conn).await
+            }
+
             async fn listen(store: &AsyncStore<Self>, channel: &str) -> Result<AsyncSubscription> {
                 $listen(store, channel).await
             }
@@ -147,7 +156,21 @@ macro_rules! sqlx_engine {
 }
 
 #[cfg(feature = "sqlx-postgres")]
-sqlx_engine!(sqlx::Postgres, sqlx::PgConnection, pg_listen);
+sqlx_engine!(sqlx::Postgres, sqlx::PgConnection, pg_listen, sqlx_pg_clock);
+
+/// The server's clock, sent as a simple query (as calls are: see
+/// `SqlxCall`).
+#[cfg(feature = "sqlx-postgres")]
+async fn sqlx_pg_clock(conn: &mut sqlx::PgConnection) -> Result<i64> {
+    let row = sqlx::Executor::fetch_one(conn, crate::sql::PG_CLOCK_MS).await?;
+    Ok(sqlx::Row::try_get(&row, 0)?)
+}
+
+/// SQLite's functions read this process's clock.
+#[cfg(feature = "sqlx-sqlite")]
+async fn sqlite_clock(_conn: &mut sqlx::SqliteConnection) -> Result<i64> {
+    Ok(alkstore_core::time::now_ms())
+}
 
 #[cfg(feature = "sqlx-postgres")]
 impl SqlxEngine for sqlx::Postgres {
@@ -174,7 +197,8 @@ async fn pg_listen<DB: AsyncEngine>(
 sqlx_engine!(
     sqlx::Sqlite,
     sqlx::SqliteConnection,
-    super::notify::sqlite_subscription
+    super::notify::sqlite_subscription,
+    sqlite_clock
 );
 
 #[cfg(feature = "sqlx-sqlite")]
@@ -214,6 +238,11 @@ impl AsyncEngine for TokioPostgres {
 
     async fn begin(pool: &deadpool_postgres::Pool) -> Result<Self::Transaction> {
         super::tokio_pg::PgClientTx::begin(pool).await
+    }
+
+    async fn clock_ms(conn: &mut tokio_postgres::Client) -> Result<i64> {
+        let row = conn.query_typed_one(crate::sql::PG_CLOCK_MS, &[]).await?;
+        Ok(row.try_get(0)?)
     }
 
     async fn listen(store: &AsyncStore<Self>, channel: &str) -> Result<AsyncSubscription> {
