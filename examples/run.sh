@@ -159,7 +159,8 @@ printf '%s\n' 'non-JSON result: handled 1, runs 1, acked true, warned true' \
   'prefetched past the visibility timeout: runs [[0,1],[1,1],[2,1],[3,1]], lost claims 0, pending, running: 0, 0' \
   'stopped: given back 9, attempts [1], pending, running: 0, 9' \
   'ack behind a long handler: sent while it ran: true' \
-  'a stuck handler: the others ran elsewhere [[1,1],[2,1],[3,1]], within 3 s: true' > "$work/check-work-node.expected"
+  'a stuck handler: the others ran elsewhere [[1,1],[2,1],[3,1]], within 3 s: true' \
+  'concurrency 4: most at once 4, each of 8 once: true, handled 8, pending, running: 0, 0' > "$work/check-work-node.expected"
 check "node / sqlite: work() checks" "$work/check-work-node.expected" \
   node --no-warnings examples/node/check_work.js sqlite "$work/check-work-node.db"
 cp "$work/check-work-node.expected" "$work/check-work-node-pg.expected"

@@ -26,12 +26,14 @@ export function releaseBatch(db: Connection, jobIds: number[], worker: string, d
 export class Snooze { constructor(seconds: number); readonly seconds: number; }
 export function snooze(seconds: number): Snooze;
 /** handler: return a result to ack with it, or snooze(seconds); throw to retry.
- * Claims up to `prefetch` jobs at a time and acks those that returned nothing
+ * Runs up to `concurrency` handlers at once (they share `db`: open
+ * transactions on connections of their own). Claims up to `prefetch` jobs
+ * (or the free handlers) at a time and acks those that returned nothing
  * together within `flushWindowMs` / `flushMax` (contract v1.3 §P); heartbeats
  * keep every held job claimed; stats (yours) counts handled jobs, lost claims,
  * batched acks and reconnects. */
 export function work(db: Connection, queue: string, worker: string, handler: (job: Job) => unknown,
   opts?: { signal?: AbortSignal; idleMs?: number; tickEveryMs?: number | null;
     sweepEveryMs?: number | null; pruneEveryMs?: number | null;
-    prefetch?: number; flushWindowMs?: number; flushMax?: number; prefetchTtlMs?: number | null;
+    concurrency?: number; prefetch?: number; flushWindowMs?: number; flushMax?: number; prefetchTtlMs?: number | null;
     stats?: { handled?: number; lostClaims?: number; ackFlushes?: number; reconnects?: number } }): Promise<number>;

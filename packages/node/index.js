@@ -472,8 +472,15 @@ const wholeUpTo1000 = (v, name) => {
  * gives the job back to run again after that long without spending an
  * attempt.
  *
+ * Up to `concurrency` handlers (1 to 1,000; default 1) run at once, started
+ * as jobs arrive, fed by one claim loop, one keeper and your connection: on
+ * PostgreSQL they share your Client, whose queries pg runs one after another,
+ * so a handler that opens a transaction must take a connection of its own
+ * (a pg Pool's) when concurrency is above 1. At stop, the handlers in flight
+ * finish before work() acks, gives back and resolves.
+ *
  * Batching (contract v1.3 §P): each claim takes up to `prefetch` jobs (1 to
- * 1,000; default 1), run one after another; a job not started within
+ * 1,000; default 1), or as many as handlers are free if more; a job not started within
  * `prefetchTtlMs` of its claim (default: half the time its claim had then) is
  * given back as soon as that passes, without spending an attempt, for another
  * worker to run. Jobs whose handler returned undefined or null are acked
@@ -512,8 +519,9 @@ const wholeUpTo1000 = (v, name) => {
  */
 async function work(db, queue, worker, handler, {
   signal, idleMs = 5000, tickEveryMs = 5000, sweepEveryMs = 1000, pruneEveryMs = 60000, stats = {},
-  prefetch = 1, flushWindowMs = 10, flushMax = 100, prefetchTtlMs = null,
+  prefetch = 1, flushWindowMs = 10, flushMax = 100, prefetchTtlMs = null, concurrency = 1,
 } = {}) {
+  wholeUpTo1000(concurrency, 'concurrency');
   wholeUpTo1000(prefetch, 'prefetch');
   wholeUpTo1000(flushMax, 'flushMax');
   if (typeof flushWindowMs !== 'number' || !Number.isFinite(flushWindowMs) || flushWindowMs < 0) {
@@ -587,10 +595,88 @@ async function work(db, queue, worker, handler, {
     }
   };
   const aborted = () => signal && signal.aborted;
+  // Handlers in flight (up to `concurrency`), and what one of them met that
+  // the loop handles as its own (a lost connection, an SQLite error).
+  const inflight = new Set();
+  let failed = null;
+  let wake = null; // ends the loop's wait when a handler finishes
+  const nudge = () => { if (wake) wake(); };
+  // Waits up to ms (Infinity: until a handler finishes), for a handler to
+  // finish, the signal, and on PostgreSQL a notification or on SQLite a
+  // commit (PRAGMA data_version); every listener removed however it ends.
+  const waitFor = (ms, { notified = false, polled = false } = {}) => new Promise((resolve) => {
+    let timer = null;
+    let poll = null;
+    const done = () => {
+      clearTimeout(timer);
+      clearTimeout(poll);
+      if (wake === done) wake = null;
+      if (notified) db.removeListener('notification', done);
+      if (signal) signal.removeEventListener('abort', done);
+      resolve();
+    };
+    wake = done;
+    if (ms !== Infinity) timer = setTimeout(done, ms);
+    if (notified) db.on('notification', done);
+    if (polled) {
+      const look = () => {
+        const now = db.pragma('data_version', { simple: true });
+        if (now !== seen) {
+          seen = now;
+          done();
+        } else {
+          poll = setTimeout(look, 20);
+        }
+      };
+      poll = setTimeout(look, 20);
+    }
+    if (signal) signal.addEventListener('abort', done, { once: true });
+  });
+  const runJob = async ({ job, h }) => {
+    let outcome;
+    try {
+      outcome = { result: await handler(job) };
+    } catch (e) {
+      outcome = { error: e };
+    }
+    handled += 1;
+    stats.handled += 1;
+    if ('error' in outcome) {
+      const { error: e } = outcome;
+      await settle(job.id, 'retry', async () => {
+        const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
+        return state !== null && state !== undefined;
+      });
+    } else if (outcome.result instanceof Snooze) {
+      await settle(job.id, 'snooze', () => release(db, job.id, worker, outcome.result.seconds));
+    } else if ((outcome.result !== undefined && outcome.result !== null) || flushWindowMs === 0) {
+      // A result goes with its own ack (alk_ack_batch keeps none).
+      await settle(job.id, 'ack', () => ack(db, job.id, worker, keepable(outcome.result, job.id)));
+    } else if (keeper.lost.has(job.id)) {
+      await settle(job.id, 'ack', async () => false);
+    } else {
+      keeper.ack(job.id, h);
+      if (keeper.acks.length >= flushMax) await keeper.flush();
+    }
+  };
+  const start = (next) => {
+    const p = runJob(next)
+      .catch((e) => { failed = failed || e; })
+      .finally(() => {
+        inflight.delete(p);
+        nudge();
+      });
+    inflight.add(p);
+  };
   let pause = 0;
   try {
     while (!aborted()) {
       try {
+        if (failed) {
+          const e = failed;
+          failed = null;
+          throw e;
+        }
         if (pause) {
           const fresh = new db.constructor(db.connectionParameters);
           fresh.on('error', swallow);
@@ -603,66 +689,36 @@ async function work(db, queue, worker, handler, {
           pause = 0;
         }
         await chores();
-        if (!keeper.prefetched.length && !aborted()) {
-          for (const [job, left] of await claimHeld(db, queue, worker, prefetch)) keeper.add(job, left, prefetchTtlMs);
+        if (!keeper.prefetched.length && inflight.size < concurrency && !aborted()) {
+          const room = Math.min(Math.max(prefetch, concurrency - inflight.size), 1000);
+          for (const [job, left] of await claimHeld(db, queue, worker, room)) keeper.add(job, left, prefetchTtlMs);
         }
-        const next = aborted() ? null : keeper.next();
-        if (next) {
-          const { job, h } = next;
-          let outcome;
-          try {
-            outcome = { result: await handler(job) };
-          } catch (e) {
-            outcome = { error: e };
-          }
-          handled += 1;
-          stats.handled += 1;
-          if ('error' in outcome) {
-            const { error: e } = outcome;
-            await settle(job.id, 'retry', async () => {
-              const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
-              return state !== null && state !== undefined;
-            });
-          } else if (outcome.result instanceof Snooze) {
-            await settle(job.id, 'snooze', () => release(db, job.id, worker, outcome.result.seconds));
-          } else if ((outcome.result !== undefined && outcome.result !== null) || flushWindowMs === 0) {
-            // A result goes with its own ack (alk_ack_batch keeps none).
-            await settle(job.id, 'ack', () => ack(db, job.id, worker, keepable(outcome.result, job.id)));
-          } else if (keeper.lost.has(job.id)) {
-            await settle(job.id, 'ack', async () => false);
-          } else {
-            keeper.ack(job.id, h);
-            if (keeper.acks.length >= flushMax) await keeper.flush();
-          }
-          // A turn of the event loop: the keeper's timers run even when
-          // every call is synchronous (better-sqlite3) and the handlers never wait.
+        let started = false;
+        while (inflight.size < concurrency && !aborted() && !failed) {
+          const next = keeper.next();
+          if (!next) break;
+          start(next);
+          started = true;
+        }
+        if (started) {
+          // A turn of the event loop: the handlers just started run, and the
+          // keeper's timers too, even when every call is synchronous
+          // (better-sqlite3) and the handlers never wait.
           await new Promise(setImmediate);
           continue;
         }
-        if (keeper.prefetched.length) continue;
-        await keeper.flush();
+        if (inflight.size >= concurrency) {
+          await waitFor(Infinity);
+          continue;
+        }
+        if (keeper.prefetched.length || failed || aborted()) continue;
+        // Nothing to start: room, and the last claim found nothing.
+        if (!inflight.size) await keeper.flush();
         if (pg) {
           await listen();
-          await new Promise((resolve) => {
-            // Every listener added here is removed however the wait ends: an idle
-            // worker waits again and again.
-            const done = () => {
-              clearTimeout(timer);
-              db.removeListener('notification', done);
-              if (signal) signal.removeEventListener('abort', done);
-              resolve();
-            };
-            const timer = setTimeout(done, Math.min(nextChoreMs(), 1000));
-            db.on('notification', done);
-            if (signal) signal.addEventListener('abort', done, { once: true });
-          });
+          await waitFor(Math.min(nextChoreMs(), 1000), { notified: true });
         } else {
-          const deadline = performance.now() + nextChoreMs();
-          while (!aborted() && performance.now() < deadline) {
-            const now = db.pragma('data_version', { simple: true });
-            if (now !== seen) { seen = now; break; }
-            await new Promise((r) => setTimeout(r, 20));
-          }
+          await waitFor(nextChoreMs(), { polled: true });
         }
       } catch (e) {
         if (!pg || !(pause || await dead())) throw e;
@@ -682,8 +738,9 @@ async function work(db, queue, worker, handler, {
       }
     }
   } finally {
-    // Stopping (or failing): what was handled is acked, what was not started
-    // given back, each tried on its own.
+    // Stopping (or failing): the handlers in flight finish; what was handled
+    // is acked, what was not started given back, each tried on its own.
+    await Promise.allSettled([...inflight]);
     await keeper.close();
     if (pg) db.removeListener('error', swallow);
     // A client work() made keeps the process alive until it ends.

@@ -207,6 +207,32 @@ async function main() {
     console.log(`a stuck handler: the others ran elsewhere ${JSON.stringify(elsewhere)}, within 3 s: ${within}`);
   }
 
+  // concurrency 4: four handlers at once, each of 8 jobs once; the last to
+  // start stops the worker, and the handlers in flight then finish (and are
+  // acked) before work() resolves.
+  for (let n = 0; n < 8; n += 1) await alkstore.enqueue(db, 'checks-concurrency', { n });
+  {
+    const stop = new AbortController();
+    const guard = setTimeout(() => stop.abort(), 30000);
+    let now = 0;
+    let most = 0;
+    let started = 0;
+    const seen = [];
+    const handled = await alkstore.work(db, 'checks-concurrency', 'w', async (job) => {
+      now += 1;
+      most = Math.max(most, now);
+      started += 1;
+      if (started === 8) stop.abort();
+      await new Promise((r) => setTimeout(r, 200));
+      seen.push(job.payload.n);
+      now -= 1;
+    }, { signal: stop.signal, idleMs: 100, concurrency: 4 });
+    clearTimeout(guard);
+    const once = JSON.stringify(seen.sort()) === JSON.stringify([0, 1, 2, 3, 4, 5, 6, 7]);
+    console.log(`concurrency 4: most at once ${most}, each of 8 once: ${once}, handled ${handled}, `
+      + `pending, running: ${await pending('checks-concurrency')}`);
+  }
+
   if (kind !== 'sqlite') {
     // An ack waiting in the flush window when the connection is killed is
     // sent on the new connection: the job runs once (it ran again, at
