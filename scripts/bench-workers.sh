@@ -19,7 +19,7 @@
 # process each; each drain script's header says what it measures and with
 # which settings):
 #   alk node       alkstore's Node worker, work() (scripts/lib/drain-alkstore.js):
-#                  C work() loops on a pg Client each, prefetch 32
+#                  one work() with concurrency C on one pg Client, prefetch 32
 #   pg-boss        pg-boss 10.4.2 (the newest for Node 20), C work() workers,
 #                  batchSize 500, pollingIntervalSeconds 0.5 (drain-pgboss.js)
 #   node ratio     alk node / pg-boss
@@ -49,6 +49,16 @@
 # from, used as it is; ALK_BENCH_PYTHON: the Python of the virtual
 # environments (default python3); ALK_BENCH_TIMEOUT: seconds a drain of the
 # second table may take before it counts as failed (default 900).
+# ALK_BENCH_LATENCY=RATE measures pickup latency instead of the tables
+# above: each system's worker (the same drains, ALK_LATENCY=1) waits while
+# one enqueuer (facade/benches/drain.rs, kind enqueue-at) adds RATE jobs a
+# second for ALK_BENCH_SECONDS (default 10), one statement and one
+# transaction each, the same SQL path for every system (alk_enqueue,
+# graphile_worker.add_job, an INSERT into pgboss.job); each job carries the
+# time its enqueue was sent, and the worker's handler the time it started:
+# p50/p99 in ms per system, and alkstore's best p99 over the best peer's.
+# The Python peers are not in it (their enqueue is their Python client's).
+#   ALK_BENCH_LATENCY=500 ALK_BENCH_CONCURRENCY=8 ALK_BENCH_SYSTEMS="rust node alk-python" scripts/bench-workers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${ALK_BENCH_JOBS:-20000}
@@ -59,6 +69,7 @@ dir=${ALK_PEERS_DIR:-$HOME/.cache/alkstore-peers}
 host=${PGHOST:-/var/run/postgresql}
 user=${PGUSER:-$(id -un)}
 python=${ALK_BENCH_PYTHON:-python3}
+latency=${ALK_BENCH_LATENCY:-} seconds=${ALK_BENCH_SECONDS:-10}
 pgboss_version=10.4.2 procrastinate_version=3.10.0 pgqueuer_version=1.6.0
 psycopg_pin="psycopg[binary]==3.3.9" asyncpg_pin="asyncpg==0.32.0"
 # (a host name before the socket directory: sqlx refuses an empty one)
@@ -103,15 +114,20 @@ fill_alk() { # queue
 }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
+drain=""
+build_drain() { # facade/benches/drain.rs, built once: a source edited while this runs changes nothing measured
+  [ -n "$drain" ] && return 0
+  drain=$(cargo bench --locked -p alkstore --features sqlx-postgres --bench drain --no-run 2>&1 |
+    grep -o 'target/release/deps/drain-[0-9a-f]*' | tail -1)
+  [ -x "$drain" ] || { echo "could not build facade/benches/drain.rs" >&2; exit 1; }
+}
+
 if want rust; then
   [ -d "$dir/node_modules/graphile-worker" ] ||
     (cd "$dir" && npm install --silent --no-save --no-package-lock graphile-worker@0.18.0 >/dev/null)
   (cd "$dir" && PGHOST=$host PGUSER=$user PGDATABASE=bw_gw npx --no-install graphile-worker --schema-only >/dev/null)
-  # Built once: a source edited while this runs changes nothing measured.
-  drain=$(cargo bench --locked -p alkstore --features sqlx-postgres --bench drain --no-run 2>&1 |
-    grep -o 'target/release/deps/drain-[0-9a-f]*' | tail -1)
-  [ -x "$drain" ] || { echo "could not build facade/benches/drain.rs" >&2; exit 1; }
-  echo "$jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
+  build_drain
+  [ -n "$latency" ] || echo "$jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
 
   alk() { # kind concurrency -> jobs/s
     local queue="bw-$1-$2-$RANDOM$RANDOM"
@@ -127,9 +143,9 @@ if want rust; then
     NODE_PATH=$dir/node_modules node scripts/lib/drain-graphile.js "$(url bw_gw)" "$jobs" "$2" "$1"
   }
 
-  printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %8s %8s\n' commit c alk "alk pace" async "async pace" \
-    floor gw "gw batched" best/gw best/floor
-  for mode in $modes; do
+  [ -n "$latency" ] || printf '%-6s %3s  %9s %9s %9s %10s %9s %9s %10s  %8s %8s\n' commit c alk "alk pace" \
+    async "async pace" floor gw "gw batched" best/gw best/floor
+  [ -n "$latency" ] || for mode in $modes; do
     for db in bw_alk bw_gw; do q postgres -c "ALTER DATABASE $db SET synchronous_commit = $mode"; done
     for c in $concurrencies; do
       a=""; ap=""; as=""; asp=""; f=""; g=""; gb=""
@@ -275,7 +291,7 @@ ratio() { # a b -> "a / b" as 1.23x, or - when either is missing
     echo -
   fi
 }
-if [ -n "${second// /}" ]; then
+if [ -n "${second// /}" ] && [ -z "$latency" ]; then
   want rust && echo
   echo "Python and Node workers: $jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
   printf '%-6s %3s  %9s %9s %10s  %10s %13s %9s %12s\n' commit c "alk node" pg-boss "node ratio" \
@@ -313,6 +329,77 @@ if [ -n "${second// /}" ]; then
     done
   done
 fi
+# The latency mode: each system's worker waits for jobs that one enqueuer
+# (drain.rs, kind enqueue-at: one statement per job, each its own
+# transaction, the same for every system) adds at a fixed rate.
+if [ -n "$latency" ]; then
+  build_drain
+  n=$((latency * seconds))
+  lat_systems=""
+  if want rust; then lat_systems="alk async gw gw-batched"; fi
+  for sys in alk-node pg-boss alk-python; do in_run $sys && lat_systems="$lat_systems $sys"; done
+  lat_cell() { # system concurrency -> "p50 p99" (ms)
+    local queue="bw-lat-$RANDOM$RANDOM" db=bw_alk sql consumer pid out
+    sql="SELECT alk_enqueue('$queue', NULL, jsonb_build_object('t', \$1::bigint))"
+    case $1 in
+      alk | async)
+        local kind=latency
+        if [ "$1" = async ]; then kind=latency-async; fi
+        consumer=(env "ALK_DRAIN_URL=$(url bw_alk)" "ALK_DRAIN_QUEUE=$queue" "ALK_DRAIN_JOBS=$n"
+          "ALK_DRAIN_CONCURRENCY=$2" "ALK_DRAIN_KIND=$kind" "$drain" --bench) ;;
+      gw | gw-batched)
+        db=bw_gw sql="SELECT graphile_worker.add_job('work', json_build_object('t', \$1::bigint))"
+        consumer=(env ALK_LATENCY=1 "NODE_PATH=$dir/node_modules" node scripts/lib/drain-graphile.js
+          "$(url bw_gw)" "$n" "$2" "$([ "$1" = gw ] && echo default || echo batched)") ;;
+      alk-node)
+        consumer=(env ALK_LATENCY=1 "NODE_PATH=$dir/alkstore-node/node_modules" node scripts/lib/drain-alkstore.js
+          "$(url bw_alk)" "$n" "$2" "$queue") ;;
+      alk-python)
+        consumer=(env ALK_LATENCY=1 "$dir/py-alkstore/bin/python" scripts/lib/drain-alkstore.py
+          "$(url bw_alk)" "$n" "$2" "$queue") ;;
+      pg-boss)
+        db=bw_pgboss sql="INSERT INTO pgboss.job (name, data) VALUES ('work', jsonb_build_object('t', \$1::bigint))"
+        consumer=(env ALK_LATENCY=1 "NODE_PATH=$dir/pg-boss-$pgboss_version/node_modules" node
+          scripts/lib/drain-pgboss.js "$(url bw_pgboss)" "$n" "$2") ;;
+    esac
+    out=$(mktemp)
+    timeout "$((seconds + 120))" "${consumer[@]}" > "$out" &
+    pid=$!
+    sleep 5 # its start: connections, LISTEN, its first look for work
+    ALK_DRAIN_URL=$(url $db) ALK_DRAIN_SQL=$sql ALK_DRAIN_JOBS=$n ALK_DRAIN_RATE=$latency \
+      ALK_DRAIN_KIND=enqueue-at "$drain" --bench > "$out.behind"
+    if wait "$pid"; then echo "$(tail -1 "$out") $(cat "$out.behind")"; else echo "- - -"; fi
+    rm -f "$out" "$out.behind"
+  }
+  echo "Pickup latency: $latency jobs/s for $seconds s, each job its own enqueue; p50/p99 in ms (enqueue sent to handler start); $(nproc) cores"
+  printf '%-6s %3s' commit c
+  for sys in $lat_systems; do printf ' %15s' "$sys"; done
+  printf '  %s\n' "alk p99 / best peer's"
+  for mode in $modes; do
+    for db in bw_alk bw_gw bw_pgboss; do
+      [ -n "$(q postgres -c "SELECT 1 FROM pg_database WHERE datname = '$db'")" ] &&
+        q postgres -c "ALTER DATABASE $db SET synchronous_commit = $mode"
+    done
+    for c in $concurrencies; do
+      printf '%-6s %3s' "$mode" "$c"
+      ours="" theirs=""
+      for sys in $lat_systems; do
+        read -r p50 p99 behind < <(lat_cell "$sys" "$c")
+        # An enqueuer that fell behind its schedule did not hold the rate.
+        if [ "$p50" != - ] && [ "$(echo "$behind > 100" | bc)" = 1 ]; then say "$sys: the enqueuer fell $behind ms behind"; fi
+        printf ' %15s' "$p50/$p99"
+        [ "$p99" = - ] && continue
+        case $sys in
+          alk | async | alk-node | alk-python)
+            if [ -z "$ours" ] || [ "$(echo "$p99 < $ours" | bc)" = 1 ]; then ours=$p99; fi ;;
+          *) if [ -z "$theirs" ] || [ "$(echo "$p99 < $theirs" | bc)" = 1 ]; then theirs=$p99; fi ;;
+        esac
+      done
+      if [ -n "$ours" ] && [ -n "$theirs" ]; then printf '  %.2fx\n' "$(echo "$ours / $theirs" | bc -l)"; else echo "  -"; fi
+    done
+  done
+fi
+
 for db in bw_alk bw_gw bw_pgboss bw_proc bw_pgq; do
   q postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db"
 done

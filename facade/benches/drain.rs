@@ -9,11 +9,22 @@
 //! ALK_DRAIN_CONCURRENCY=8
 //! ALK_DRAIN_KIND=blocking|blocking-pace|async|async-pace|floor cargo bench
 //! -p alkstore --features sqlx-postgres --bench drain`. Not run by the tests.
+//!
+//! The latency mode of `scripts/bench-workers.sh` (`ALK_BENCH_LATENCY`):
+//! kind `latency` (or `latency-async`) runs the worker with its defaults
+//! until ALK_DRAIN_JOBS jobs started, each one's pickup latency the time
+//! from the `t` in its payload (epoch microseconds, written by the
+//! enqueuer just before its enqueue) to its handler's start, and prints
+//! the p50 and p99 in milliseconds. Kind `enqueue-at` is that enqueuer, for
+//! every system: ALK_DRAIN_SQL (one statement whose `$1` is the `t`, a
+//! bigint) run ALK_DRAIN_JOBS times, ALK_DRAIN_RATE a second, on a
+//! schedule (each at start + k / rate), each in its own transaction.
 
 use alkstore::{AsyncStore, AsyncWorker, Stop, Store, Worker};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn var(k: &str) -> String {
     std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))
@@ -90,21 +101,118 @@ fn asynchronous(url: &str, queue: &str, n: u64, c: usize, pace: bool) -> f64 {
     })
 }
 
+/// Epoch microseconds, as every system's latency probe reads them.
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// The p50 and p99 of latencies in microseconds, in milliseconds.
+fn percentiles(mut us: Vec<i64>) -> String {
+    us.sort_unstable();
+    let at =
+        |p: f64| us[((us.len() as f64 * p).ceil() as usize).clamp(1, us.len()) - 1] as f64 / 1000.0;
+    format!("{:.2} {:.2}", at(0.50), at(0.99))
+}
+
+/// The pickup latency of the job (its payload's `t` to now).
+fn picked(job: &alkstore::Job) -> i64 {
+    now_us() - job.payload["t"].as_i64().expect("a payload with t")
+}
+
+fn latency(url: &str, queue: &str, n: u64, c: usize) -> String {
+    let store: Store = alkstore::open(url).unwrap();
+    let (stop, seen) = (Stop::new(), Mutex::new(Vec::new()));
+    Worker::new(store.queue(queue).unwrap(), "latency")
+        .concurrency(c)
+        .run(&stop, |job| {
+            let us = picked(job);
+            let mut seen = seen.lock().unwrap();
+            seen.push(us);
+            if seen.len() as u64 == n {
+                stop.stop();
+            }
+            Ok(())
+        })
+        .unwrap();
+    percentiles(seen.into_inner().unwrap())
+}
+
+fn latency_async(url: &str, queue: &str, n: u64, c: usize) -> String {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let store = AsyncStore::connect(url).await.unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let finished = Arc::new(tokio::sync::Notify::new());
+        let (s, f) = (seen.clone(), finished.clone());
+        AsyncWorker::new(store.queue(queue).unwrap(), "latency")
+            .concurrency(c)
+            .run(finished.notified(), move |job| {
+                let us = picked(&job);
+                let mut seen = s.lock().unwrap();
+                seen.push(us);
+                if seen.len() as u64 == n {
+                    f.notify_one();
+                }
+                async { Ok::<(), std::io::Error>(()) }
+            })
+            .await
+            .unwrap();
+        let seen = std::mem::take(&mut *seen.lock().unwrap());
+        percentiles(seen)
+    })
+}
+
+/// Runs `sql` n times, `rate` a second, on a schedule; prints how far
+/// behind it the last one was sent (ms), to show the rate held.
+fn enqueue_at(url: &str, sql: &str, n: u64, rate: f64) -> String {
+    let config: postgres::Config = url.parse().unwrap();
+    let mut client = config.connect(postgres::NoTls).unwrap();
+    let st = client
+        .prepare_typed(sql, &[postgres::types::Type::INT8])
+        .unwrap();
+    let start = Instant::now();
+    let mut behind = Duration::ZERO;
+    for k in 0..n {
+        let at = start + Duration::from_secs_f64(k as f64 / rate);
+        match at.checked_duration_since(Instant::now()) {
+            Some(wait) => std::thread::sleep(wait),
+            None => behind = behind.max(at.elapsed()),
+        }
+        client.execute(&st, &[&now_us()]).unwrap();
+    }
+    format!("{:.1}", behind.as_secs_f64() * 1000.0)
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` must not run it.
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let (url, queue) = (var("ALK_DRAIN_URL"), var("ALK_DRAIN_QUEUE"));
+    let url = var("ALK_DRAIN_URL");
     let n: u64 = var("ALK_DRAIN_JOBS").parse().unwrap();
+    if var("ALK_DRAIN_KIND") == "enqueue-at" {
+        let rate: f64 = var("ALK_DRAIN_RATE").parse().unwrap();
+        println!("{}", enqueue_at(&url, &var("ALK_DRAIN_SQL"), n, rate));
+        return;
+    }
+    let queue = var("ALK_DRAIN_QUEUE");
     let c: usize = var("ALK_DRAIN_CONCURRENCY").parse().unwrap();
+    match var("ALK_DRAIN_KIND").as_str() {
+        "latency" => return println!("{}", latency(&url, &queue, n, c)),
+        "latency-async" => return println!("{}", latency_async(&url, &queue, n, c)),
+        _ => {}
+    }
     let rate = match var("ALK_DRAIN_KIND").as_str() {
         "blocking" => blocking(&url, &queue, n, c, false),
         "blocking-pace" => blocking(&url, &queue, n, c, true),
         "async" => asynchronous(&url, &queue, n, c, false),
         "async-pace" => asynchronous(&url, &queue, n, c, true),
         "floor" => floor(&url, &queue, n),
-        other => panic!("ALK_DRAIN_KIND {other}: blocking[-pace], async[-pace] or floor"),
+        other => panic!(
+            "ALK_DRAIN_KIND {other}: blocking[-pace], async[-pace], floor, latency[-async] or enqueue-at"
+        ),
     };
     println!("{rate:.0}");
 }

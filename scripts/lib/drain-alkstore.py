@@ -11,13 +11,25 @@ acks of handlers that return None sent together every 10 ms or 100 jobs
 (tick, sweep, prune) at their defaults.
   <peers>/py-alkstore/bin/python drain-alkstore.py URL JOBS CONCURRENCY [QUEUE]
 (QUEUE: default "work"; the wheel from target/packages/alkstore-*.whl.)
+With ALK_LATENCY=1 (the latency mode): each job's pickup latency, the `t`
+in its payload (epoch µs, the enqueuer's clock on this host) to its
+handler's start; prints the p50 and p99 in ms once JOBS jobs started.
 """
+import math
+import os
 import sys
 import threading
 import time
 
 import alkstore
 import psycopg
+
+
+def percentiles(us: list) -> str:
+    """The p50 and p99 of latencies in µs, in ms."""
+    us.sort()
+    at = lambda p: us[min(max(math.ceil(len(us) * p), 1), len(us)) - 1] / 1000  # noqa: E731
+    return f"{at(0.5):.2f} {at(0.99):.2f}"
 
 
 def main() -> None:
@@ -32,7 +44,12 @@ def main() -> None:
     state = {"done": 0, "end": None}
     errors = []
 
-    def handler(_job):
+    latency = os.environ.get("ALK_LATENCY") == "1"
+    seen = []
+
+    def handler(job):
+        if latency:
+            seen.append(time.time_ns() / 1000 - job["payload"]["t"])
         with lock:
             state["done"] += 1
             if state["done"] == n:
@@ -59,7 +76,7 @@ def main() -> None:
         raise errors[0]
     if state["end"] is None:
         raise SystemExit(f"the workers stopped after {state['done']} of {n} jobs")
-    print(round(n / (state["end"] - start)))
+    print(percentiles(seen) if latency else round(n / (state["end"] - start)))
 
 
 if __name__ == "__main__":

@@ -5,13 +5,17 @@
 // batching its docs describe: a local queue of 500 fetched at once,
 // completions gathered for one tick).
 //   NODE_PATH=<peers>/node_modules node drain-graphile.js URL JOBS CONCURRENCY default|batched
+// With ALK_LATENCY=1: the p50 and p99 pickup latency in ms once JOBS
+// jobs started (scripts/lib/latency.js).
 const { run } = require("graphile-worker");
+const latency = require("./latency.js");
 
 async function main() {
   const [url, jobs, concurrency, mode] = process.argv.slice(2);
   const n = Number(jobs);
   const c = Number(concurrency);
   let done = 0;
+  const seen = [];
   let finish;
   const finished = new Promise((resolve) => (finish = resolve));
   const worker =
@@ -26,13 +30,15 @@ async function main() {
     logger: new (require("graphile-worker").Logger)(() => () => {}),
     preset: { worker },
     taskList: {
-      work: async () => {
+      work: async (payload) => {
+        if (latency.enabled) seen.push(latency.since(payload.t));
         if (++done === n) finish(process.hrtime.bigint());
       },
     },
   });
   const end = await finished;
   await runner.stop();
+  if (latency.enabled) return console.log(latency.percentiles(seen));
   console.log(Math.round(n / (Number(end - start) / 1e9)));
 }
 

@@ -15,8 +15,10 @@
 //   NODE_PATH=<peers>/pg-boss-<version>/node_modules node drain-pgboss.js URL JOBS CONCURRENCY [BATCH]
 // Also, not timed: `... URL 0 0 install` installs its schema (start(), its
 // own migration) and the queue; `... URL JOBS 0 fill` adds JOBS jobs with
-// its bulk insert() (one INSERT … SELECT).
+// its bulk insert() (one INSERT … SELECT). With ALK_LATENCY=1: the p50 and
+// p99 pickup latency in ms once JOBS jobs started (scripts/lib/latency.js).
 const PgBoss = require("pg-boss");
+const latency = require("./latency.js");
 
 const QUEUE = "work";
 
@@ -26,7 +28,13 @@ async function main() {
   const c = Number(concurrency);
   const boss = new PgBoss({ connectionString: url, max: Math.max(10, c + 2) });
   let failure;
-  boss.on("error", (e) => (failure = failure || e));
+  let finish = () => {};
+  // An error pg-boss reports ends the drain at once, with it (it waited
+  // for jobs that would never come before, until the script's timeout).
+  boss.on("error", (e) => {
+    failure = failure || e;
+    finish(process.hrtime.bigint());
+  });
   await boss.start();
   if (mode === "install") {
     await boss.createQueue(QUEUE);
@@ -43,9 +51,11 @@ async function main() {
     throw new Error("JOBS, CONCURRENCY and BATCH: whole numbers above 0");
   }
   let done = 0;
-  let finish;
   const finished = new Promise((resolve) => (finish = resolve));
+  if (failure) finish(process.hrtime.bigint());
+  const seen = [];
   const handler = async (batch) => {
+    if (latency.enabled) for (const job of batch) seen.push(latency.since(job.data.t));
     done += batch.length;
     if (done >= n) finish(process.hrtime.bigint());
   };
@@ -56,7 +66,7 @@ async function main() {
   const end = await finished;
   if (failure) throw failure;
   if (done !== n) throw new Error(`the workers handled ${done} jobs, ${n} were added`);
-  console.log(Math.round(n / (Number(end - start) / 1e9)));
+  console.log(latency.enabled ? latency.percentiles(seen) : Math.round(n / (Number(end - start) / 1e9)));
   // Not timed: its workers stop, waited for, then its pool.
   await boss.stop({ graceful: true, wait: true, timeout: 30000 });
 }
