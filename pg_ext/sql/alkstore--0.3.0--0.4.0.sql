@@ -1658,7 +1658,8 @@ END $$;
 -- partition's primary key until it ends, and an insert of the same key
 -- waits for it: so a probe insert into each partition, undone, with a
 -- lock_timeout of 1 ms fails at once where a writer holds the key (tried
--- again while it fails in any other wait), and then, waiting, conflicts if it committed or goes through if it rolled
+-- again while it fails in any other wait), and then, waiting,
+-- conflicts if it committed or goes through if it rolled
 -- back. (The path of an enqueue naming a gone job: up to three undone
 -- inserts, one per partition that is not empty. Concurrent probes of one
 -- id wait for each other, or one would take the other's probe for a
@@ -1672,9 +1673,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
   lt      text := current_setting('lock_timeout');
   lt_ms   bigint := (SELECT s.setting::bigint FROM pg_settings s WHERE s.name = 'lock_timeout');
-  try_ms  integer := 1;
-  waited_ms bigint := 0;
-  last    boolean := false;
+  try_ms  integer;
+  started timestamptz;
   k       smallint;
   now     timestamptz := clock_timestamp();
   outcome text;
@@ -1697,15 +1697,17 @@ BEGIN
       EXCEPTION WHEN insufficient_privilege THEN
         NULL;
       END;
-      -- Tried with a short lock_timeout until the insert goes through or
+      -- Tried with a 1 ms lock_timeout until the insert goes through or
       -- times out waiting for the key's writer, in the primary key's
       -- uniqueness check: a timeout in another wait (the file's extension
-      -- lock, a table lock queued ahead) says nothing of a writer, and
-      -- waiting on from there would miss one that rolls back meanwhile.
-      -- The tries grow to 100 ms; past the caller's own lock_timeout, the
-      -- last one is made with it.
+      -- lock, a table lock queued ahead) says nothing of a writer, and a
+      -- longer try would wait for the key with a timer of its own, missing
+      -- a writer that rolls back meanwhile. Between tries a pause that
+      -- grows to 100 ms; past the caller's own lock_timeout, its error.
+      started := clock_timestamp();
+      try_ms := 1;
       LOOP
-        PERFORM set_config('lock_timeout', CASE WHEN last THEN lt ELSE try_ms || 'ms' END, true);
+        PERFORM set_config('lock_timeout', '1ms', true);
         BEGIN
           INSERT INTO alkstore.jobs (id, slot, queue, state, payload, priority, attempts, max_attempts,
                                      visibility_timeout_ms, backoff_base_ms, backoff_max_ms, run_at, created_at)
@@ -1714,9 +1716,6 @@ BEGIN
           EXIT;
         EXCEPTION WHEN lock_not_available THEN
           GET STACKED DIAGNOSTICS context = PG_EXCEPTION_CONTEXT;
-          IF last THEN
-            RAISE;
-          END IF;
         END;
         IF context LIKE '%while inserting index tuple%' THEN
           PERFORM set_config('lock_timeout', lt, true);
@@ -1727,9 +1726,12 @@ BEGIN
           outcome := 'rolled back';
           EXIT;
         END IF;
-        waited_ms := 1000 * extract(epoch FROM clock_timestamp() - now);
-        last := lt_ms > 0 AND waited_ms >= lt_ms;
-        try_ms := least(try_ms * 2, 100);
+        IF lt_ms > 0 AND clock_timestamp() - started >= lt_ms * interval '1 millisecond' THEN
+          RAISE EXCEPTION USING ERRCODE = 'lock_not_available',
+            MESSAGE = 'canceling statement due to lock timeout';
+        END IF;
+        PERFORM pg_sleep(try_ms / 1000.0);
+        try_ms := least(try_ms * 2, 10);
       END LOOP;
       -- Undoes the probe, its lock and the setting.
       RAISE EXCEPTION USING ERRCODE = 'ALKPB';
