@@ -557,11 +557,25 @@ impl<DB: AsyncEngine> Slots<DB> {
             .local
             .room(capacity, Duration::ZERO)
             .clamp(1, MAX_CLAIM);
+        // Before the claim, not between it and the push: the jobs it brings
+        // are heartbeated only once pushed.
+        let skew = &mut claiming.1;
+        if skew.due() {
+            let before = host_now_ms();
+            let db = self.queue.store().clock_ms().await;
+            if let Err(e) = &db {
+                tracing::warn!(error = %e, "alkstore: the database's clock could not be read: claims' time left is read against the host's");
+            }
+            skew.record(before, db.ok(), host_now_ms());
+        }
         // The claim itself is never cancelled: a claim dropped half-way
         // would leave jobs claimed by nobody until they expire.
         let jobs = self.queue.claim(&self.me, room as i64).await?;
         if jobs.is_empty() {
-            let nap = self.nap(pacing).await?.unwrap_or(self.poll_every);
+            let nap = self
+                .nap(pacing, claiming.1.ms())
+                .await?
+                .unwrap_or(self.poll_every);
             drop(claiming);
             tokio::select! {
                 _ = woken.changed() => {}
@@ -572,16 +586,7 @@ impl<DB: AsyncEngine> Slots<DB> {
         }
         // A claim in flight when the keeper closed the queue at stop: its
         // jobs go back at once.
-        let skew = &mut claiming.1;
-        if skew.due() {
-            let before = host_now_ms();
-            let db = self.queue.store().clock_ms().await;
-            if let Err(e) = &db {
-                tracing::warn!(error = %e, "alkstore: the database's clock could not be read: claims' time left is read against the host's");
-            }
-            skew.record(before, db.ok(), host_now_ms());
-        }
-        let refused = self.local.push(jobs, self.prefetch_ttl, skew.ms());
+        let refused = self.local.push(jobs, self.prefetch_ttl, claiming.1.ms());
         drop(claiming);
         self.give_back(&refused).await;
         self.fed.notify_waiters();
@@ -658,13 +663,13 @@ impl<DB: AsyncEngine> Slots<DB> {
     }
 
     /// How long until the queue's limits leave room, if they hold claims back.
-    async fn nap(&self, pacing: &mut Pacing) -> Result<Option<Duration>> {
+    async fn nap(&self, pacing: &mut Pacing, skew_ms: i64) -> Result<Option<Duration>> {
         let store = self.queue.store();
         if let Some(call) = pacing.opts_call()? {
             pacing.saw_opts(&store.run(call).await?);
         }
         Ok(match pacing.stats_call()? {
-            Some(call) => Pacing::nap(&store.run(call).await?),
+            Some(call) => Pacing::nap(&store.run(call).await?, skew_ms),
             None => None,
         })
     }

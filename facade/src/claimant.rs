@@ -72,16 +72,19 @@ pub(crate) fn offset_host_clock(ms: i64) {
 #[derive(Debug, Default)]
 pub(crate) struct Skew {
     ms: i64,
-    measured: Option<Instant>,
+    next: Option<Instant>,
 }
 
 impl Skew {
-    /// How often it is measured again, while claims come back with jobs.
+    /// How often it is measured again.
     const EVERY: Duration = Duration::from_secs(60);
+    /// How soon after a reading that failed.
+    const RETRY: Duration = Duration::from_secs(1);
 
-    /// Whether it is time to measure it (never measured, or a minute ago).
+    /// Whether it is time to measure it (never measured, a minute since,
+    /// or a second after a reading that failed).
     pub(crate) fn due(&self) -> bool {
-        self.measured.is_none_or(|at| at.elapsed() >= Self::EVERY)
+        self.next.is_none_or(|at| Instant::now() >= at)
     }
 
     /// Records a reading of the database's clock (`None`: it failed, and
@@ -90,7 +93,14 @@ impl Skew {
         if let Some(db) = db {
             self.ms = db - before / 2 - after / 2;
         }
-        self.measured = Some(Instant::now());
+        self.next = Some(
+            Instant::now()
+                + if db.is_some() {
+                    Self::EVERY
+                } else {
+                    Self::RETRY
+                },
+        );
     }
 
     /// The database's clock minus the host's, in milliseconds.

@@ -425,6 +425,16 @@ impl Worker {
             if room == 0 {
                 continue;
             }
+            // Before the claim, not between it and the push: the jobs it
+            // brings are heartbeated only once pushed.
+            if skew.due() {
+                let before = host_now_ms();
+                let db = self.queue.engine.clock_ms();
+                if let Err(e) = &db {
+                    tracing::warn!(error = %e, "alkstore: the database's clock could not be read: claims' time left is read against the host's");
+                }
+                skew.record(before, db.ok(), host_now_ms());
+            }
             let claimed = {
                 // Debug level: an idle worker claims (and waits) every 200 ms.
                 let span = tracing::debug_span!("alkstore.claim", queue = %self.queue.name(), worker,
@@ -449,17 +459,9 @@ impl Worker {
             };
             outage.over();
             if jobs.is_empty() && self.outbox.is_none() {
-                if let Err(e) = self.pace(&mut pacing, stop) {
+                if let Err(e) = self.pace(&mut pacing, skew.ms(), stop) {
                     wait_out(&mut outage, e, stop)?;
                 }
-            }
-            if !jobs.is_empty() && skew.due() {
-                let before = host_now_ms();
-                let db = self.queue.engine.clock_ms();
-                if let Err(e) = &db {
-                    tracing::warn!(error = %e, "alkstore: the database's clock could not be read: claims' time left is read against the host's");
-                }
-                skew.record(before, db.ok(), host_now_ms());
             }
             // (Closed only after this loop: nothing comes back here.)
             let refused = local.push(jobs, self.prefetch_ttl, skew.ms());
@@ -604,7 +606,7 @@ impl Worker {
 
     /// After a claim that got nothing: on a queue whose limits hold claims
     /// back, sleeps until its `next_slot_at`, a wake-up or stop.
-    fn pace(&self, pacing: &mut Pacing, stop: &Stop) -> Result<()> {
+    fn pace(&self, pacing: &mut Pacing, skew_ms: i64, stop: &Stop) -> Result<()> {
         let engine = &*self.queue.engine;
         if let Some(call) = pacing.opts_call()? {
             pacing.saw_opts(&call.run_on(engine)?);
@@ -612,7 +614,7 @@ impl Worker {
         let Some(call) = pacing.stats_call()? else {
             return Ok(());
         };
-        let Some(nap) = Pacing::nap(&call.run_on(engine)?) else {
+        let Some(nap) = Pacing::nap(&call.run_on(engine)?, skew_ms) else {
             return Ok(());
         };
         tracing::debug!(queue = %self.queue.name(), ?nap, "alkstore: limits hold claims back; napping");

@@ -314,9 +314,11 @@ impl Pacing {
 
     /// How long to nap given the queue's stats: until `next_slot_at` (at
     /// most [`Pacing::MAX_NAP`]), or `None` when a claim could take a job now.
-    pub(crate) fn nap(stats: &serde_json::Value) -> Option<Duration> {
+    /// `skew_ms`: the database's clock minus the host's (`next_slot_at` is
+    /// on the database's).
+    pub(crate) fn nap(stats: &serde_json::Value, skew_ms: i64) -> Option<Duration> {
         let at = alkstore_core::time::parse_rfc3339_ms(stats["next_slot_at"].as_str()?)?;
-        let left = at - alkstore_core::time::now_ms();
+        let left = at - crate::claimant::host_now_ms() - skew_ms;
         (left > 0).then(|| Duration::from_millis(left as u64).min(Self::MAX_NAP))
     }
 }
@@ -363,12 +365,14 @@ mod tests {
             serde_json::json!({"next_slot_at": alkstore_core::time::format_ms(
                 alkstore_core::time::now_ms() + ms)})
         };
-        let nap = Pacing::nap(&at(5_000)).unwrap();
+        let nap = Pacing::nap(&at(5_000), 0).unwrap();
         assert!(nap > Duration::from_millis(4_000) && nap <= Duration::from_millis(5_000));
-        assert_eq!(Pacing::nap(&at(3_600_000)), Some(Pacing::MAX_NAP));
-        assert_eq!(Pacing::nap(&at(-10)), None);
+        assert_eq!(Pacing::nap(&at(3_600_000), 0), Some(Pacing::MAX_NAP));
+        assert_eq!(Pacing::nap(&at(-10), 0), None);
+        // The database's clock 10 s ahead of the host's: that slot is past.
+        assert_eq!(Pacing::nap(&at(5_000), 10_000), None);
         assert_eq!(
-            Pacing::nap(&serde_json::json!({"next_slot_at": null})),
+            Pacing::nap(&serde_json::json!({"next_slot_at": null}), 0),
             None
         );
         let mut p = Pacing::new("q");

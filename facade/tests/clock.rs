@@ -1,7 +1,7 @@
 //! A host whose clock runs behind the database's: the workers read a
 //! claim's time left against the database's clock (contract v1.3 §P's
 //! heartbeats keep a held job claimed), so a job still runs once. Before,
-//! a host two minutes behind read a 1 s claim as 121 s long and sent its
+//! a host two minutes behind read a 2 s claim as 122 s long and sent its
 //! first heartbeat 40 s in, long after the claim lapsed and another worker
 //! took the job. The blocking and the async worker, on every store. (The
 //! offset is this test binary's alone: `alkstore::testing`.)
@@ -25,7 +25,7 @@ fn a_blocking_worker_on_a_host_behind_keeps_its_claim() {
     for target in targets() {
         let store = target.open();
         let q = store.queue(&fresh("clock-behind")).unwrap();
-        q.configure(&QueueOpts::new().visibility_timeout(ms(1000)))
+        q.configure(&QueueOpts::new().visibility_timeout(ms(2000)))
             .unwrap();
         let id = q.enqueue(&EnqueueOpts::new(), &json!(1)).unwrap();
         let stop = Stop::new();
@@ -37,13 +37,18 @@ fn a_blocking_worker_on_a_host_behind_keeps_its_claim() {
                     .run(&stop, |job| {
                         runs.lock().unwrap().push((job.id, job.attempts));
                         started.store(true, Ordering::SeqCst);
-                        std::thread::sleep(ms(3000)); // three visibility timeouts
+                        std::thread::sleep(ms(5000)); // two and a half visibility timeouts
                         stop.stop();
                         Ok(())
                     })
                     .unwrap()
             });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
             while !started.load(Ordering::SeqCst) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the worker never started the job"
+                );
                 std::thread::sleep(ms(10));
             }
             while !stop.is_stopped() {
@@ -69,7 +74,7 @@ async fn an_async_worker_on_a_host_behind_keeps_its_claim_on<DB: AsyncEngine>(
     target: &str,
     store: AsyncStore<DB>,
 ) {
-    let opts = QueueOpts::new().visibility_timeout(ms(1000));
+    let opts = QueueOpts::new().visibility_timeout(ms(2000));
     let name = async_common::queue(&store, "clock-behind-async", opts).await;
     let q = store.queue(&name).unwrap();
     let id = q.enqueue(&EnqueueOpts::new(), &json!(1)).await.unwrap();
@@ -84,7 +89,7 @@ async fn an_async_worker_on_a_host_behind_keeps_its_claim_on<DB: AsyncEngine>(
             async move {
                 runs.lock().unwrap().push((job.id, job.attempts));
                 started.notify_one();
-                tokio::time::sleep(ms(3000)).await; // three visibility timeouts
+                tokio::time::sleep(ms(5000)).await; // two and a half visibility timeouts
                 if let Some(done) = done.lock().unwrap().take() {
                     let _ = done.send(());
                 }
@@ -100,7 +105,9 @@ async fn an_async_worker_on_a_host_behind_keeps_its_claim_on<DB: AsyncEngine>(
         handled
     };
     let thief = async {
-        started.notified().await;
+        tokio::time::timeout(std::time::Duration::from_secs(60), started.notified())
+            .await
+            .expect("the worker never started the job");
         let mut stolen = vec![];
         while !finished.load(Ordering::SeqCst) {
             stolen.extend(q.claim("thief", 1).await.unwrap().into_iter().map(|j| j.id));
