@@ -641,42 +641,61 @@ async function work(db, queue, worker, handler, {
     }
     handled += 1;
     stats.handled += 1;
-    if ('error' in outcome) {
-      const { error: e } = outcome;
-      await settle(job.id, 'retry', async () => {
-        const state = await retry(db, job.id, worker, String(e && e.message ? e.message : e));
-        return state !== null && state !== undefined;
-      });
-    } else if (outcome.result instanceof Snooze) {
-      await settle(job.id, 'snooze', () => release(db, job.id, worker, outcome.result.seconds));
-    } else if ((outcome.result !== undefined && outcome.result !== null) || flushWindowMs === 0) {
-      // A result goes with its own ack (alk_ack_batch keeps none).
-      await settle(job.id, 'ack', () => ack(db, job.id, worker, keepable(outcome.result, job.id)));
-    } else if (keeper.lost.has(job.id)) {
-      await settle(job.id, 'ack', async () => false);
-    } else {
-      keeper.ack(job.id, h);
-      if (keeper.acks.length >= flushMax) await keeper.flush();
+    const conn = db; // what the job is settled on
+    try {
+      if ('error' in outcome) {
+        const { error: e } = outcome;
+        await settle(job.id, 'retry', async () => {
+          const state = await retry(conn, job.id, worker, String(e && e.message ? e.message : e));
+          return state !== null && state !== undefined;
+        });
+      } else if (outcome.result instanceof Snooze) {
+        await settle(job.id, 'snooze', () => release(conn, job.id, worker, outcome.result.seconds));
+      } else if ((outcome.result !== undefined && outcome.result !== null) || flushWindowMs === 0) {
+        // A result goes with its own ack (alk_ack_batch keeps none).
+        await settle(job.id, 'ack', () => ack(conn, job.id, worker, keepable(outcome.result, job.id)));
+      } else if (keeper.lost.has(job.id)) {
+        await settle(job.id, 'ack', async () => false);
+      } else {
+        keeper.ack(job.id, h);
+        if (keeper.acks.length >= flushMax) await keeper.flush();
+      }
+    } catch (e) {
+      // Handled by the loop (a lost connection: connect again; else the
+      // error work() rejects with), unless work() connected again already.
+      if (!failed) failed = { e, conn };
+      else forget(e, conn);
     }
   };
+  // An error settling a job on a connection replaced since (or a second
+  // one): a warning; the job runs again once its claim expires.
+  const forget = (e, conn) => process.emitWarning(`alkstore: work() could not settle a job (${e.message})`
+    + `${pg && conn !== db ? ' on the connection it lost' : ''}; it runs again once its claim expires`);
   const start = (next) => {
-    const p = runJob(next)
-      .catch((e) => { failed = failed || e; })
-      .finally(() => {
-        inflight.delete(p);
-        nudge();
-      });
+    const p = runJob(next).finally(() => {
+      inflight.delete(p);
+      nudge();
+    });
     inflight.add(p);
+  };
+  // The error of a handler's settle call, for the loop to handle; null
+  // when none, or when it came from a connection replaced since.
+  const takeFailed = () => {
+    const f = failed;
+    failed = null;
+    if (!f) return null;
+    if (pg && f.conn !== db) {
+      forget(f.e, f.conn);
+      return null;
+    }
+    return f.e;
   };
   let pause = 0;
   try {
     while (!aborted()) {
       try {
-        if (failed) {
-          const e = failed;
-          failed = null;
-          throw e;
-        }
+        const e = takeFailed();
+        if (e) throw e;
         if (pause) {
           const fresh = new db.constructor(db.connectionParameters);
           fresh.on('error', swallow);
@@ -688,7 +707,9 @@ async function work(db, queue, worker, handler, {
           stats.reconnects = (stats.reconnects || 0) + 1;
           pause = 0;
         }
-        await chores();
+        // One handler at a time may open a transaction on your connection:
+        // no chore goes in it (above 1, handlers share it: see above).
+        if (concurrency > 1 || !inflight.size) await chores();
         if (!keeper.prefetched.length && inflight.size < concurrency && !aborted()) {
           const room = Math.min(Math.max(prefetch, concurrency - inflight.size), 1000);
           for (const [job, left] of await claimHeld(db, queue, worker, room)) keeper.add(job, left, prefetchTtlMs);
@@ -746,6 +767,9 @@ async function work(db, queue, worker, handler, {
     // A client work() made keeps the process alive until it ends.
     if (pg && db !== given) await db.end().catch(() => {});
   }
+  // A settle call that failed as the handlers in flight finished at stop.
+  const e = takeFailed();
+  if (e) throw e;
   return handled;
 }
 
