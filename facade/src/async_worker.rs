@@ -555,7 +555,7 @@ impl<DB: AsyncEngine> Slots<DB> {
             .capacity(self.concurrency, claiming.0.prefetch(&self.local));
         let room = self
             .local
-            .room(capacity, Duration::ZERO)
+            .room(capacity, 1, Duration::ZERO)
             .clamp(1, MAX_CLAIM);
         // Before the claim, not between it and the push: the jobs it brings
         // are heartbeated only once pushed.

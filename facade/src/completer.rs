@@ -36,6 +36,8 @@ struct Pending {
     ids: Vec<i64>,
     /// When the oldest waiting ack came.
     since: Option<Instant>,
+    /// The flush window's `max_jobs` (0 until [`Completer::run`] starts).
+    max_jobs: usize,
     closed: bool,
 }
 
@@ -55,9 +57,16 @@ impl Completer {
     pub(crate) fn add(&self, id: i64) {
         let mut pending = self.lock();
         pending.ids.push(id);
+        // Woken only where its wait changes: the first ack starts the window
+        // (it waits up to 100 ms without one), and a full batch ends it. (A
+        // wake-up at every ack cost a thread switch a job.)
+        let first = pending.since.is_none();
         pending.since.get_or_insert_with(Instant::now);
+        let full = pending.ids.len() >= pending.max_jobs;
         drop(pending);
-        self.changed.notify_all();
+        if first || full {
+            self.changed.notify_all();
+        }
     }
 
     /// Flushes nothing more after what waits now: [`run`](Self::run)
@@ -71,6 +80,7 @@ impl Completer {
     /// to `flush`, which acks it (and rides out an outage itself).
     pub(crate) fn run(&self, window: FlushWindow, flush: impl Fn(Vec<i64>)) {
         let mut pending = self.lock();
+        pending.max_jobs = window.max_jobs;
         loop {
             let due = match pending.since {
                 _ if pending.ids.len() >= window.max_jobs => true,

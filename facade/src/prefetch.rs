@@ -52,6 +52,18 @@ struct State {
     /// jobs given back are for idle workers elsewhere, not to be claimed
     /// again here at once.
     prefetch_paused_until: Option<Instant>,
+    /// What the claimer waits for in [`LocalQueue::room`]: its capacity and
+    /// batch (a handler done wakes it only when that many fit).
+    claimer_waits: Option<(usize, usize)>,
+}
+
+impl State {
+    /// Whether the claimer, waiting for room for `batch` of `capacity`
+    /// jobs, may go on: that much room, or any room once no job waits.
+    fn room_for(&self, capacity: usize, batch: usize) -> bool {
+        let free = capacity.saturating_sub(self.waiting.len() + self.running);
+        free >= batch.max(1) || (free > 0 && self.waiting.is_empty())
+    }
 }
 
 /// The local queue shared by a worker's claimer, keeper and handlers.
@@ -81,15 +93,21 @@ impl LocalQueue {
     }
 
     /// How many more jobs fit beside those waiting and running, when at
-    /// most `capacity` may be held; waits up to `timeout` for room.
-    pub(crate) fn room(&self, capacity: usize, timeout: Duration) -> usize {
-        let free = |s: &State| capacity.saturating_sub(s.waiting.len() + s.running);
-        let state = self.lock();
-        let (state, _) = self
+    /// most `capacity` may be held; waits up to `timeout` for room for
+    /// `batch` jobs, or for any room once no job waits (a handler is about
+    /// to go idle). (Claiming as soon as one job's room freed, a claimer
+    /// kept up with its handlers one job a claim: a claim's cost a job.)
+    pub(crate) fn room(&self, capacity: usize, batch: usize, timeout: Duration) -> usize {
+        let mut state = self.lock();
+        state.claimer_waits = Some((capacity, batch));
+        let (mut state, _) = self
             .changed
-            .wait_timeout_while(state, timeout, |s| free(s) == 0 && !s.closed)
+            .wait_timeout_while(state, timeout, |s| {
+                !s.closed && !s.room_for(capacity, batch)
+            })
             .unwrap_or_else(|e| e.into_inner());
-        free(&state)
+        state.claimer_waits = None;
+        capacity.saturating_sub(state.waiting.len() + state.running)
     }
 
     /// Adds claimed jobs (but those already held here). Each is given back
@@ -191,8 +209,15 @@ impl LocalQueue {
         state.running -= 1;
         state.finished += 1;
         state.held.remove(&id);
+        // Only the claimer waits for this, and only for enough room (a
+        // wake-up at every job cost a thread switch a job).
+        let wake = state
+            .claimer_waits
+            .is_some_and(|(capacity, batch)| state.room_for(capacity, batch));
         drop(state);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
     }
 
     /// Removes the waiting jobs whose time to live is up, to give back,

@@ -417,10 +417,12 @@ impl Worker {
                 wait_out(&mut outage, e, stop)?;
                 continue;
             }
-            let capacity = local.capacity(self.concurrency, sizer.prefetch(local));
-            // alk_claim takes at most MAX_BATCH jobs a call.
+            let prefetch = sizer.prefetch(local);
+            let capacity = local.capacity(self.concurrency, prefetch);
+            // Refilled half a prefetch at a time while jobs wait; alk_claim
+            // takes at most MAX_BATCH jobs a call.
             let room = local
-                .room(capacity, Duration::from_millis(200))
+                .room(capacity, (prefetch / 2).max(1), Duration::from_millis(200))
                 .min(MAX_CLAIM);
             if room == 0 {
                 continue;
