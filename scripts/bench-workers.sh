@@ -15,6 +15,12 @@
 #   floor        one thread: alk_claim 32 + alk_ack_batch (the SQL the workers are measured against)
 #   gw           graphile-worker 0.18.0's run(), its defaults
 #   gw batched   the same with the batching its docs describe (localQueue 500, completeJobBatchDelay 0)
+# A third, SQLite ("sqlite" in ALK_BENCH_SYSTEMS): alkstore's blocking
+# Worker (its defaults, and prefetch_by_pace) on a file against the loop a
+# user would write by hand on a plain table (claim 32 in one UPDATE …
+# RETURNING, delete them in one transaction; facade/benches/drain.rs
+# sqlite-hand), both with WAL and synchronous NORMAL; the floor, one
+# thread calling alk_claim 32 + alk_ack_batch; best/hand, floor/hand.
 # Then a second table, the Python and Node workers the same way (one
 # process each; each drain script's header says what it measures and with
 # which settings):
@@ -41,10 +47,11 @@
 # directory ($ALK_PEERS_DIR). Not part of CI. docs/benchmarks.md, "Workers
 # against the peers' workers".
 #   scripts/bench-workers.sh   (ALK_BENCH_CONCURRENCY="8 32" ALK_BENCH_MODES=off to narrow it)
-# ALK_BENCH_SYSTEMS (default "rust node python") narrows the systems: rust
-# (the first table, whole), node (alk-node pg-boss), python (alk-python
-# procrastinate pgqueuer), or those names one by one; a table none of whose
-# systems is named is not run (without rust, no cargo build). Also
+# ALK_BENCH_SYSTEMS (default "rust node python sqlite") narrows the systems:
+# rust (the first table, whole), node (alk-node pg-boss), python (alk-python
+# procrastinate pgqueuer), or those names one by one, sqlite (the third
+# table); a table none of whose systems is named is not run (without rust
+# or sqlite, no cargo build). Also
 # ALK_BENCH_PACKAGES: another directory to take alkstore's wheel and tarball
 # from, used as it is; ALK_BENCH_PYTHON: the Python of the virtual
 # environments (default python3); ALK_BENCH_TIMEOUT: seconds a drain of the
@@ -70,6 +77,8 @@ host=${PGHOST:-/var/run/postgresql}
 user=${PGUSER:-$(id -un)}
 python=${ALK_BENCH_PYTHON:-python3}
 latency=${ALK_BENCH_LATENCY:-} seconds=${ALK_BENCH_SECONDS:-10}
+[[ -z $latency || ($latency =~ ^[1-9][0-9]*$ && $seconds =~ ^[1-9][0-9]*$) ]] ||
+  { echo "bench-workers.sh: ALK_BENCH_LATENCY and ALK_BENCH_SECONDS: whole numbers above 0" >&2; exit 2; }
 pgboss_version=10.4.2 procrastinate_version=3.10.0 pgqueuer_version=1.6.0
 psycopg_pin="psycopg[binary]==3.3.9" asyncpg_pin="asyncpg==0.32.0"
 # (a host name before the socket directory: sqlx refuses an empty one)
@@ -80,13 +89,14 @@ say() { echo "bench-workers.sh: $*" >&2; }
 # The systems of this run: the first table ("rust") and those of the second.
 second_all="alk-node pg-boss alk-python procrastinate pgqueuer"
 named=""
-for word in ${ALK_BENCH_SYSTEMS:-rust node python}; do
+for word in ${ALK_BENCH_SYSTEMS:-rust node python sqlite}; do
   case $word in
     rust) named="$named rust" ;;
+    sqlite) named="$named sqlite" ;;
     node) named="$named alk-node pg-boss" ;;
     python) named="$named alk-python procrastinate pgqueuer" ;;
     alk-node | pg-boss | alk-python | procrastinate | pgqueuer) named="$named $word" ;;
-    *) say "ALK_BENCH_SYSTEMS: no system '$word' (rust, node, python, $second_all)"; exit 2 ;;
+    *) say "ALK_BENCH_SYSTEMS: no system '$word' (rust, node, python, sqlite, $second_all)"; exit 2 ;;
   esac
 done
 want() { [[ " $named " == *" $1 "* ]]; }
@@ -329,6 +339,34 @@ if [ -n "${second// /}" ] && [ -z "$latency" ]; then
     done
   done
 fi
+# The third table: SQLite, the blocking Worker against the loop a user
+# would write by hand on a plain table (drain.rs, kinds sqlite,
+# sqlite-pace, sqlite-hand), each on a fresh file in a scratch directory.
+if want sqlite && [ -z "$latency" ]; then
+  build_drain
+  scratch=$(mktemp -d)
+  sq() { # kind concurrency -> jobs/s
+    ALK_DRAIN_URL=$scratch ALK_DRAIN_JOBS=$jobs ALK_DRAIN_CONCURRENCY=$2 ALK_DRAIN_KIND=$1 "$drain" --bench | tail -1
+    rm -f "$scratch"/*
+  }
+  echo
+  echo "SQLite: $jobs no-op jobs per run, jobs/s, median of $rounds; $(nproc) cores"
+  printf '%3s  %9s %9s %9s %9s  %8s %10s\n' c alk "alk pace" floor hand best/hand floor/hand
+  for c in $concurrencies; do
+    a="" ap="" f="" h=""
+    for _ in $(seq "$rounds"); do
+      a="$a $(sq sqlite "$c")"
+      ap="$ap $(sq sqlite-pace "$c")"
+      f="$f $(sq sqlite-floor 1)"
+      h="$h $(sq sqlite-hand "$c")"
+    done
+    a=$(echo "$a" | median); ap=$(echo "$ap" | median); f=$(echo "$f" | median); h=$(echo "$h" | median)
+    printf '%3s  %9s %9s %9s %9s  %7.2fx %9.2fx\n' "$c" "$a" "$ap" "$f" "$h" \
+      "$(echo "$((a > ap ? a : ap)) / $h" | bc -l)" "$(echo "$f / $h" | bc -l)"
+  done
+  rm -rf "$scratch"
+fi
+
 # The latency mode: each system's worker waits for jobs that one enqueuer
 # (drain.rs, kind enqueue-at: one statement per job, each its own
 # transaction, the same for every system) adds at a fixed rate.
@@ -362,13 +400,24 @@ if [ -n "$latency" ]; then
         consumer=(env ALK_LATENCY=1 "NODE_PATH=$dir/pg-boss-$pgboss_version/node_modules" node
           scripts/lib/drain-pgboss.js "$(url bw_pgboss)" "$n" "$2") ;;
     esac
+    # Jobs a failed cell left (graphile-worker's and pg-boss's queue is
+    # always "work") would reach this one's worker with an old t.
+    case $db in
+      bw_gw) q bw_gw -c "DELETE FROM graphile_worker._private_jobs" ;;
+      bw_pgboss) q bw_pgboss -c "DELETE FROM pgboss.job WHERE name = 'work'" ;;
+    esac
     out=$(mktemp)
     timeout "$((seconds + 120))" "${consumer[@]}" > "$out" &
     pid=$!
     sleep 5 # its start: connections, LISTEN, its first look for work
-    ALK_DRAIN_URL=$(url $db) ALK_DRAIN_SQL=$sql ALK_DRAIN_JOBS=$n ALK_DRAIN_RATE=$latency \
-      ALK_DRAIN_KIND=enqueue-at "$drain" --bench > "$out.behind"
-    if wait "$pid"; then echo "$(tail -1 "$out") $(cat "$out.behind")"; else echo "- - -"; fi
+    if ALK_DRAIN_URL=$(url $db) ALK_DRAIN_SQL=$sql ALK_DRAIN_JOBS=$n ALK_DRAIN_RATE=$latency \
+      ALK_DRAIN_KIND=enqueue-at "$drain" --bench > "$out.behind" && wait "$pid"; then
+      echo "$(tail -1 "$out") $(cat "$out.behind")"
+    else
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      echo "- - -"
+    fi
     rm -f "$out" "$out.behind"
   }
   echo "Pickup latency: $latency jobs/s for $seconds s, each job its own enqueue; p50/p99 in ms (enqueue sent to handler start); $(nproc) cores"
