@@ -133,10 +133,10 @@ fn payloads(from: u64, count: u64) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// SQLite: alkstore's blocking Worker on a fresh file in `dir`, after n
-/// jobs were enqueued (a batch of 1,000 a call, not timed).
-fn sqlite_worker(dir: &str, n: u64, c: usize, pace: bool) -> f64 {
-    let store: Store = alkstore::SqliteStore::open(sqlite_file(dir, "alk"))
+/// A store on a fresh SQLite file in `dir` whose queue "work" holds n
+/// no-op jobs (enqueued a batch of 1,000 a call).
+fn sqlite_filled(dir: &str, what: &str, n: u64) -> Store {
+    let store: Store = alkstore::SqliteStore::open(sqlite_file(dir, what))
         .unwrap()
         .into();
     let queue = store.queue("work").unwrap();
@@ -146,24 +146,20 @@ fn sqlite_worker(dir: &str, n: u64, c: usize, pace: bool) -> f64 {
             .enqueue_batch(&alkstore::EnqueueOpts::new(), &jobs)
             .unwrap();
     }
-    blocking_on(store, "work", n, c, pace)
+    store
+}
+
+/// SQLite: alkstore's blocking Worker on a fresh file in `dir`, after n
+/// jobs were enqueued (not timed).
+fn sqlite_worker(dir: &str, n: u64, c: usize, pace: bool) -> f64 {
+    blocking_on(sqlite_filled(dir, "alk", n), "work", n, c, pace)
 }
 
 /// SQLite: the SQL alone, as `floor` on PostgreSQL: one thread claiming 32
 /// and acking them with one `alk_ack_batch`, on a fresh file after n jobs
 /// were enqueued (not timed).
 fn sqlite_floor(dir: &str, n: u64) -> f64 {
-    let store: Store = alkstore::SqliteStore::open(sqlite_file(dir, "floor"))
-        .unwrap()
-        .into();
-    let queue = store.queue("work").unwrap();
-    for from in (0..n).step_by(1000) {
-        let jobs = payloads(from, 1000.min(n - from));
-        queue
-            .enqueue_batch(&alkstore::EnqueueOpts::new(), &jobs)
-            .unwrap();
-    }
-    drop(queue);
+    let store = sqlite_filled(dir, "floor", n);
     let start = Instant::now();
     let left = drain_floor(&store, "work", n);
     assert_eq!(left, 0);
