@@ -196,6 +196,15 @@ impl LocalQueue {
                 continue;
             }
             state.running += 1;
+            // The last waiting job taken: a claimer waiting for more room
+            // than there is may go on now (handlers would idle otherwise).
+            if state.waiting.is_empty()
+                && state
+                    .claimer_waits
+                    .is_some_and(|(capacity, batch)| state.room_for(capacity, batch))
+            {
+                self.changed.notify_all();
+            }
             let left = w.claim_until - now;
             let every = (w.lease / 3).min(left / 2).max(MIN_BEAT);
             return Some((w.job, every));

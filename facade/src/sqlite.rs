@@ -1,6 +1,6 @@
 //! The SQLite engine: rusqlite (bundled SQLite) with the `alk_*` functions
 //! registered in-process (no shared library to ship), WAL, `BEGIN
-//! IMMEDIATE` transactions and a busy timeout. Wake-ups come from one
+//! IMMEDIATE` transactions and a busy handler (30 s). Wake-ups come from one
 //! watcher per store that polls `PRAGMA data_version` (it changes on every
 //! commit by any connection of any process) and wakes all waiters.
 
@@ -25,19 +25,24 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// heartbeats, each on a connection of its own) take turns with locks held
 /// for tens of microseconds, so each turn cost a millisecond or more (the
 /// blocking Worker on SQLite drained a third of its SQL's pace). This one
-/// yields 20 times, then looks every 50 µs for 1,000 looks, then every
-/// millisecond, and gives up ("database is locked") once about
-/// [`BUSY_TIMEOUT`] has passed (the sleeps last at least that long).
+/// yields 20 times, then looks every 50 µs for 1,000 looks (about 50 ms),
+/// every millisecond for 200 more, then every 10 ms (a lock held that long
+/// is a long transaction: no need to look a thousand times a second), and
+/// gives up ("database is locked") once about [`BUSY_TIMEOUT`] has passed
+/// (the sleeps last at least that long).
 fn busy(tries: i32) -> bool {
     const YIELDS: i32 = 20;
     const SHORT: i32 = 1000;
+    const MEDIUM: i32 = 200;
+    // What the first three steps sleep, at most, in ms.
+    const FIRST_MS: u128 = SHORT as u128 * 50 / 1000 + MEDIUM as u128;
+    let long_tries = (BUSY_TIMEOUT.as_millis().saturating_sub(FIRST_MS) / 10) as i32;
     match tries {
         t if t < YIELDS => std::thread::yield_now(),
         t if t < YIELDS + SHORT => std::thread::sleep(Duration::from_micros(50)),
-        t if (t - YIELDS - SHORT) as u128 * 1000
-            < BUSY_TIMEOUT.as_micros() - SHORT as u128 * 50 =>
-        {
-            std::thread::sleep(Duration::from_millis(1))
+        t if t < YIELDS + SHORT + MEDIUM => std::thread::sleep(Duration::from_millis(1)),
+        t if t < YIELDS + SHORT + MEDIUM + long_tries => {
+            std::thread::sleep(Duration::from_millis(10))
         }
         _ => return false,
     }
@@ -92,7 +97,7 @@ impl r2d2::ManageConnection for Manager {
     }
 }
 
-/// Opens a connection the way alkstore uses it: WAL, busy timeout,
+/// Opens a connection the way alkstore uses it: WAL, the busy handler,
 /// functions registered.
 pub fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open(path)?;

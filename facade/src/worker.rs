@@ -161,8 +161,9 @@ impl Worker {
 
     /// How often the worker deletes what outlived its retention
     /// (contract v1.1 §C5: completed and dead jobs, idempotency keys, old
-    /// notifications), in batches of 1000 rows, between claims. Default
-    /// [`DEFAULT_PRUNE_EVERY`], the first time at start; `None`: never (prune
+    /// notifications), in batches of 1000 rows, on the worker's chores
+    /// thread. Default [`DEFAULT_PRUNE_EVERY`], the first time at start;
+    /// `None`: never (prune
     /// elsewhere, e.g. from pg_cron).
     /// At least [`MIN_CHORE_EVERY`](crate::MIN_CHORE_EVERY): a shorter
     /// interval, zero included, is that.
@@ -334,6 +335,8 @@ impl Worker {
                 })
                 .collect();
             let chores = s.spawn(|| {
+                // A panic here ends the rest too, as one on the claimer's.
+                let _on_panic = OnPanic(&local, &completer, &failed);
                 let done = self.chore_loop(stop, &failed);
                 if done.is_err() {
                     failed.stop();
@@ -369,18 +372,6 @@ impl Worker {
         local: &LocalQueue,
         completer: &Completer,
     ) -> Result<()> {
-        // If the claimer panics, the handlers, the keeper and the completer
-        // end too (the scope would wait for them for ever).
-        struct OnPanic<'a>(&'a LocalQueue, &'a Completer, &'a Stop);
-        impl Drop for OnPanic<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.2.stop();
-                    let _ = self.0.close();
-                    self.1.close();
-                }
-            }
-        }
         let _on_panic = OnPanic(local, completer, failed);
         let result = self.claim_loop(worker, stop, failed, local);
         self.give_back(&local.close(), worker);
@@ -414,12 +405,13 @@ impl Worker {
         let mut pacing = Pacing::new(self.queue.name());
         let mut skew = Skew::default();
         while !stop.is_stopped() && !failed.is_stopped() {
-            let prefetch = sizer.prefetch(local);
-            let capacity = local.capacity(self.concurrency, prefetch);
-            // Refilled half a prefetch at a time while jobs wait; alk_claim
-            // takes at most MAX_BATCH jobs a call.
+            let capacity = local.capacity(self.concurrency, sizer.prefetch(local));
+            // Refilled half a prefetch at a time while jobs wait (while the
+            // prefetch is paused, a job at a time); alk_claim takes at most
+            // MAX_BATCH jobs a call.
+            let batch = (capacity.saturating_sub(self.concurrency) / 2).max(1);
             let room = local
-                .room(capacity, (prefetch / 2).max(1), Duration::from_millis(200))
+                .room(capacity, batch, Duration::from_millis(200))
                 .min(MAX_CLAIM);
             if room == 0 {
                 continue;
@@ -634,8 +626,6 @@ impl Worker {
         Ok(())
     }
 
-    /// Ticks schedules and prunes when each is due; prunes in bounded
-    /// batches until nothing is left or stop is raised.
     /// The chores, each when due, on a thread of their own until stop (or
     /// a failure): on the claimer's thread, a sweep or a prune held up the
     /// claims behind it (at 500 jobs a second with commits not waiting,
@@ -648,6 +638,9 @@ impl Worker {
             self.sweep_every
                 .map(|every| (every, self.queue.name().to_string())),
         );
+        if chores.none() {
+            return Ok(()); // an outbox's delivery loop, say
+        }
         let mut outage = Outage::default();
         while !stop.is_stopped() && !failed.is_stopped() {
             match self.chores(&mut chores, stop) {
@@ -659,6 +652,8 @@ impl Worker {
         Ok(())
     }
 
+    /// Ticks schedules, sweeps and prunes when each is due; prunes in
+    /// bounded batches until nothing is left or stop is raised.
     fn chores(&self, chores: &mut Chores, stop: &Stop) -> Result<()> {
         let engine = &*self.queue.engine;
         for chore in chores.due() {
@@ -702,11 +697,25 @@ enum Settle {
     Done,
 }
 
-/// Waits out a database outage ([`Outage::pause_after`]) in steps of 10 ms,
-/// so that a stop is seen at once; errors a wait cannot cure end the run.
 /// How often the chores thread looks at what is due (and at stop).
 const CHORE_NAP: Duration = Duration::from_millis(20);
 
+/// If the claimer or the chores thread panics, the handlers, the keeper and
+/// the completer end too (the scope would wait for them for ever).
+struct OnPanic<'a>(&'a LocalQueue, &'a Completer, &'a Stop);
+
+impl Drop for OnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.2.stop();
+            let _ = self.0.close();
+            self.1.close();
+        }
+    }
+}
+
+/// Waits out a database outage ([`Outage::pause_after`]) in steps of 10 ms,
+/// so that a stop is seen at once; errors a wait cannot cure end the run.
 fn wait_out(outage: &mut Outage, e: crate::Error, stop: &Stop) -> Result<()> {
     let until = std::time::Instant::now() + outage.pause_after(e)?;
     while std::time::Instant::now() < until && !stop.is_stopped() {

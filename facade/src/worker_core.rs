@@ -220,6 +220,11 @@ impl Chores {
         }
     }
 
+    /// Whether no chore is ever due (every one turned off).
+    pub(crate) fn none(&self) -> bool {
+        self.tick_every.is_none() && self.prune_every.is_none() && self.sweep.is_none()
+    }
+
     /// The chores due now, each marked done as it is handed out.
     pub(crate) fn due(&mut self) -> Vec<Chore> {
         let now = Instant::now();
