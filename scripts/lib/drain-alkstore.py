@@ -1,10 +1,10 @@
 """One cell of scripts/bench-workers.sh: alkstore's Python worker
 (packages/python: alkstore.work(), a no-op handler) drains the jobs the
 script added to QUEUE, and prints the jobs/s from the workers' start to the
-last handler's return. work() runs its handlers one at a time, so
-concurrency C is C threads in this process, each running work() on a
-psycopg connection of its own (autocommit=True, opened before the clock
-starts, as an application hands them over), named drain-0 … drain-(C-1).
+last handler's return. Concurrency C is one work() with concurrency=C (C
+handler threads fed by its one claim loop) on one psycopg connection
+(autocommit=True, opened before the clock starts, as an application hands
+it over), worker name "drain".
 Settings: prefetch=32 (each claim takes up to 32 jobs; the default is 1),
 acks of handlers that return None sent together every 10 ms or 100 jobs
 (flush_window=0.01, flush_max=100: the defaults, spelled out); chores
@@ -38,7 +38,7 @@ def main() -> None:
     n, c = int(jobs), int(concurrency)
     if n < 1 or c < 1:
         raise SystemExit("JOBS and CONCURRENCY: whole numbers above 0")
-    conns = [psycopg.connect(url, autocommit=True) for _ in range(c)]
+    conn = psycopg.connect(url, autocommit=True)
     stop = threading.Event()
     lock = threading.Lock()
     state = {"done": 0, "end": None}
@@ -56,26 +56,17 @@ def main() -> None:
                 state["end"] = time.perf_counter()
                 stop.set()
 
-    def run(i: int) -> None:
-        try:
-            alkstore.work(conns[i], queue, f"drain-{i}", handler, stop=stop,
-                          prefetch=32, flush_window=0.01, flush_max=100)
-        except BaseException as e:  # noqa: BLE001 — reported below
-            errors.append(e)
-            stop.set()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(c)]
     start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for conn in conns:
-        conn.close()
+    try:
+        alkstore.work(conn, queue, "drain", handler, stop=stop, concurrency=c,
+                      prefetch=32, flush_window=0.01, flush_max=100)
+    except BaseException as e:  # noqa: BLE001 — reported below
+        errors.append(e)
+    conn.close()
     if errors:
         raise errors[0]
     if state["end"] is None:
-        raise SystemExit(f"the workers stopped after {state['done']} of {n} jobs")
+        raise SystemExit(f"the worker stopped after {state['done']} of {n} jobs")
     print(percentiles(seen) if latency else round(n / (state["end"] - start)))
 
 

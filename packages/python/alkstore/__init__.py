@@ -369,6 +369,10 @@ class _Keeper:
         with self.cond:
             return bool(self.prefetched)
 
+    def prefetched_count(self) -> int:
+        with self.cond:
+            return len(self.prefetched)
+
     def next(self) -> Optional[tuple]:
         """The next prefetched (job, hold) to start, or None. A job whose
         claim went (a beat found it gone, or no beat got through while it
@@ -398,7 +402,10 @@ class _Keeper:
             if not self.acks:
                 self.first_ack_at = time.monotonic()
             self.acks.append((job_id, hold))
-            self.cond.notify_all()
+            # The keeper wakes for the window's first ack (its flush is then
+            # due) and for a full batch, not for every ack between.
+            if len(self.acks) == 1 or len(self.acks) == self.flush_max:
+                self.cond.notify_all()
 
     def flush_soon(self) -> None:
         """The acks waiting go now (the worker is about to wait for work)."""
@@ -609,21 +616,137 @@ class _Chores:
                               "it runs again when next due", RuntimeWarning, stacklevel=2)
 
 
+class _Handlers:
+    """Handlers on threads of their own, up to work()'s ``concurrency`` at
+    once (above 1). Each thread takes the next prefetched job from the
+    keeper as soon as it is free, so they go on while the worker's loop
+    claims; a job that returned None goes to the keeper's batch of acks from
+    there, and the rest (a retry, a snooze, a result, a claim found lost)
+    to the worker's loop, which settles it on its connection: no handler
+    thread touches that connection (an SQLite connection cannot cross
+    threads; on PostgreSQL its LISTEN wait holds it). The loop is woken
+    only when it has something to do: few jobs left prefetched, a job to
+    settle, the last handler done at stop."""
+
+    def __init__(self, handler: Callable[[Job], Any], n: int, keeper: "_Keeper",
+                 batched: bool, stats: Dict[str, int], stop: threading.Event) -> None:
+        self.handler, self.keeper, self.batched, self.stats = handler, keeper, batched, stats
+        self.stop, self.low = stop, n // 2
+        self.lock = threading.Lock()
+        self.for_jobs = threading.Condition(self.lock)  # free threads wait here
+        self.for_loop = threading.Condition(self.lock)  # the worker's loop waits here
+        self.added = 0                # bumped by each kick: a free thread looks again
+        self.turn = 0                 # bumped by what the loop must see
+        self.done: List[tuple] = []   # (job, hold, result, error) for the loop to settle
+        self.busy = 0                 # running a handler, or its job waiting in done
+        self.handled = 0
+        self.closing = False
+        self.threads = [threading.Thread(target=self._run, name=f"alkstore-handler-{i}", daemon=True)
+                        for i in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def kick(self, n: int) -> None:
+        """``n`` jobs were added to the keeper: as many free threads look."""
+        with self.lock:
+            self.added += 1
+            self.for_jobs.notify(n)
+
+    def take_done(self) -> Optional[tuple]:
+        """A finished job for the loop to settle, or None (it counts as
+        busy until ``settled``)."""
+        with self.lock:
+            return self.done.pop(0) if self.done else None
+
+    def settled(self) -> None:
+        with self.lock:
+            self.busy -= 1
+
+    def wait(self, turn: int, timeout: float) -> None:
+        """Until something for the loop happened since ``turn`` (at most
+        ``timeout`` seconds)."""
+        with self.lock:
+            if self.turn == turn and not self.done:
+                self.for_loop.wait(timeout)
+
+    def has_done(self) -> bool:
+        with self.lock:
+            return bool(self.done)
+
+    def close(self) -> None:
+        """No job starts any more; the handlers running finish."""
+        with self.lock:
+            self.closing = True
+            self.for_jobs.notify_all()
+        for t in self.threads:
+            t.join()
+
+    def _wake_loop(self) -> None:
+        # Under the lock.
+        self.turn += 1
+        self.for_loop.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                if self.closing:
+                    return
+                added = self.added
+            # Stopping: nothing new starts (the loop gives back the rest).
+            held = None if self.stop.is_set() else self.keeper.next()
+            if held is None:
+                with self.lock:
+                    # Wait for the next claim (a kick since the look above is
+                    # not missed).
+                    if self.added == added and not self.closing:
+                        self.for_jobs.wait(0.1 if self.stop.is_set() else None)
+                continue
+            job, hold = held
+            with self.lock:
+                self.busy += 1
+                if len(self.keeper.prefetched) <= self.low:
+                    self._wake_loop()  # time for the next claim
+            try:
+                result, error = self.handler(job), None
+            except BaseException as e:  # noqa: BLE001 — settled (or raised) by the worker's loop
+                result, error = None, e
+            plain = (error is None and result is None and self.batched
+                     and job["id"] not in self.keeper.lost)
+            if plain:
+                self.keeper.ack(job["id"], hold)
+            with self.lock:
+                if plain:
+                    self.busy -= 1
+                    self.handled += 1
+                    self.stats["handled"] += 1
+                    if self.stop.is_set() and not self.busy:
+                        self._wake_loop()
+                else:
+                    self.done.append((job, hold, result, error))
+                    self._wake_loop()
+
+
 def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
          stop: Optional[threading.Event] = None, idle_timeout: float = 5.0,
          tick_every: Optional[float] = 5.0, sweep_every: Optional[float] = 1.0,
          prune_every: Optional[float] = 60.0, stats: Optional[Dict[str, int]] = None,
          prefetch: int = 1, flush_window: float = 0.01, flush_max: int = 100,
-         prefetch_ttl: Optional[float] = None) -> int:
+         prefetch_ttl: Optional[float] = None, concurrency: int = 1) -> int:
     """Runs ``handler(job)`` for each job of ``queue`` until ``stop`` (a
     ``threading.Event``) is set: acks on return (the return value, if not
     None, is kept as the result), retries with the queue's backoff on an
     exception; a returned ``Snooze(seconds)`` gives the job back to run
     again after that long without spending an attempt.
 
+    Up to ``concurrency`` handlers (1 to 1,000; default 1) run at once, each
+    on a thread of its own above 1, fed by this one loop, its connection and
+    one keeper: claims, acks and the rest go through ``conn`` on the calling
+    thread only, so a handler must not use ``conn`` when concurrency is
+    above 1 (it takes a connection of its own). At stop, the handlers in
+    flight finish and are settled before work() returns.
+
     Batching (contract v1.3 §P): each claim takes up to ``prefetch`` jobs
-    (1 to 1,000; default 1, the worker's concurrency), run one after
-    another; a job no handler started within ``prefetch_ttl`` seconds of its
+    (1 to 1,000; default 1), or as many as handlers are free if more; a job no handler started within ``prefetch_ttl`` seconds of its
     claim (default: half the time its claim had then, the visibility
     timeout) is given back as soon as that passes, without spending an
     attempt, for another worker to run. Jobs whose handler returned None are acked
@@ -667,6 +790,8 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
         raise ValueError(f"flush_max must be a whole number from 1 to 1000, got {flush_max!r}")
     if not isinstance(flush_window, (int, float)) or not math.isfinite(flush_window) or flush_window < 0:
         raise ValueError(f"flush_window must be a finite number of seconds, at least 0, got {flush_window!r}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 1000:
+        raise ValueError(f"concurrency must be a whole number from 1 to 1000, got {concurrency!r}")
     if prefetch_ttl is not None and (not isinstance(prefetch_ttl, (int, float))
                                      or not math.isfinite(prefetch_ttl) or prefetch_ttl <= 0):
         raise ValueError(f"prefetch_ttl must be a finite number of seconds above 0, or None, "
@@ -690,6 +815,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     seen = None if postgres else _one(conn, "PRAGMA data_version")
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
     keeper = _Keeper(connect, worker, flush_window, flush_max, stats)
+    pool = _Handlers(handler, concurrency, keeper, flush_window > 0, stats, stop) if concurrency > 1 else None
     pause = 0.0
 
     def settle(job_id: int, how: str, call: Callable[[], bool]) -> None:
@@ -698,6 +824,57 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
         lost = keeper.release(job_id)
         if not call() or lost:
             keeper.lost_claims(f"job {job_id}: its claim was", how, 1)
+
+    def finish(job: Job, hold: List[float], result: Any, error: Optional[BaseException]) -> None:
+        """Settles a job its handler ran, on ``conn``: an exception is a
+        retry, a Snooze a give-back, a result an ack of its own, None an
+        ack waiting for the next batch."""
+        nonlocal handled
+        if error is not None and not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt, SystemExit: the job is not settled
+        job_id = job["id"]
+        handled += 1
+        if pool is None:
+            stats["handled"] += 1
+        else:
+            with pool.lock:  # the handler threads count there too
+                stats["handled"] += 1
+        if error is not None:
+            message = f"{type(error).__name__}: {error}"
+            settle(job_id, "retry", lambda: retry(conn, job_id, worker, message) is not None)
+        elif isinstance(result, Snooze):
+            settle(job_id, "snooze", lambda: release(conn, job_id, worker, result.seconds))
+        elif result is not None or flush_window == 0:
+            # A result goes with its own ack (alk_ack_batch keeps none).
+            settle(job_id, "ack", lambda: ack(conn, job_id, worker, _result_or_none(result, job_id)))
+        elif job_id in keeper.lost:
+            settle(job_id, "ack", lambda: False)
+        else:
+            keeper.ack(job_id, hold)
+
+    def settle_finished(at_end: bool = False) -> None:
+        # One at a time: a call that fails leaves the rest for the next try
+        # (at the end, for the next job: each is tried on its own).
+        while pool is not None:
+            done = pool.take_done()
+            if done is None:
+                return
+            try:
+                finish(*done)
+            except BaseException as e:  # noqa: BLE001 — at the end, reported
+                if not at_end:
+                    raise
+                warnings.warn(f"alkstore: work() could not settle job {done[0]['id']} at its end ({e}); "
+                              "it runs again once its claim expires", RuntimeWarning, stacklevel=2)
+            finally:
+                pool.settled()
+
+    def running() -> int:
+        return 0 if pool is None else pool.busy
+
+    # Above 1: the last claim came back short, so the next waits for a
+    # wake-up (the handlers take what it brought meanwhile).
+    drained = False
 
     given = conn  # a connection made here is work()'s to close
     try:
@@ -715,52 +892,74 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                     chores.conn = conn
                     stats["reconnects"] = stats.get("reconnects", 0) + 1
                     pause = 0.0
+                settle_finished()
                 chores.run_due(stop)
-                if not keeper.has_prefetched() and not stop.is_set():
-                    keeper.add(_claim_held(conn, queue, worker, prefetch), prefetch_ttl)
-                held = None if stop.is_set() else keeper.next()
-                if held is not None:
-                    job, hold = held
-                    job_id = job["id"]
-                    try:
-                        result = handler(job)
-                    except Exception as e:  # noqa: BLE001 — any failure is a retry
-                        handled += 1
-                        stats["handled"] += 1
-                        error = f"{type(e).__name__}: {e}"
-                        settle(job_id, "retry", lambda: retry(conn, job_id, worker, error) is not None)
-                    else:
-                        handled += 1
-                        stats["handled"] += 1
-                        if isinstance(result, Snooze):
-                            settle(job_id, "snooze", lambda: release(conn, job_id, worker, result.seconds))
-                        elif result is not None or flush_window == 0:
-                            # A result goes with its own ack (alk_ack_batch keeps none).
-                            settle(job_id, "ack",
-                                   lambda: ack(conn, job_id, worker, _result_or_none(result, job_id)))
-                        elif job_id in keeper.lost:
-                            settle(job_id, "ack", lambda: False)
-                        else:
-                            keeper.ack(job_id, hold)
+                if pool is not None:
+                    turn = pool.turn
                     keeper.between_jobs(conn, idle=False)
+                    if stop.is_set():
+                        continue
+                    # Claim again once half the handlers' worth is left
+                    # prefetched, so the handlers never wait on a claim.
+                    left = keeper.prefetched_count()
+                    if left > concurrency // 2:
+                        pool.wait(turn, 0.1)  # a job taken or finished, or a look at stop and the chores
+                        continue
+                    if not drained:
+                        room = concurrency - pool.busy - left
+                        claimed = _claim_held(conn, queue, worker, min(max(prefetch, room), 1000))
+                        keeper.add(claimed, prefetch_ttl)
+                        pool.kick(len(claimed))
+                        drained = len(claimed) < min(max(prefetch, room), 1000)
+                        continue
+                    if left:
+                        pool.wait(turn, 0.1)
+                        continue
+                else:
+                    if not keeper.has_prefetched() and not stop.is_set():
+                        keeper.add(_claim_held(conn, queue, worker, prefetch), prefetch_ttl)
+                    held = None if stop.is_set() else keeper.next()
+                    if held is not None:
+                        job, hold = held
+                        try:
+                            result = handler(job)
+                        except Exception as e:  # noqa: BLE001 — any failure is a retry
+                            finish(job, hold, None, e)
+                        else:
+                            finish(job, hold, result, None)
+                        keeper.between_jobs(conn, idle=False)
+                        continue
+                if keeper.has_prefetched() or stop.is_set():
                     continue
-                if keeper.has_prefetched():
-                    continue
-                keeper.flush_soon()
-                keeper.between_jobs(conn, idle=True)
-                # Idle until a wake-up, the idle timeout or the next chore.
+                drained = False  # the wait below ends with a claim
+                if not running():
+                    keeper.flush_soon()
+                    keeper.between_jobs(conn, idle=True)
+                # Idle until a wake-up, the idle timeout, the next chore or
+                # (handlers running) the first to return.
                 waits = [idle_timeout] + [e for e in (tick_every, sweep_every) if e is not None]
                 deadline = time.monotonic() + max(min(waits), 0.1)
                 if postgres:
                     # Renew the registration, then sleep in the driver until a wake-up.
                     _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
-                    for _ in conn.notifies(timeout=min(deadline - time.monotonic(), 1.0), stop_after=1):
-                        break
+                    end = min(deadline, time.monotonic() + 1.0)
+                    while not stop.is_set():
+                        left = end - time.monotonic()
+                        if left <= 0:
+                            break
+                        woken = False
+                        for _ in conn.notifies(timeout=min(left, 0.02) if running() else left, stop_after=1):
+                            woken = True
+                            break
+                        if woken or (pool is not None and pool.has_done()):
+                            break
                 else:
                     while not stop.is_set() and time.monotonic() < deadline:
                         now = _one(conn, "PRAGMA data_version")
                         if now != seen:
                             seen = now
+                            break
+                        if pool is not None and pool.has_done():
                             break
                         time.sleep(0.02)
             except Exception as e:  # noqa: BLE001 — only a lost connection is ridden out
@@ -771,10 +970,19 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                 warnings.warn(f"alkstore: work() lost its connection ({e}); connecting again "
                               f"in {pause:.1f} s", RuntimeWarning, stacklevel=2)
                 stop.wait(pause)
+        # Stopping: the handlers in flight finish and are settled (with the
+        # connection lost, as far as the finally below can).
+        while running() and not pause:
+            pool.wait(pool.turn, 0.1)
+            settle_finished()
     finally:
-        # Stopping (or failing): what was handled is acked, what was not
-        # started given back, each tried on its own.
+        # Stopping (or failing): the handlers in flight finish; what was
+        # handled is acked, what was not started given back, each tried on
+        # its own.
+        if pool is not None:
+            pool.close()
+            settle_finished(at_end=True)
         keeper.close(None if pause else conn)
         if conn is not given:
             conn.close()
-    return handled
+    return handled + (pool.handled if pool is not None else 0)

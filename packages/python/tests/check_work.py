@@ -223,6 +223,36 @@ def main():
     limit.cancel()
     print(f"a stuck handler: the others ran elsewhere {sorted(elsewhere)}, within 3 s: {within == [True]}")
 
+    # concurrency 4: four handlers at once, each of 8 jobs once (one fails
+    # once and runs again: its retry is settled by the worker's loop); the
+    # last to start stops the worker, and the handlers in flight then
+    # finish (and are settled) before work() returns.
+    db.execute(conf, ("checks-concurrency", '{"backoff_base_s": 0}'))
+    for n in range(8):
+        alkstore.enqueue(db, "checks-concurrency", {"n": n})
+    stop, seen, counts = threading.Event(), [], {"now": 0, "most": 0, "started": 0}
+
+    def four(job):
+        with lock:
+            counts["now"] += 1
+            counts["most"] = max(counts["most"], counts["now"])
+            counts["started"] += 1
+            if counts["started"] == 9:
+                stop.set()
+        time.sleep(0.2)
+        with lock:
+            counts["now"] -= 1
+            if job["payload"]["n"] == 5 and job["attempts"] == 1:
+                raise RuntimeError("once")
+            seen.append(job["payload"]["n"])
+
+    limit = threading.Timer(30.0, stop.set)
+    limit.start()
+    handled = alkstore.work(db, "checks-concurrency", "w", four, stop=stop, idle_timeout=0.1, concurrency=4)
+    limit.cancel()
+    print(f"concurrency 4: most at once {counts['most']}, each of 8 once: {sorted(seen) == list(range(8))}, "
+          f"handled {handled}, pending, running: {pending(db, 'checks-concurrency')}")
+
     if kind == "postgres":
         # Its connection killed under it (issue 64 item 11: work() ended):
         # it connects again and handles what comes next.
