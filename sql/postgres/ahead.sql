@@ -64,8 +64,10 @@ END $$;
 -- each queue's range.
 CREATE OR REPLACE FUNCTION alkstore.make_due(q text, max_jobs integer) RETURNS integer
 -- By index (enable_seqscan = off): it updates jobs by a set of ids
--- (schema.sql, "Statements by a set of ids").
-LANGUAGE plpgsql SET enable_seqscan = off AS $$
+-- (schema.sql, "Statements by a set of ids"). Generic plans, kept across
+-- calls: planned at each call (custom plans) it took 1.3 ms of every
+-- sweep, with nothing to do.
+LANGUAGE plpgsql SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   now   timestamptz := clock_timestamp();
   left_ integer := max_jobs;
