@@ -65,11 +65,12 @@ printf 'non-JSON result: handled 1, runs 1, acked True, warned True\nschedule: f
   'stopped: given back 9, attempts [1], pending, running: (0, 9)' > "$work/check-work-sqlite.expected"
 printf '%s\n' 'ack behind a long handler: sent while it ran: True' \
   'a stuck handler: the others ran elsewhere [(1, 1), (2, 1), (3, 1)], within 3 s: True' \
-  'concurrency 4: most at once 4, each of 8 once: True, handled 9, pending, running: (0, 0)' >> "$work/check-work-sqlite.expected"
+  'concurrency 4: most at once 4, each of 8 once: True, handled 10, pending, running: (0, 0)' >> "$work/check-work-sqlite.expected"
 check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
 cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"
 printf '%s\n' 'reconnect: handled after its connection was killed: True, reconnects 1' \
+  "killed at stop, concurrency 2: ['returned'], runs again: [2]" \
   'ack waiting at a reconnect: runs [1], acked True, reconnects 1' \
   'host clock behind: runs [1], lost claims 0' \
   'not autocommit: refused (True); pending, running: (1, 0)' >> "$work/check-work-pg.expected"

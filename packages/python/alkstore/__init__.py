@@ -346,8 +346,10 @@ class _Keeper:
 
     def add(self, claimed: List[tuple], ttl: Optional[float]) -> None:
         """Holds claimed (job, seconds left) pairs, queued to start, but a
-        job already held here (claimed again by this worker while its ack
-        waits: that ack is this claim's too)."""
+        job already held here: claimed again by this worker while its ack
+        waits, or while a handler still runs it after its claim lapsed (a
+        handler thread, concurrency above 1), that ack is this claim's too,
+        and the claim is no longer lost."""
         if not claimed:
             return
         if self.thread is None and not self.inline:
@@ -356,7 +358,10 @@ class _Keeper:
         now = time.monotonic()
         with self.cond:
             for job, left in claimed:
-                if job["id"] in self.held:
+                hold = self.held.get(job["id"])
+                if hold is not None:
+                    self.lost.discard(job["id"])
+                    hold[3] = max(hold[3], now + left)
                     continue
                 every = max(left / 3, 0.05)
                 hold = [every, now + every, left, now + left]
@@ -641,9 +646,13 @@ class _Handlers:
         self.busy = 0                 # running a handler, or its job waiting in done
         self.handled = 0
         self.closing = False
-        self.threads = [threading.Thread(target=self._run, name=f"alkstore-handler-{i}", daemon=True)
-                        for i in range(n)]
-        for t in self.threads:
+        # What ended a thread outside its handler (a warning made an error):
+        # work() raises it, as it would at concurrency 1.
+        self.failure: Optional[BaseException] = None
+        self.threads: List[threading.Thread] = []
+        for i in range(n):
+            t = threading.Thread(target=self._run, name=f"alkstore-handler-{i}", daemon=True)
+            self.threads.append(t)  # joined at close even if a later start fails
             t.start()
 
     def kick(self, n: int) -> None:
@@ -687,15 +696,29 @@ class _Handlers:
         self.for_loop.notify()
 
     def _run(self) -> None:
+        try:
+            self._take_and_run()
+        except BaseException as e:  # noqa: BLE001 — raised by the worker's loop
+            with self.lock:
+                self.failure = self.failure or e
+                self._wake_loop()
+
+    def _take_and_run(self) -> None:
         while True:
             with self.lock:
                 if self.closing:
                     return
                 added = self.added
+                # Busy while it looks: the loop does not take the handlers
+                # for idle between this thread's take and its start.
+                self.busy += 1
             # Stopping: nothing new starts (the loop gives back the rest).
             held = None if self.stop.is_set() else self.keeper.next()
             if held is None:
                 with self.lock:
+                    self.busy -= 1
+                    if self.stop.is_set() and not self.busy:
+                        self._wake_loop()
                     # Wait for the next claim (a kick since the look above is
                     # not missed).
                     if self.added == added and not self.closing:
@@ -703,7 +726,6 @@ class _Handlers:
                 continue
             job, hold = held
             with self.lock:
-                self.busy += 1
                 if len(self.keeper.prefetched) <= self.low:
                     self._wake_loop()  # time for the next claim
             try:
@@ -739,14 +761,18 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     again after that long without spending an attempt.
 
     Up to ``concurrency`` handlers (1 to 1,000; default 1) run at once, each
-    on a thread of its own above 1, fed by this one loop, its connection and
-    one keeper: claims, acks and the rest go through ``conn`` on the calling
-    thread only, so a handler must not use ``conn`` when concurrency is
-    above 1 (it takes a connection of its own). At stop, the handlers in
-    flight finish and are settled before work() returns.
+    on a thread of its own above 1, fed by this one loop: it claims (again
+    once half the handlers' worth is left waiting, so they never wait on a
+    claim) and settles retries, snoozes and results on ``conn``, from the
+    calling thread only; the batched acks, heartbeats and give-backs go
+    through the keeper's connection as at 1. So a handler must not use
+    ``conn`` when concurrency is above 1 (it takes a connection of its own).
+    At stop, or when work() fails, the handlers in flight finish and are
+    settled before work() returns or raises (a stuck handler holds it).
 
     Batching (contract v1.3 §P): each claim takes up to ``prefetch`` jobs
-    (1 to 1,000; default 1), or as many as handlers are free if more; a job no handler started within ``prefetch_ttl`` seconds of its
+    (1 to 1,000; default 1), or as many as handlers are free if more, less
+    those already waiting; a job no handler started within ``prefetch_ttl`` seconds of its
     claim (default: half the time its claim had then, the visibility
     timeout) is given back as soon as that passes, without spending an
     attempt, for another worker to run. Jobs whose handler returned None are acked
@@ -815,7 +841,6 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     seen = None if postgres else _one(conn, "PRAGMA data_version")
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
     keeper = _Keeper(connect, worker, flush_window, flush_max, stats)
-    pool = _Handlers(handler, concurrency, keeper, flush_window > 0, stats, stop) if concurrency > 1 else None
     pause = 0.0
 
     def settle(job_id: int, how: str, call: Callable[[], bool]) -> None:
@@ -864,6 +889,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
             except BaseException as e:  # noqa: BLE001 — at the end, reported
                 if not at_end:
                     raise
+                if e is done[3]:  # a handler's KeyboardInterrupt, SystemExit: raised after the clean-up
+                    fatal.append(e)
+                    continue
                 warnings.warn(f"alkstore: work() could not settle job {done[0]['id']} at its end ({e}); "
                               "it runs again once its claim expires", RuntimeWarning, stacklevel=2)
             finally:
@@ -872,12 +900,16 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     def running() -> int:
         return 0 if pool is None else pool.busy
 
-    # Above 1: the last claim came back short, so the next waits for a
-    # wake-up (the handlers take what it brought meanwhile).
+    # Above 1: the last claim came back short, so the next waits until the
+    # handlers took what it brought.
     drained = False
+    fatal: List[BaseException] = []
+    pool: Optional[_Handlers] = None
 
     given = conn  # a connection made here is work()'s to close
     try:
+        if concurrency > 1:
+            pool = _Handlers(handler, concurrency, keeper, flush_window > 0, stats, stop)
         while not stop.is_set():
             try:
                 if pause:
@@ -899,21 +931,23 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                     keeper.between_jobs(conn, idle=False)
                     if stop.is_set():
                         continue
+                    if pool.failure is not None:
+                        raise pool.failure
                     # Claim again once half the handlers' worth is left
-                    # prefetched, so the handlers never wait on a claim.
+                    # prefetched, so the handlers never wait on a claim: as
+                    # many as handlers are free, or up to `prefetch` if more,
+                    # less what is left. After a short claim, the next waits
+                    # until nothing is left.
                     left = keeper.prefetched_count()
-                    if left > concurrency // 2:
+                    want = min(max(prefetch, concurrency - pool.busy) - left, 1000)
+                    if left > concurrency // 2 or want <= 0 or (drained and left):
                         pool.wait(turn, 0.1)  # a job taken or finished, or a look at stop and the chores
                         continue
-                    if not drained:
-                        room = concurrency - pool.busy - left
-                        claimed = _claim_held(conn, queue, worker, min(max(prefetch, room), 1000))
-                        keeper.add(claimed, prefetch_ttl)
-                        pool.kick(len(claimed))
-                        drained = len(claimed) < min(max(prefetch, room), 1000)
-                        continue
-                    if left:
-                        pool.wait(turn, 0.1)
+                    claimed = _claim_held(conn, queue, worker, want)
+                    keeper.add(claimed, prefetch_ttl)
+                    pool.kick(len(claimed))
+                    drained = len(claimed) < want
+                    if claimed:
                         continue
                 else:
                     if not keeper.has_prefetched() and not stop.is_set():
@@ -931,7 +965,6 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                         continue
                 if keeper.has_prefetched() or stop.is_set():
                     continue
-                drained = False  # the wait below ends with a claim
                 if not running():
                     keeper.flush_soon()
                     keeper.between_jobs(conn, idle=True)
@@ -951,16 +984,20 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                         for _ in conn.notifies(timeout=min(left, 0.02) if running() else left, stop_after=1):
                             woken = True
                             break
-                        if woken or (pool is not None and pool.has_done()):
+                        if woken or (pool is not None and (pool.has_done() or pool.failure)):
                             break
+                        if pool is not None:
+                            keeper.between_jobs(conn, idle=False)  # (a keeper without a thread)
                 else:
                     while not stop.is_set() and time.monotonic() < deadline:
                         now = _one(conn, "PRAGMA data_version")
                         if now != seen:
                             seen = now
                             break
-                        if pool is not None and pool.has_done():
+                        if pool is not None and (pool.has_done() or pool.failure):
                             break
+                        if pool is not None:
+                            keeper.between_jobs(conn, idle=False)  # (a keeper without a thread)
                         time.sleep(0.02)
             except Exception as e:  # noqa: BLE001 — only a lost connection is ridden out
                 if not (postgres and (_broken(conn) or pause)):
@@ -970,11 +1007,17 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                 warnings.warn(f"alkstore: work() lost its connection ({e}); connecting again "
                               f"in {pause:.1f} s", RuntimeWarning, stacklevel=2)
                 stop.wait(pause)
-        # Stopping: the handlers in flight finish and are settled (with the
-        # connection lost, as far as the finally below can).
-        while running() and not pause:
-            pool.wait(pool.turn, 0.1)
-            settle_finished()
+        # Stopping: the handlers in flight finish and are settled. With the
+        # connection lost meanwhile, the finally below settles what it can,
+        # as a stop during a reconnect does at concurrency 1.
+        try:
+            while running() and not pause:
+                pool.wait(pool.turn, 0.1)
+                settle_finished()
+        except Exception:
+            if not (postgres and _broken(conn)):
+                raise
+            pause = 0.1
     finally:
         # Stopping (or failing): the handlers in flight finish; what was
         # handled is acked, what was not started given back, each tried on
@@ -985,4 +1028,6 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
         keeper.close(None if pause else conn)
         if conn is not given:
             conn.close()
+    if pool is not None and (fatal or pool.failure):
+        raise fatal[0] if fatal else pool.failure
     return handled + (pool.handled if pool is not None else 0)

@@ -224,27 +224,33 @@ def main():
     print(f"a stuck handler: the others ran elsewhere {sorted(elsewhere)}, within 3 s: {within == [True]}")
 
     # concurrency 4: four handlers at once, each of 8 jobs once (one fails
-    # once and runs again: its retry is settled by the worker's loop); the
-    # last to start stops the worker, and the handlers in flight then
-    # finish (and are settled) before work() returns.
+    # once, one snoozes once, one returns a result: settled by the worker's
+    # loop, and the first two run again); the last to start stops the
+    # worker, and the handlers in flight then finish (and are settled)
+    # before work() returns.
     db.execute(conf, ("checks-concurrency", '{"backoff_base_s": 0}'))
     for n in range(8):
         alkstore.enqueue(db, "checks-concurrency", {"n": n})
-    stop, seen, counts = threading.Event(), [], {"now": 0, "most": 0, "started": 0}
+    stop, seen, counts = threading.Event(), [], {"now": 0, "most": 0, "started": 0, "snoozed": 0}
 
     def four(job):
         with lock:
             counts["now"] += 1
             counts["most"] = max(counts["most"], counts["now"])
             counts["started"] += 1
-            if counts["started"] == 9:
+            if counts["started"] == 10:
                 stop.set()
         time.sleep(0.2)
         with lock:
             counts["now"] -= 1
-            if job["payload"]["n"] == 5 and job["attempts"] == 1:
+            n = job["payload"]["n"]
+            if n == 5 and job["attempts"] == 1:
                 raise RuntimeError("once")
-            seen.append(job["payload"]["n"])
+            if n == 6 and not counts["snoozed"]:
+                counts["snoozed"] += 1
+                return alkstore.Snooze(0)
+            seen.append(n)
+            return {"n": n} if n == 7 else None
 
     limit = threading.Timer(30.0, stop.set)
     limit.start()
@@ -278,6 +284,36 @@ def main():
         t.join()
         print(f"reconnect: handled after its connection was killed: {got == [1, 2]}, "
               f"reconnects {st.get('reconnects', 0)}")
+
+        # concurrency 2, its connection killed while it stops with a
+        # handler in flight whose retry needs that connection: work()
+        # returns, as at concurrency 1 (it raised the lost connection), and
+        # the job runs again once its claim expires.
+        db.execute("SELECT alk_queue_configure(%s, %s::jsonb)",
+                   ("checks-stop-killed", '{"visibility_timeout_s": 1, "backoff_base_s": 0}'))
+        alkstore.enqueue(db, "checks-stop-killed", {"n": 1})
+        wconn = connect(kind, target)
+        pid = wconn.info.backend_pid
+        stop, outcome = threading.Event(), []
+
+        def killed(job):
+            stop.set()
+            time.sleep(0.2)  # the loop is stopping, waiting for this handler
+            db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            raise RuntimeError("retry me")
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                alkstore.work(wconn, "checks-stop-killed", "w", killed, stop=stop, idle_timeout=0.2, concurrency=2)
+                outcome.append("returned")
+            except Exception as e:  # noqa: BLE001 — what this check looks for
+                outcome.append(f"raised {type(e).__name__}")
+        again, until = [], time.monotonic() + 20
+        while not again and time.monotonic() < until:
+            again = alkstore.claim(db, "checks-stop-killed", "w2")
+            time.sleep(0.1)
+        print(f"killed at stop, concurrency 2: {outcome}, runs again: {[j['attempts'] for j in again]}")
 
         # An ack waiting in the flush window when the connection is killed
         # is sent on the new connection: the job runs once (it ran again, at
