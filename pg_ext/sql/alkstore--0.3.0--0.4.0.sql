@@ -2674,8 +2674,10 @@ RETURNS TABLE (id bigint, state text)
 -- planned again at every call, 1.4 ms of a sweep's 4 where running it
 -- took 0.1 (every worker sweeps every second, the maintenance worker
 -- every sweep_interval_ms). Plans kept across calls must not depend on
--- the arguments' values, hence the two statements.
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+-- the arguments' values, hence the two statements; and by index
+-- (enable_seqscan = off), as a generic plan does not know how few rows
+-- a deadline in the past selects.
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 BEGIN
   IF q IS NOT NULL THEN
   RETURN QUERY
