@@ -168,7 +168,8 @@ check "node / sqlite: work() checks" "$work/check-work-node.expected" \
 cp "$work/check-work-node.expected" "$work/check-work-node-pg.expected"
 printf '%s\n' 'ack waiting at a reconnect: runs [1], acked true, reconnects 1' \
   'host clock behind: runs [1], lost claims 0' \
-  'reconnect: handled after its connection was killed: true, reconnects 1' >> "$work/check-work-node-pg.expected"
+  'reconnect: handled after its connection was killed: true, reconnects 1' \
+  'reconnect, 4 in flight: runs [[0,1],[0,2],[1,1],[1,2],[2,1],[3,1],[4,1],[5,1],[6,1],[7,1]], reconnects 1, pending, running: 0, 0' >> "$work/check-work-node-pg.expected"
 db=$(fresh_pg node_checks)
 check "node / postgres: work() checks" "$work/check-work-node-pg.expected" \
   node --no-warnings examples/node/check_work.js postgres "postgresql://$(id -un)@/$db?host=/var/run/postgresql"

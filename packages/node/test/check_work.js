@@ -307,6 +307,36 @@ async function main() {
     clearTimeout(guard2);
     console.log(`reconnect: handled after its connection was killed: ${JSON.stringify(got) === '[1,2]'}, `
       + `reconnects ${st.reconnects || 0}`);
+
+    // The same with four handlers in flight when the connection is killed:
+    // they finish, their acks go through the keeper's connection, work()
+    // connects again and handles the rest. The first two throw: their
+    // retries, on the lost connection or the new one, run them again at
+    // attempt 2; every other job runs once.
+    await configure('checks-reconnect-4', { visibility_timeout_s: 2, max_attempts: 5, backoff_base_s: 0 });
+    for (let n = 0; n < 8; n += 1) await alkstore.enqueue(db, 'checks-reconnect-4', { n });
+    const wconn4 = await connect(kind, target);
+    const pid4 = (await wconn4.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const four = new AbortController();
+    const guard4 = setTimeout(() => four.abort(), 60000);
+    const runs4 = [];
+    const st4 = {};
+    let killed = false;
+    const running4 = alkstore.work(wconn4, 'checks-reconnect-4', 'w', async (job) => {
+      runs4.push([job.payload.n, job.attempts]);
+      if (!killed) {
+        killed = true;
+        await db.query('SELECT pg_terminate_backend($1)', [pid4]);
+      }
+      await new Promise((r) => setTimeout(r, 300));
+      if (runs4.length >= 10) setTimeout(() => four.abort(), 3000); // a claim dropped would expire and run again
+      if (job.payload.n < 2 && job.attempts === 1) throw new Error('after the kill');
+    }, { signal: four.signal, idleMs: 100, concurrency: 4, stats: st4 });
+    await running4;
+    clearTimeout(guard4);
+    runs4.sort((a, b) => a[0] - b[0]);
+    console.log(`reconnect, 4 in flight: runs ${JSON.stringify(runs4)}, reconnects ${st4.reconnects || 0}, `
+      + `pending, running: ${await pending('checks-reconnect-4')}`);
     await other.end();
     await db.end();
   }
