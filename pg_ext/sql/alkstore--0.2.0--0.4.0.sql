@@ -2897,8 +2897,9 @@ RETURNS TABLE (id bigint, state text)
 -- took 0.1 (every worker sweeps every second, the maintenance worker
 -- every sweep_interval_ms). Plans kept across calls must not depend on
 -- the arguments' values, hence the two statements; and by index
--- (enable_seqscan = off), as a generic plan does not know how few rows
--- a deadline in the past selects.
+-- (enable_seqscan = off): a plan kept across calls may be made while a
+-- slot is empty after its truncation, and kept as it refills (schema.sql,
+-- "Statements by a set of ids").
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 BEGIN
   IF q IS NOT NULL THEN

@@ -51,7 +51,8 @@ CREATE TABLE alkstore.paused (
 -- than by its primary key, and keeps doing so as the slot refills. Every
 -- function that runs such a statement on jobs carries enable_seqscan = off
 -- (alk_claim, alk_ack_batch, alk_purge, alk_prune, groups_done, make_due,
--- unpark_first; claim_limited and park run inside alk_claim), and the
+-- sweep_candidates, sweep_end, unpark_first; claim_limited and park run
+-- inside alk_claim), and the
 -- extension's library sets it while its statements are planned again
 -- (pg_ext/src/statements.rs). A statement by one id plans the key anyway.
 -- rotation.rs checks every function's body for such a statement.
