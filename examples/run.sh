@@ -169,6 +169,7 @@ cp "$work/check-work-node.expected" "$work/check-work-node-pg.expected"
 printf '%s\n' 'ack waiting at a reconnect: runs [1], acked true, reconnects 1' \
   'host clock behind: runs [1], lost claims 0' \
   'reconnect: handled after its connection was killed: true, reconnects 1' \
+  'a job enqueued while the loop claims: picked up within 500 ms (of 10, at most one late): true' \
   'reconnect, 4 in flight: runs [[0,1],[0,2],[1,1],[1,2],[2,1],[3,1],[4,1],[5,1],[6,1],[7,1]], reconnects 1, pending, running: 0, 0' >> "$work/check-work-node-pg.expected"
 db=$(fresh_pg node_checks)
 check "node / postgres: work() checks" "$work/check-work-node-pg.expected" \

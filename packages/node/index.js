@@ -584,7 +584,15 @@ async function work(db, queue, worker, handler, {
   // killed backend), which ends the process when nobody listens: work()
   // listens, connects again from the same parameters and goes on.
   const swallow = () => {};
-  if (pg) db.on('error', swallow);
+  // Whether a notification came since the last claim began: pg drops one
+  // that arrives while nobody listens (between a claim and the next wait),
+  // and the job it announced then waited for the next one, or for 1 s.
+  let noted = false;
+  const note = () => { noted = true; };
+  if (pg) {
+    db.on('error', swallow);
+    db.on('notification', note);
+  }
   const given = db; // a client made here is work()'s to end
   const dead = async () => {
     try {
@@ -631,6 +639,7 @@ async function work(db, queue, worker, handler, {
       poll = setTimeout(look, 20);
     }
     if (signal) signal.addEventListener('abort', done, { once: true });
+    if (notified && noted) done(); // one came since the last claim
   });
   const runJob = async ({ job, h }) => {
     let outcome;
@@ -699,8 +708,10 @@ async function work(db, queue, worker, handler, {
         if (pause) {
           const fresh = new db.constructor(db.connectionParameters);
           fresh.on('error', swallow);
+          fresh.on('notification', note);
           await fresh.connect();
           db.removeListener('error', swallow);
+          db.removeListener('notification', note);
           if (db !== given) db.end().catch(() => {});
           db = fresh;
           await listen();
@@ -712,6 +723,7 @@ async function work(db, queue, worker, handler, {
         if (concurrency > 1 || !inflight.size) await chores();
         if (!keeper.prefetched.length && inflight.size < concurrency && !aborted()) {
           const room = Math.min(Math.max(prefetch, concurrency - inflight.size), 1000);
+          noted = false; // this claim sees what was committed before it
           for (const [job, left] of await claimHeld(db, queue, worker, room)) keeper.add(job, left, prefetchTtlMs);
         }
         let started = false;
@@ -763,7 +775,10 @@ async function work(db, queue, worker, handler, {
     // is acked, what was not started given back, each tried on its own.
     await Promise.allSettled([...inflight]);
     await keeper.close();
-    if (pg) db.removeListener('error', swallow);
+    if (pg) {
+      db.removeListener('error', swallow);
+      db.removeListener('notification', note);
+    }
     // A client work() made keeps the process alive until it ends.
     if (pg && db !== given) await db.end().catch(() => {});
   }
