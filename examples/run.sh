@@ -70,6 +70,7 @@ check "python / sqlite: work() checks" "$work/check-work-sqlite.expected" \
   "$venv/bin/python" packages/python/tests/check_work.py sqlite "$work/check-work.db"
 cp "$work/check-work-sqlite.expected" "$work/check-work-pg.expected"
 printf '%s\n' 'reconnect: handled after its connection was killed: True, reconnects 1' \
+  'notifications piled up while busy: claims after it at most 3: True' \
   "killed at stop, concurrency 2: ['returned'], runs again: [2]" \
   'ack waiting at a reconnect: runs [1], acked True, reconnects 1' \
   'host clock behind: runs [1], lost claims 0' \

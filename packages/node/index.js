@@ -577,18 +577,26 @@ async function work(db, queue, worker, handler, {
     }
   };
   const nextChoreMs = () => Math.max(Math.min(idleMs, ...[tickEveryMs, sweepEveryMs].filter((v) => v != null)), 100);
-  const listen = () => db.query('SELECT alk_listen_queue($1, 300)', [queue]);
+  // Whether a notification came since the last claim began: pg drops one
+  // that arrives while nobody listens (between a claim and the next wait),
+  // and the job it announced then waited for the next one, or for 1 s.
+  let noted = false;
+  const note = () => { noted = true; };
+  // When the registration was last made or renewed: it lapses after 300 s,
+  // and one made anew after a busy stretch missed what committed between
+  // the last claim and it: the loop claims once more (below).
+  let listenedAt = performance.now();
+  const listen = async () => {
+    await db.query('SELECT alk_listen_queue($1, 300)', [queue]);
+    if (performance.now() - listenedAt > 250000) noted = true;
+    listenedAt = performance.now();
+  };
   if (pg) await listen();
   let seen = pg ? null : db.pragma('data_version', { simple: true });
   // pg emits 'error' on a client whose connection is lost (a restart, a
   // killed backend), which ends the process when nobody listens: work()
   // listens, connects again from the same parameters and goes on.
   const swallow = () => {};
-  // Whether a notification came since the last claim began: pg drops one
-  // that arrives while nobody listens (between a claim and the next wait),
-  // and the job it announced then waited for the next one, or for 1 s.
-  let noted = false;
-  const note = () => { noted = true; };
   if (pg) {
     db.on('error', swallow);
     db.on('notification', note);

@@ -838,6 +838,9 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     connect = _connector(conn)
     if postgres:
         _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+    # When the registration was last made or renewed: it lapses after 300 s,
+    # and a worker busy that long registers anew before it waits.
+    listened_at = time.monotonic()
     seen = None if postgres else _one(conn, "PRAGMA data_version")
     chores = _Chores(conn, queue, tick_every, sweep_every, prune_every)
     keeper = _Keeper(connect, worker, flush_window, flush_max, stats)
@@ -900,6 +903,15 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
     def running() -> int:
         return 0 if pool is None else pool.busy
 
+    def claim(max_jobs: int) -> List[tuple]:
+        # Notifications kept since the last wait are spent: this claim sees
+        # every job committed before it (psycopg keeps them all, and each
+        # would cost an empty claim later).
+        if postgres:
+            for _ in conn.notifies(timeout=0):
+                pass
+        return _claim_held(conn, queue, worker, max_jobs)
+
     # Above 1: the last claim came back short, so the next waits until the
     # handlers took what it brought.
     drained = False
@@ -921,6 +933,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                         conn.close()
                     conn = connect()
                     _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+                    listened_at = time.monotonic()
                     chores.conn = conn
                     stats["reconnects"] = stats.get("reconnects", 0) + 1
                     pause = 0.0
@@ -943,7 +956,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                     if left > concurrency // 2 or want <= 0 or (drained and left):
                         pool.wait(turn, 0.1)  # a job taken or finished, or a look at stop and the chores
                         continue
-                    claimed = _claim_held(conn, queue, worker, want)
+                    claimed = claim(want)
                     keeper.add(claimed, prefetch_ttl)
                     pool.kick(len(claimed))
                     drained = len(claimed) < want
@@ -951,7 +964,7 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                         continue
                 else:
                     if not keeper.has_prefetched() and not stop.is_set():
-                        keeper.add(_claim_held(conn, queue, worker, prefetch), prefetch_ttl)
+                        keeper.add(claim(prefetch), prefetch_ttl)
                     held = None if stop.is_set() else keeper.next()
                     if held is not None:
                         job, hold = held
@@ -975,6 +988,13 @@ def work(conn: Any, queue: str, worker: str, handler: Callable[[Job], Any],
                 if postgres:
                     # Renew the registration, then sleep in the driver until a wake-up.
                     _one(conn, "SELECT alk_listen_queue(?, 300)", (queue,))
+                    lapsed = time.monotonic() - listened_at > 250
+                    listened_at = time.monotonic()
+                    if lapsed:
+                        # Registered anew after a busy stretch: a job that
+                        # committed since the last claim was announced to
+                        # nobody. One more claim first.
+                        continue
                     end = min(deadline, time.monotonic() + 1.0)
                     while not stop.is_set():
                         left = end - time.monotonic()

@@ -285,6 +285,40 @@ def main():
         print(f"reconnect: handled after its connection was killed: {got == [1, 2]}, "
               f"reconnects {st.get('reconnects', 0)}")
 
+        # Notifications that piled up while a handler was busy (another
+        # queue's enqueues, on the same channel) are spent by the next
+        # claim: a handful of claims after it, not one per notification
+        # (301 claims for 300 before).
+        lconn = connect(kind, target)
+        _ = alkstore._one(lconn, "SELECT alk_listen_queue(?, 300)", ("checks-busy-other",))
+        calls, claim_held = [0], alkstore._claim_held
+
+        def counted(*args):
+            calls[0] += 1
+            return claim_held(*args)
+
+        alkstore._claim_held = counted
+        stop, busy_done = threading.Event(), threading.Event()
+
+        def busy(job):
+            for i in range(300):
+                alkstore.enqueue(db, "checks-busy-other", {"i": i})
+            busy_done.set()
+
+        t = threading.Thread(target=alkstore.work, args=(connect(kind, target), "checks-busy", "w", busy),
+                             kwargs={"stop": stop, "idle_timeout": 5, "tick_every": None, "sweep_every": None,
+                                     "prune_every": None})
+        t.start()
+        alkstore.enqueue(db, "checks-busy", {"n": 1})
+        busy_done.wait(30)
+        before = calls[0]
+        time.sleep(1.5)
+        stop.set()
+        t.join()
+        alkstore._claim_held = claim_held
+        lconn.close()
+        print(f"notifications piled up while busy: claims after it at most 3: {calls[0] - before <= 3}")
+
         # concurrency 2, its connection killed while it stops with a
         # handler in flight whose retry needs that connection: work()
         # returns, as at concurrency 1 (it raised the lost connection), and
