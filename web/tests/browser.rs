@@ -557,8 +557,11 @@ fn a_read_only_dashboard_refuses_changes_in_the_browser() {
             .await
             .unwrap();
         assert_eq!(text(&c, "#read-only").await, "read-only");
+        // Waited for, as the other tests' first elements are (CI once found
+        // no such element here, on a loaded machine; it passed on reruns).
         let button = c
-            .find(Locator::Css(&format!("#job-{dead} button.action")))
+            .wait()
+            .for_element(Locator::Css(&format!("#job-{dead} button.action")))
             .await
             .unwrap();
         assert!(
