@@ -327,6 +327,11 @@ impl LocalQueue {
 const HORIZON: Duration = Duration::from_millis(100);
 /// How often the handlers' pace is measured.
 const MEASURE_EVERY: Duration = Duration::from_millis(100);
+/// The first measure is taken once this many jobs finished, after at
+/// least [`FIRST_MEASURE_AFTER`] (or at [`MEASURE_EVERY`]).
+const FIRST_MEASURE_JOBS: u64 = 64;
+/// See [`FIRST_MEASURE_JOBS`].
+const FIRST_MEASURE_AFTER: Duration = Duration::from_millis(5);
 
 /// How a worker sizes its local queue of prefetched jobs (contract v1.3
 /// §P).
@@ -353,6 +358,8 @@ pub(crate) struct Sizer {
     seen: u64,
     /// Jobs finished per second.
     pace: f64,
+    /// Whether `pace` was measured yet.
+    measured: bool,
 }
 
 impl Sizer {
@@ -368,6 +375,7 @@ impl Sizer {
             at: Instant::now(),
             seen: 0,
             pace: 0.0,
+            measured: false,
         }
     }
 
@@ -377,12 +385,55 @@ impl Sizer {
             return n;
         }
         let elapsed = self.at.elapsed();
-        if elapsed >= MEASURE_EVERY {
-            let finished = local.lock().finished;
-            let pace = (finished - self.seen) as f64 / elapsed.as_secs_f64();
-            self.pace = (self.pace + pace) / 2.0;
+        let finished = local.lock().finished;
+        let done = finished - self.seen;
+        // The first measure comes as soon as the pace shows: a worker
+        // started on a backlog of fast jobs otherwise claimed one or two
+        // at a time for its first 100 ms (a backlog of 20,000 no-op jobs
+        // on SQLite took 0.2 s to drain, half of it so).
+        let first = !self.measured && done >= FIRST_MEASURE_JOBS && elapsed >= FIRST_MEASURE_AFTER;
+        if elapsed >= MEASURE_EVERY || first {
+            let pace = done as f64 / elapsed.as_secs_f64();
+            self.pace = if self.measured {
+                (self.pace + pace) / 2.0
+            } else {
+                pace
+            };
+            self.measured = true;
             (self.at, self.seen) = (Instant::now(), finished);
         }
         ((self.pace * HORIZON.as_secs_f64()) as usize).clamp(self.floor, self.max)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker started on a backlog of fast jobs sizes its prefetch by
+    /// their pace within milliseconds, not after the first 100 ms; slow
+    /// jobs still wait for the full measure.
+    #[test]
+    fn the_first_pace_is_measured_as_soon_as_it_shows() {
+        let local = LocalQueue::default();
+        let mut sizer = Sizer::new(Prefetch::Pace, 1, MAX_TEST);
+        assert_eq!(sizer.prefetch(&local), 1);
+        std::thread::sleep(FIRST_MEASURE_AFTER);
+        local.lock().finished += FIRST_MEASURE_JOBS - 1;
+        assert_eq!(
+            sizer.prefetch(&local),
+            1,
+            "too few jobs to tell the pace by"
+        );
+        local.lock().finished += 1;
+        // 64 jobs in at least 5 ms: unless this thread slept 6 s since,
+        // more than one job's worth in 100 ms.
+        let sized = sizer.prefetch(&local);
+        assert!(
+            sized > 1,
+            "prefetch still {sized} after {FIRST_MEASURE_JOBS} jobs"
+        );
+    }
+
+    const MAX_TEST: usize = 1000;
 }
