@@ -423,6 +423,118 @@ fn sigkill_loses_nothing_and_the_other_relay_takes_the_stream_over() {
     });
 }
 
+/// A relay killed if the test fails before it ends it, so that no relay
+/// outlives a failed test and delivers into another test's receiver.
+struct Killed(Option<std::process::Child>);
+
+impl Killed {
+    fn new(child: std::process::Child) -> Killed {
+        Killed(Some(child))
+    }
+
+    fn child(&self) -> &std::process::Child {
+        self.0.as_ref().expect("not taken")
+    }
+
+    /// The relay, for the test to end.
+    fn take(mut self) -> std::process::Child {
+        self.0.take().expect("not taken")
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends `signal` (`STOP`, `CONT`, …) to a relay.
+fn signal(child: &std::process::Child, signal: &str) {
+    let sent = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{signal}");
+}
+
+/// A relay paused (SIGSTOP) past its stream route's lease delivers
+/// nothing once resumed: the other relay took the route over meanwhile
+/// and is the only one delivering it (contract v1.3 §N3: "each stream
+/// route is delivered by exactly one relay at a time"). The two relays
+/// run the same route (one lease, one saved offset) to two receivers, so
+/// that each delivery shows who made it.
+#[test]
+fn a_relay_paused_past_its_lease_delivers_nothing_once_resumed() {
+    std::thread::scope(|scope| {
+        for (url, dir) in urls() {
+            scope.spawn(move || {
+                let store = alkstore::open(&url).unwrap();
+                let stream = fresh("relay-pause-st");
+                let st = store.stream(&stream).unwrap();
+                let publish = |from: i64, to: i64| {
+                    for i in from..to {
+                        st.publish(&json!({"i": i}), None).unwrap();
+                    }
+                };
+                let (hook_a, log_a) = receiver(Duration::ZERO);
+                let (hook_b, log_b) = receiver(Duration::ZERO);
+                let config = |hook: &str| {
+                    format!(
+                        "[[route]]\nname = \"events\"\nstream = \"{stream}\"\nto = \"{hook}\"\n"
+                    )
+                };
+                publish(0, 20);
+                let a = Killed::new(relay(&url, &config(&hook_a), dir.path()));
+                wait(60, "the first relay's deliveries", || {
+                    ids(&log_a).len() == 20
+                });
+                let b = Killed::new(relay(&url, &config(&hook_b), dir.path()));
+                // Paused while it waits for events, not inside a write
+                // transaction (which would keep SQLite's one writer).
+                std::thread::sleep(Duration::from_millis(500));
+                signal(a.child(), "STOP");
+                publish(20, 40);
+                wait(60, "the second relay to take the route over", || {
+                    ids(&log_b).len() == 20
+                });
+                let resumed = Instant::now();
+                signal(a.child(), "CONT");
+                for i in 40..60 {
+                    publish(i, i + 1);
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                wait(60, "every later event at the second relay", || {
+                    ids(&log_b).len() == 40
+                });
+                std::thread::sleep(Duration::from_millis(500));
+                // This stream's only: a relay left running by another
+                // test may find its old receiver's port reused by these.
+                let ours = format!("stream:{stream}:");
+                let late: Vec<String> = log_a
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|(id, at)| *at > resumed && id.starts_with(&ours))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                assert!(
+                    late.is_empty(),
+                    "the paused relay, resumed, delivered {late:?} while the other held the lease"
+                );
+                let (code, stderr) = terminate(a.take());
+                assert_eq!(code, Some(0), "{stderr}");
+                assert!(stderr.contains("lost; standing by"), "{stderr}");
+                let (code, stderr) = terminate(b.take());
+                assert_eq!(code, Some(0), "{stderr}");
+            });
+        }
+    });
+}
+
 /// Through a transaction-pooling PgBouncer, `--listener-url` puts the
 /// relay's `LISTEN` (its wake-up registration) on a connection of its own
 /// to the server: none is left on a server connection of the pooler,

@@ -16,6 +16,8 @@ pub const DB_PAUSE: Duration = Duration::from_secs(1);
 /// How long an idle route waits for new messages before it looks at its
 /// stop flag again.
 pub const IDLE_WAIT: Duration = Duration::from_millis(500);
+/// How often [`Ctx::deliver_all_while`] asks whether it may go on.
+pub const HELD_EVERY: Duration = Duration::from_millis(50);
 /// How often a route reads its lag.
 pub const LAG_EVERY: Duration = Duration::from_secs(2);
 
@@ -30,14 +32,32 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Delivers every message at once, each bounded by the route's timeout;
-    /// the outcomes in the messages' order.
-    pub fn deliver_all(&self, messages: &[Message]) -> Vec<Outcome> {
+    /// Delivers every message at once, each bounded by the route's
+    /// timeout; the outcomes in the messages' order. For as long as
+    /// `held()` says the route may still be delivered (a stream route's lease,
+    /// looked at every [`HELD_EVERY`]): `None` when it stopped first, the
+    /// deliveries still in flight abandoned unconfirmed.
+    pub fn deliver_all_while(
+        &self,
+        messages: &[Message],
+        held: impl Fn() -> bool,
+    ) -> Option<Vec<Outcome>> {
         let timeout = self.route.timeout;
         let sink = &**self.sink;
-        self.rt.block_on(futures_util::future::join_all(
-            messages.iter().map(|m| deliver_one(sink, m, timeout)),
-        ))
+        let all =
+            futures_util::future::join_all(messages.iter().map(|m| deliver_one(sink, m, timeout)));
+        let watch = async {
+            while held() {
+                tokio::time::sleep(HELD_EVERY).await;
+            }
+        };
+        self.rt.block_on(async {
+            tokio::select! {
+                biased;
+                outcomes = all => Some(outcomes),
+                () = watch => None,
+            }
+        })
     }
 
     /// One log line for a change of the route's state.

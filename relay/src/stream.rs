@@ -1,5 +1,9 @@
 //! A stream route: one relay at a time delivers it, under a lease named
-//! `relay:{stream}:{route}` (10 s, renewed every 3 s by a keeper thread); it reads
+//! `relay:{stream}:{route}` (10 s, renewed every 3 s by a keeper thread).
+//! The deliverer stops a second before the lease could have ended by its
+//! own clock, whether or not the keeper noticed (a process paused past
+//! its lease, a renewal that hangs), abandoning what is in flight: so a
+//! relay that takes the route over is the only one delivering it. It reads
 //! from the route's saved offset (the route name is the consumer), delivers
 //! a batch with every event in flight, and saves the offset of the
 //! gap-free prefix the sink confirmed. An unavailable sink is tried again
@@ -10,7 +14,7 @@ use crate::backoff::Down;
 use crate::message::Message;
 use crate::route::{Ctx, DbState, IDLE_WAIT, LAG_EVERY};
 use crate::sink::Outcome;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a route's lease lasts without a renewal.
@@ -19,6 +23,43 @@ pub const LEASE_TTL: Duration = Duration::from_secs(10);
 pub const RENEW_EVERY: Duration = Duration::from_secs(3);
 /// How often a relay without the lease tries to take it.
 pub const STANDBY_EVERY: Duration = Duration::from_secs(1);
+/// How long before its lease could end, by this host's clock, a relay
+/// stops delivering: room for the clocks' rates and for
+/// [`HELD_EVERY`](crate::route::HELD_EVERY).
+pub const LEASE_MARGIN: Duration = Duration::from_secs(1);
+
+/// Until when this relay holds a route's lease, by this host's clock:
+/// counted from when the lock or its renewal was *sent* (the database
+/// counts from later), less [`LEASE_MARGIN`].
+struct Held {
+    from: Instant,
+    until_ms: AtomicU64,
+}
+
+impl Held {
+    /// Taken by a lock sent at `sent`.
+    fn new(sent: Instant) -> Held {
+        let held = Held {
+            from: sent,
+            until_ms: AtomicU64::new(0),
+        };
+        held.renewed(sent);
+        held
+    }
+
+    /// Renewed by a renewal sent at `sent`.
+    fn renewed(&self, sent: Instant) {
+        let until = sent.saturating_duration_since(self.from) + LEASE_TTL - LEASE_MARGIN;
+        self.until_ms
+            .fetch_max(until.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// How long it may still deliver (zero: no more).
+    fn left(&self) -> Duration {
+        let until = self.from + Duration::from_millis(self.until_ms.load(Ordering::SeqCst));
+        until.saturating_duration_since(Instant::now())
+    }
+}
 
 /// Why a stream route ended.
 pub enum End {
@@ -33,6 +74,7 @@ pub fn run(ctx: &Ctx<'_>, stream: &str, owner: &str) -> alkstore::Result<End> {
     let mut db = DbState::default();
     let mut standby_logged = false;
     while !ctx.stop.is_stopped() {
+        let sent = Instant::now();
         let guard = match ctx.store.lock(&lease, owner, LEASE_TTL) {
             Ok(Some(g)) => {
                 db.ok(ctx);
@@ -54,14 +96,15 @@ pub fn run(ctx: &Ctx<'_>, stream: &str, owner: &str) -> alkstore::Result<End> {
         };
         standby_logged = false;
         ctx.log(&format!("delivering stream {stream} (lease {lease} taken)"));
+        let held = Held::new(sent);
         let lost = AtomicBool::new(false);
         let done = AtomicBool::new(false);
         let end = std::thread::scope(|s| {
-            s.spawn(|| keep(&guard, &lost, &done, ctx));
+            s.spawn(|| keep(&guard, &held, &lost, &done, ctx));
             // Raised however `deliver` ends, a panic included: the keeper
             // must not hold the lease for a relay that stopped delivering.
             let _done = Raise(&done);
-            deliver(ctx, stream, &lost, &mut db)
+            deliver(ctx, stream, &held, &lost, &mut db)
         });
         // Released at once (dropped), so a standby takes over without
         // waiting out the lease.
@@ -75,8 +118,6 @@ pub fn run(ctx: &Ctx<'_>, stream: &str, owner: &str) -> alkstore::Result<End> {
     Ok(End::Stopped)
 }
 
-/// Renews the lease until `done`; raises `lost` when it is gone or could
-/// not be renewed before it ran out.
 /// Raises its flag when dropped.
 struct Raise<'a>(&'a AtomicBool);
 
@@ -86,8 +127,15 @@ impl Drop for Raise<'_> {
     }
 }
 
-fn keep(guard: &alkstore::LockGuard, lost: &AtomicBool, done: &AtomicBool, ctx: &Ctx<'_>) {
-    let mut renewed = Instant::now();
+/// Renews the lease until `done`; raises `lost` when it is gone or could
+/// not be renewed before it ran out.
+fn keep(
+    guard: &alkstore::LockGuard,
+    held: &Held,
+    lost: &AtomicBool,
+    done: &AtomicBool,
+    ctx: &Ctx<'_>,
+) {
     let mut next = Instant::now() + RENEW_EVERY;
     while !done.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
@@ -95,14 +143,15 @@ fn keep(guard: &alkstore::LockGuard, lost: &AtomicBool, done: &AtomicBool, ctx: 
             continue;
         }
         next = Instant::now() + RENEW_EVERY;
+        let sent = Instant::now();
         match guard.renew(LEASE_TTL) {
-            Ok(true) => renewed = Instant::now(),
+            Ok(true) => held.renewed(sent),
             Ok(false) => {
                 lost.store(true, Ordering::SeqCst);
                 return;
             }
             Err(e) => {
-                if renewed.elapsed() + RENEW_EVERY >= LEASE_TTL {
+                if held.left() <= RENEW_EVERY {
                     ctx.log(&format!("could not renew the lease: {e}"));
                     lost.store(true, Ordering::SeqCst);
                     return;
@@ -112,13 +161,16 @@ fn keep(guard: &alkstore::LockGuard, lost: &AtomicBool, done: &AtomicBool, ctx: 
     }
 }
 
-/// Delivers while the lease is held: `Ok(None)` when it was lost.
+/// Delivers while the lease is held: `Ok(None)` when it was lost, or
+/// its time ran out before a renewal.
 fn deliver(
     ctx: &Ctx<'_>,
     stream: &str,
+    held: &Held,
     lost: &AtomicBool,
     db: &mut DbState,
 ) -> alkstore::Result<Option<End>> {
+    let gone = || lost.load(Ordering::SeqCst) || held.left().is_zero();
     let st = ctx.store.stream(stream)?;
     let consumer = ctx.route.name.as_str();
     let mut saved = st.get_offset(consumer)?;
@@ -126,7 +178,7 @@ fn deliver(
     let mut down = Down::default();
     let mut lag_at = Instant::now() - LAG_EVERY;
     while !ctx.stop.is_stopped() {
-        if lost.load(Ordering::SeqCst) {
+        if gone() {
             return Ok(None);
         }
         if lag_at.elapsed() >= LAG_EVERY {
@@ -155,6 +207,11 @@ fn deliver(
         };
         if events.is_empty() {
             continue;
+        }
+        // Looked at again after the read, which may have waited (or the
+        // process been paused) past the lease.
+        if gone() {
+            return Ok(None);
         }
         // Offsets run 1, 2, 3, … with no gap: a gap is an event that
         // retention removed, or one the reader did not return (which would
@@ -185,7 +242,11 @@ fn deliver(
             .iter()
             .map(|(e, body)| Message::event(stream, e, body))
             .collect();
-        let outcomes = ctx.deliver_all(&messages);
+        let Some(outcomes) = ctx.deliver_all_while(&messages, || !gone()) else {
+            // What was in flight goes again from the saved offset, under
+            // the same ids, by whichever relay holds the lease next.
+            return Ok(None);
+        };
         let confirmed = outcomes
             .iter()
             .take_while(|o| **o == Outcome::Delivered)
