@@ -327,8 +327,9 @@ impl LocalQueue {
 const HORIZON: Duration = Duration::from_millis(100);
 /// How often the handlers' pace is measured.
 const MEASURE_EVERY: Duration = Duration::from_millis(100);
-/// The first measure is taken once this many jobs finished, after at
-/// least [`FIRST_MEASURE_AFTER`] (or at [`MEASURE_EVERY`]).
+/// In the first [`MEASURE_EVERY`], the pace is measured whenever this many
+/// jobs finished since the last measure, at least [`FIRST_MEASURE_AFTER`]
+/// after it.
 const FIRST_MEASURE_JOBS: u64 = 64;
 /// See [`FIRST_MEASURE_JOBS`].
 const FIRST_MEASURE_AFTER: Duration = Duration::from_millis(5);
@@ -360,6 +361,7 @@ pub(crate) struct Sizer {
     pace: f64,
     /// Whether `pace` was measured yet.
     measured: bool,
+    started: Instant,
 }
 
 impl Sizer {
@@ -376,6 +378,7 @@ impl Sizer {
             seen: 0,
             pace: 0.0,
             measured: false,
+            started: Instant::now(),
         }
     }
 
@@ -387,14 +390,17 @@ impl Sizer {
         let elapsed = self.at.elapsed();
         let finished = local.lock().finished;
         let done = finished - self.seen;
-        // The first measure comes as soon as the pace shows: a worker
-        // started on a backlog of fast jobs otherwise claimed one or two
-        // at a time for its first 100 ms (a backlog of 20,000 no-op jobs
-        // on SQLite took 0.2 s to drain, half of it so).
-        let first = !self.measured && done >= FIRST_MEASURE_JOBS && elapsed >= FIRST_MEASURE_AFTER;
-        if elapsed >= MEASURE_EVERY || first {
+        // In the first 100 ms the pace is taken as soon as it shows, again
+        // and again, each measure standing on its own: a worker started on
+        // a backlog of fast jobs otherwise claimed one or two at a time for
+        // its first 100 ms (a backlog of 20,000 no-op jobs on SQLite took
+        // 0.2 s to drain, half of it so).
+        let early = self.started.elapsed() < MEASURE_EVERY
+            && done >= FIRST_MEASURE_JOBS
+            && elapsed >= FIRST_MEASURE_AFTER;
+        if elapsed >= MEASURE_EVERY || early {
             let pace = done as f64 / elapsed.as_secs_f64();
-            self.pace = if self.measured {
+            self.pace = if self.measured && !early {
                 (self.pace + pace) / 2.0
             } else {
                 pace
@@ -402,7 +408,10 @@ impl Sizer {
             self.measured = true;
             (self.at, self.seen) = (Instant::now(), finished);
         }
-        ((self.pace * HORIZON.as_secs_f64()) as usize).clamp(self.floor, self.max)
+        // Never more than the handlers have finished so far: a few fast
+        // jobs first do not make a worker take a thousand slow ones.
+        let by_pace = ((self.pace * HORIZON.as_secs_f64()) as usize).min(finished as usize);
+        by_pace.clamp(self.floor, self.max)
     }
 }
 
@@ -411,27 +420,21 @@ mod tests {
     use super::*;
 
     /// A worker started on a backlog of fast jobs sizes its prefetch by
-    /// their pace within milliseconds, not after the first 100 ms; slow
-    /// jobs still wait for the full measure.
+    /// their pace within milliseconds, not after the first 100 ms, and
+    /// never above the jobs finished so far.
     #[test]
     fn the_first_pace_is_measured_as_soon_as_it_shows() {
         let local = LocalQueue::default();
         let mut sizer = Sizer::new(Prefetch::Pace, 1, MAX_TEST);
         assert_eq!(sizer.prefetch(&local), 1);
         std::thread::sleep(FIRST_MEASURE_AFTER);
-        local.lock().finished += FIRST_MEASURE_JOBS - 1;
-        assert_eq!(
-            sizer.prefetch(&local),
-            1,
-            "too few jobs to tell the pace by"
-        );
-        local.lock().finished += 1;
+        local.lock().finished += FIRST_MEASURE_JOBS;
         // 64 jobs in at least 5 ms: unless this thread slept 6 s since,
-        // more than one job's worth in 100 ms.
+        // more than one job's worth in 100 ms, and at most the 64.
         let sized = sizer.prefetch(&local);
         assert!(
-            sized > 1,
-            "prefetch still {sized} after {FIRST_MEASURE_JOBS} jobs"
+            (2..=FIRST_MEASURE_JOBS as usize).contains(&sized),
+            "prefetch {sized} after {FIRST_MEASURE_JOBS} jobs"
         );
     }
 

@@ -51,11 +51,14 @@ impl Ctx<'_> {
                 tokio::time::sleep(HELD_EVERY).await;
             }
         };
+        // The watch first: nothing is sent once `held()` said no, and a
+        // process paused mid-batch stops at its first poll after (its
+        // sleep is over), before the deliveries are polled again.
         self.rt.block_on(async {
             tokio::select! {
                 biased;
-                outcomes = all => Some(outcomes),
                 () = watch => None,
+                outcomes = all => Some(outcomes),
             }
         })
     }

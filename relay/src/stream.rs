@@ -3,7 +3,9 @@
 //! The deliverer stops a second before the lease could have ended by its
 //! own clock, whether or not the keeper noticed (a process paused past
 //! its lease, a renewal that hangs), abandoning what is in flight: so a
-//! relay that takes the route over is the only one delivering it. It reads
+//! relay that takes the route over is the only one delivering it (but for
+//! publishes a paused relay had already handed to its broker's client,
+//! which that client may still send when it resumes). It reads
 //! from the route's saved offset (the route name is the consumer), delivers
 //! a batch with every event in flight, and saves the offset of the
 //! gap-free prefix the sink confirmed. An unavailable sink is tried again
@@ -21,6 +23,8 @@ use std::time::{Duration, Instant};
 pub const LEASE_TTL: Duration = Duration::from_secs(10);
 /// How often the holder renews it.
 pub const RENEW_EVERY: Duration = Duration::from_secs(3);
+/// How soon a renewal that failed is tried again.
+pub const RENEW_RETRY: Duration = Duration::from_millis(500);
 /// How often a relay without the lease tries to take it.
 pub const STANDBY_EVERY: Duration = Duration::from_secs(1);
 /// How long before its lease could end, by this host's clock, a relay
@@ -137,25 +141,36 @@ fn keep(
     ctx: &Ctx<'_>,
 ) {
     let mut next = Instant::now() + RENEW_EVERY;
+    let mut failing = false;
     while !done.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
         if Instant::now() < next {
             continue;
         }
-        next = Instant::now() + RENEW_EVERY;
         let sent = Instant::now();
         match guard.renew(LEASE_TTL) {
-            Ok(true) => held.renewed(sent),
+            Ok(true) => {
+                held.renewed(sent);
+                failing = false;
+                next = Instant::now() + RENEW_EVERY;
+            }
             Ok(false) => {
                 lost.store(true, Ordering::SeqCst);
                 return;
             }
             Err(e) => {
-                if held.left() <= RENEW_EVERY {
+                // Tried again soon, until the lease's time is up (the
+                // deliverer stops by then on its own).
+                if held.left().is_zero() {
                     ctx.log(&format!("could not renew the lease: {e}"));
                     lost.store(true, Ordering::SeqCst);
                     return;
                 }
+                if !failing {
+                    failing = true;
+                    ctx.log(&format!("could not renew the lease, trying again: {e}"));
+                }
+                next = Instant::now() + RENEW_RETRY;
             }
         }
     }
