@@ -300,30 +300,77 @@ impl Runner<'_> {
 /// The sink's measured pace: messages confirmed per second, smoothed.
 #[derive(Default)]
 struct Pace {
+    /// The first confirmation.
+    started: Option<Instant>,
     since: Option<Instant>,
     count: usize,
+    /// Confirmed since the first.
+    total: usize,
     per_s: f64,
 }
 
+/// How often the pace is measured.
+const PACE_EVERY: Duration = Duration::from_millis(200);
+/// In the first [`PACE_EVERY`] it is measured whenever this many were
+/// confirmed since the last measure, at least [`EARLY_PACE_AFTER`] after
+/// it: a route started on a backlog otherwise claimed a window's worth at
+/// a time for its first 200 ms.
+const EARLY_PACE_COUNT: usize = 64;
+/// See [`EARLY_PACE_COUNT`].
+const EARLY_PACE_AFTER: Duration = Duration::from_millis(5);
+
 impl Pace {
     fn count(&mut self, n: usize) {
-        let since = *self.since.get_or_insert_with(Instant::now);
+        let now = Instant::now();
+        let started = *self.started.get_or_insert(now);
+        let since = *self.since.get_or_insert(now);
         self.count += n;
+        self.total += n;
         let elapsed = since.elapsed();
-        if elapsed >= Duration::from_millis(200) {
-            let now = self.count as f64 / elapsed.as_secs_f64();
-            self.per_s = if self.per_s == 0.0 {
-                now
+        let early = started.elapsed() < PACE_EVERY
+            && self.count >= EARLY_PACE_COUNT
+            && elapsed >= EARLY_PACE_AFTER;
+        if elapsed >= PACE_EVERY || early {
+            let measured = self.count as f64 / elapsed.as_secs_f64();
+            self.per_s = if self.per_s == 0.0 || early {
+                measured
             } else {
-                0.5 * self.per_s + 0.5 * now
+                0.5 * self.per_s + 0.5 * measured
             };
             self.since = Some(Instant::now());
             self.count = 0;
         }
     }
 
-    /// Messages to claim ahead: what the sink takes in about 250 ms.
+    /// Messages to claim ahead: what the sink takes in about 250 ms, and
+    /// never more than it has confirmed so far (a few fast confirmations
+    /// first do not make the route hold a thousand for a slow sink).
     fn ahead(&self) -> usize {
-        (self.per_s * 0.25) as usize
+        ((self.per_s * 0.25) as usize).min(self.total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A route started on a backlog sizes its claims by the sink's pace
+    /// within milliseconds, not after the first 200 ms, and never above
+    /// what the sink confirmed so far.
+    #[test]
+    fn the_first_pace_is_measured_as_soon_as_it_shows() {
+        let mut pace = Pace::default();
+        pace.count(1);
+        assert_eq!(pace.ahead(), 0, "nothing measured from one confirmation");
+        std::thread::sleep(EARLY_PACE_AFTER);
+        pace.count(EARLY_PACE_COUNT);
+        // 64 more in at least 5 ms: unless this thread slept 16 s since,
+        // more than one a quarter of a second, and at most the 65.
+        let ahead = pace.ahead();
+        assert!(
+            (1..=EARLY_PACE_COUNT + 1).contains(&ahead),
+            "ahead {ahead} after {} confirmations",
+            EARLY_PACE_COUNT + 1
+        );
     }
 }
