@@ -520,7 +520,11 @@ fn a_relay_paused_past_its_lease_delivers_nothing_once_resumed() {
                 // paused again.
                 std::thread::sleep(Duration::from_millis(500));
                 signal(a.child(), "STOP");
-                while !writer_free(&url) {
+                for tries in 1.. {
+                    if writer_free(&url) {
+                        break;
+                    }
+                    assert!(tries < 20, "the paused relay held the writer 20 times");
                     signal(a.child(), "CONT");
                     std::thread::sleep(Duration::from_millis(200));
                     signal(a.child(), "STOP");
@@ -546,15 +550,21 @@ fn a_relay_paused_past_its_lease_delivers_nothing_once_resumed() {
                     .filter(|(id, at)| *at > resumed && id.starts_with(&ours))
                     .map(|(id, _)| id.clone())
                     .collect();
+                let (code_a, stderr_a) = terminate(a.take());
+                let (code_b, stderr_b) = terminate(b.take());
+                // Unless the other gave the lease up meanwhile (a database
+                // error ends its hold) and this one took it again: a
+                // handover, not two at once.
+                let took = stderr_a.matches("delivering stream").count();
                 assert!(
-                    late.is_empty(),
-                    "the paused relay, resumed, delivered {late:?} while the other held the lease"
+                    late.is_empty() || took >= 2,
+                    "the paused relay, resumed, delivered {late:?} while the other held the lease \
+                     ({:?} after resuming); its log:\n{stderr_a}\nthe other's:\n{stderr_b}",
+                    resumed.elapsed()
                 );
-                let (code, stderr) = terminate(a.take());
-                assert_eq!(code, Some(0), "{stderr}");
-                assert!(stderr.contains("lost; standing by"), "{stderr}");
-                let (code, stderr) = terminate(b.take());
-                assert_eq!(code, Some(0), "{stderr}");
+                assert_eq!(code_a, Some(0), "{stderr_a}");
+                assert!(stderr_a.contains("lost; standing by"), "{stderr_a}");
+                assert_eq!(code_b, Some(0), "{stderr_b}");
             });
         }
     });

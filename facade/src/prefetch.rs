@@ -387,8 +387,14 @@ impl Sizer {
         if let Some(n) = self.fixed {
             return n;
         }
-        let elapsed = self.at.elapsed();
         let finished = local.lock().finished;
+        if finished == 0 {
+            // Nothing to measure yet: the clock starts at the first job
+            // finished (a worker started idle measured a pace of 0).
+            (self.at, self.started) = (Instant::now(), Instant::now());
+            return self.floor;
+        }
+        let elapsed = self.at.elapsed();
         let done = finished - self.seen;
         // In the first 100 ms the pace is taken as soon as it shows, again
         // and again, each measure standing on its own: a worker started on
@@ -429,7 +435,7 @@ mod tests {
         assert_eq!(sizer.prefetch(&local), 1);
         std::thread::sleep(FIRST_MEASURE_AFTER);
         local.lock().finished += FIRST_MEASURE_JOBS;
-        // 64 jobs in at least 5 ms: unless this thread slept 6 s since,
+        // 64 jobs in at least 5 ms: unless this thread slept 3 s since,
         // more than one job's worth in 100 ms, and at most the 64.
         let sized = sizer.prefetch(&local);
         assert!(

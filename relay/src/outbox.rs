@@ -321,6 +321,9 @@ const EARLY_PACE_AFTER: Duration = Duration::from_millis(5);
 
 impl Pace {
     fn count(&mut self, n: usize) {
+        if n == 0 && self.started.is_none() {
+            return; // the clock starts at the first confirmation
+        }
         let now = Instant::now();
         let started = *self.started.get_or_insert(now);
         let since = *self.since.get_or_insert(now);

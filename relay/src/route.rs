@@ -46,15 +46,19 @@ impl Ctx<'_> {
         let sink = &**self.sink;
         let all =
             futures_util::future::join_all(messages.iter().map(|m| deliver_one(sink, m, timeout)));
-        let watch = async {
-            while held() {
-                tokio::time::sleep(HELD_EVERY).await;
-            }
-        };
-        // The watch first: nothing is sent once `held()` said no, and a
-        // process paused mid-batch stops at its first poll after (its
-        // sleep is over), before the deliveries are polled again.
+        // The watch first, and `held()` asked at its every poll (a timer
+        // wakes it at least every HELD_EVERY): whatever wakes this batch,
+        // a process resumed past its lease included, nothing more is sent
+        // once `held()` said no.
         self.rt.block_on(async {
+            let mut tick = tokio::time::interval(HELD_EVERY);
+            let watch = std::future::poll_fn(|cx| {
+                if !held() {
+                    return std::task::Poll::Ready(());
+                }
+                while tick.poll_tick(cx).is_ready() {}
+                std::task::Poll::Pending
+            });
             tokio::select! {
                 biased;
                 () = watch => None,

@@ -150,6 +150,8 @@ fn keep(
         let sent = Instant::now();
         match guard.renew(LEASE_TTL) {
             Ok(true) => {
+                // Even after `held` ran out: the database says the lease
+                // is still this relay's, so it may go on delivering.
                 held.renewed(sent);
                 failing = false;
                 next = Instant::now() + RENEW_EVERY;
